@@ -1,0 +1,15 @@
+// The one Python extension module. Each area defines its bindings in its own file.
+#include <nanobind/nanobind.h>
+
+namespace nb = nanobind;
+
+void define_graph(nb::module_& m);
+void define_runtime(nb::module_& m);
+
+NB_MODULE(_core, m) {
+  m.doc() = "ember's C++ compiler core";
+  // Compiled graphs live in module-level records until interpreter exit.
+  nb::set_leak_warnings(false);
+  define_graph(m);
+  define_runtime(m);
+}

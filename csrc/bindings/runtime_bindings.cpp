@@ -1,0 +1,129 @@
+// CompiledGraph: compile graph text, inspect the result, run kernel groups.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "runtime/compiled_graph.h"
+#include "runtime/thread_pool.h"
+
+namespace nb = nanobind;
+using ember::CompiledGraph;
+
+namespace {
+
+nb::tuple view_tuple(const ember::StridedView& v) {
+  return nb::make_tuple(v.buffer, ember::dtype_name(v.dtype), nb::cast(v.sizes), nb::cast(v.strides), v.offset);
+}
+
+const char* buffer_kind(ember::Buffer::Kind k) {
+  switch (k) {
+    case ember::Buffer::Kind::Input: return "input";
+    case ember::Buffer::Kind::Extern: return "extern";
+    default: return "computed";
+  }
+}
+
+}  // namespace
+
+void define_runtime(nb::module_& m) {
+  nb::class_<CompiledGraph>(m, "CompiledGraph")
+      .def_prop_ro("graph_text", [](const CompiledGraph& g) { return ember::print_graph(g.graph()); })
+      .def_prop_ro("program_text", &CompiledGraph::program_text)
+      .def_prop_ro("schedule_text", &CompiledGraph::schedule_text)
+      .def_prop_ro("source", [](const CompiledGraph& g) { return g.code().source; })
+      .def_prop_ro("cache_status", &CompiledGraph::cache_status)
+      .def_prop_ro("cache_note", &CompiledGraph::cache_note)
+      .def_prop_ro("cache_key", &CompiledGraph::cache_key)
+      .def_prop_ro("times", [](const CompiledGraph& g) {
+        const auto& t = g.times();
+        nb::dict d;
+        d["parse"] = t.parse;
+        d["lower"] = t.lower;
+        d["schedule"] = t.schedule;
+        d["codegen"] = t.codegen;
+        d["compile"] = t.compile;
+        d["load"] = t.load;
+        return d;
+      })
+      .def_prop_ro("buffers", [](const CompiledGraph& g) {
+        nb::list out;
+        const auto& p = g.program();
+        for (const auto& b : p.buffers) {
+          nb::dict d;
+          d["id"] = b.id;
+          d["kind"] = buffer_kind(b.kind);
+          d["dtype"] = ember::dtype_name(b.dtype);
+          d["sizes"] = nb::cast(b.sizes);
+          d["strides"] = nb::cast(b.strides);
+          d["input_index"] = b.input_index;
+          d["in_memory"] = static_cast<bool>(g.code().buffer_in_memory.empty() ? true : g.code().buffer_in_memory[b.id]);
+          out.append(d);
+        }
+        return out;
+      })
+      .def_prop_ro("externs", [](const CompiledGraph& g) {
+        nb::list out;
+        for (const auto& e : g.program().externs) {
+          nb::dict d;
+          d["node"] = e.node;
+          d["op"] = g.graph().nodes[e.node].op;
+          d["reason"] = e.reason;
+          nb::list args;
+          for (size_t i = 0; i < e.tensor_args.size(); ++i)
+            args.append(nb::make_tuple(e.tensor_args[i].node, e.tensor_args[i].index, view_tuple(e.tensor_views[i])));
+          d["tensor_args"] = args;
+          d["output_buffers"] = nb::cast(e.output_buffers);
+          out.append(d);
+        }
+        return out;
+      })
+      .def_prop_ro("outputs", [](const CompiledGraph& g) {
+        nb::list out;
+        for (const auto& o : g.program().outputs) out.append(o.is_tensor ? nb::object(view_tuple(o.view)) : nb::none());
+        return out;
+      })
+      .def_prop_ro("kernels", [](const CompiledGraph& g) {
+        nb::list out;
+        for (const auto& k : g.code().kernels) {
+          nb::dict d;
+          d["name"] = k.name;
+          d["rows"] = k.rows;
+          d["work_per_row"] = k.work_per_row;
+          d["args"] = nb::cast(k.args);
+          d["origins"] = nb::cast(k.origins);
+          out.append(d);
+        }
+        return out;
+      })
+      .def_prop_ro("steps", [](const CompiledGraph& g) {
+        nb::list out;
+        for (const auto& s : g.steps()) {
+          if (s.kind == ember::ExecStep::Kind::Extern)
+            out.append(nb::make_tuple("extern", s.extern_call, nb::list()));
+          else
+            out.append(nb::make_tuple("kernels", nb::cast(s.kernels), nb::cast(s.args)));
+        }
+        return out;
+      })
+      .def("run_step", &CompiledGraph::run_step, nb::arg("step"), nb::arg("ptrs"),
+           nb::call_guard<nb::gil_scoped_release>(), "Run the kernel group of step `step`.");
+
+  m.def(
+      "compile",
+      [](const std::string& text, bool fuse, bool disk_cache, const std::string& cache_dir, const std::string& debug_dir) {
+        ember::CompileOptions o;
+        o.fuse = fuse;
+        o.disk_cache = disk_cache;
+        o.cache_dir = cache_dir;
+        o.debug_dir = debug_dir;
+        nb::gil_scoped_release release;
+        return CompiledGraph::compile(text, o);
+      },
+      nb::arg("graph_text"), nb::arg("fuse") = true, nb::arg("disk_cache") = true, nb::arg("cache_dir") = "",
+      nb::arg("debug_dir") = "");
+  m.def("default_cache_dir", &ember::default_cache_dir);
+  m.def("num_threads", [] { return ember::ThreadPool::global().num_threads(); });
+  m.def("set_num_threads", [](int n) { ember::ThreadPool::global().set_num_threads(n); });
+  m.attr("__version__") = EMBER_VERSION;
+}

@@ -1,0 +1,275 @@
+#include "codegen/c_emitter.h"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+namespace ember {
+
+std::string CEmitter::c_type(DType t) {
+  switch (t) {
+    case DType::Bool: return "bool";
+    case DType::U8: return "uint8_t";
+    case DType::I8: return "int8_t";
+    case DType::I16: return "int16_t";
+    case DType::I32: return "int32_t";
+    case DType::I64: return "int64_t";
+    case DType::F64: return "double";
+    default: return "float";
+  }
+}
+
+std::string CEmitter::literal(const Expr& c) {
+  char buf[64];
+  if (is_bool(c->dtype)) return c->ival ? "true" : "false";
+  if (!is_float(c->dtype)) {
+    if (c->ival == INT64_MIN) return "INT64_MIN";
+    std::snprintf(buf, sizeof buf, "%lldLL", static_cast<long long>(c->ival));
+    return c->dtype == DType::I64 ? std::string(buf) : "((" + c_type(c->dtype) + ")" + buf + ")";
+  }
+  double v = c->fval;
+  bool dbl = c->dtype == DType::F64;
+  if (std::isnan(v)) return dbl ? "(double)NAN" : "NAN";
+  if (std::isinf(v)) return std::string(v > 0 ? "" : "-") + (dbl ? "(double)INFINITY" : "INFINITY");
+  if (dbl) {
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.9gf", v);
+  }
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s.insert(dbl ? s.size() : s.size() - 1, ".0");
+  return "(" + s + ")";
+}
+
+void CEmitter::open_scope(const std::vector<std::pair<int, std::string>>& vars) {
+  scopes_.push_back(Scope{});
+  for (const auto& [id, name] : vars) {
+    var_level_[id] = depth();
+    var_name_[id] = name;
+  }
+  level_cache_.clear();
+}
+
+std::vector<std::string> CEmitter::close_scope() {
+  int d = depth();
+  std::vector<std::string> lines = std::move(scopes_.back().lines);
+  scopes_.pop_back();
+  for (auto it = locals_.begin(); it != locals_.end();) {
+    if (it->second.second >= d) it = locals_.erase(it);
+    else ++it;
+  }
+  level_cache_.clear();
+  return lines;
+}
+
+void CEmitter::bind_local(int buffer, const std::string& name, int level) {
+  locals_[buffer] = {name, level};
+  level_cache_.clear();
+}
+void CEmitter::forget_local(int buffer) {
+  locals_.erase(buffer);
+  level_cache_.clear();
+}
+
+std::string CEmitter::fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
+
+int CEmitter::level_of(const Expr& e) {
+  auto it = level_cache_.find(e.get());
+  if (it != level_cache_.end()) return it->second;
+  int level = 0;
+  if (e->op == ExprOp::Var) {
+    auto v = var_level_.find(static_cast<int>(e->ival));
+    if (v == var_level_.end()) throw std::logic_error("unbound loop variable in codegen: v" + std::to_string(e->ival));
+    level = v->second;
+  } else if (e->op == ExprOp::Load) {
+    auto l = locals_.find(static_cast<int>(e->ival));
+    if (l != locals_.end()) {
+      level = l->second.second;
+    } else {
+      level = level_of(e->args[0]);
+      auto m = min_load_level_.find(static_cast<int>(e->ival));
+      if (m != min_load_level_.end()) level = std::max(level, m->second);
+    }
+  } else {
+    for (const auto& a : e->args) level = std::max(level, level_of(a));
+  }
+  level = std::min(level, depth());
+  level_cache_[e.get()] = level;
+  return level;
+}
+
+std::string CEmitter::load_text(const Expr& e, const std::string& index) {
+  auto it = buffers_.find(static_cast<int>(e->ival));
+  if (it == buffers_.end()) throw std::logic_error("codegen: unknown buffer " + std::to_string(e->ival));
+  std::string ref = it->second.name + "[" + index + "]";
+  switch (it->second.dtype) {
+    case DType::F16: return "ember_h2f(" + ref + ")";
+    case DType::BF16: return "ember_bf2f(" + ref + ")";
+    case DType::Bool: return "(" + ref + " != 0)";
+    default: return ref;
+  }
+}
+
+std::string CEmitter::emit(const Expr& e) {
+  if (e->op == ExprOp::Const) return literal(e);
+  if (e->op == ExprOp::Var) {
+    auto it = var_name_.find(static_cast<int>(e->ival));
+    if (it == var_name_.end()) throw std::logic_error("codegen: unbound var");
+    return it->second;
+  }
+  if (e->op == ExprOp::Load) {
+    auto l = locals_.find(static_cast<int>(e->ival));
+    if (l != locals_.end()) return l->second.first;
+  }
+  int level = level_of(e);
+  for (int s = level; s >= 0; --s) {
+    auto it = scopes_[s].memo.find(e);
+    if (it != scopes_[s].memo.end()) return it->second;
+  }
+  // Also visible: anything memoized in an enclosing scope deeper than `level`
+  // cannot exist (it would have been placed at `level`), so print it now.
+  std::vector<std::string> args;
+  if (e->op == ExprOp::Where) {
+    // Only the taken branch may be evaluated: a branch that reads memory may be
+    // guarding an out-of-bounds index, so it is printed inline, not hoisted.
+    args = {emit(e->args[0]), guarded(e->args[1]), guarded(e->args[2])};
+  } else {
+    for (const auto& a : e->args) args.push_back(emit(a));
+  }
+  std::string name = "t" + std::to_string(counter_++);
+  scopes_[level].lines.push_back("const " + c_type(e->dtype) + " " + name + " = " + print(e, args) + ";");
+  scopes_[level].memo.emplace(e, name);
+  return name;
+}
+
+bool CEmitter::reads_memory(const Expr& e) const {
+  if (e->op == ExprOp::Load && !locals_.count(static_cast<int>(e->ival))) return true;
+  for (const auto& a : e->args)
+    if (reads_memory(a)) return true;
+  return false;
+}
+
+std::string CEmitter::guarded(const Expr& e) {
+  if (!reads_memory(e)) return emit(e);
+  return inline_text(e);
+}
+
+std::string CEmitter::inline_text(const Expr& e) {
+  if (e->op == ExprOp::Const) return literal(e);
+  if (e->op == ExprOp::Var) return var_name_.at(static_cast<int>(e->ival));
+  if (e->op == ExprOp::Load) {
+    auto l = locals_.find(static_cast<int>(e->ival));
+    if (l != locals_.end()) return l->second.first;
+  }
+  for (int s = depth(); s >= 0; --s) {
+    auto it = scopes_[s].memo.find(e);
+    if (it != scopes_[s].memo.end()) return it->second;
+  }
+  std::vector<std::string> args;
+  if (e->op == ExprOp::Where) {
+    args = {inline_text(e->args[0]), inline_text(e->args[1]), inline_text(e->args[2])};
+  } else {
+    for (const auto& a : e->args) args.push_back(inline_text(a));
+  }
+  return "((" + c_type(e->dtype) + ")(" + print(e, args) + "))";
+}
+
+std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
+  DType t = e->dtype;
+  bool f64 = t == DType::F64;
+  bool flt = is_float(t);
+  auto fn = [&](const char* name) { return std::string(name) + (f64 ? "" : "f") + "(" + a[0] + ")"; };
+  auto fn2 = [&](const char* name) { return std::string(name) + (f64 ? "" : "f") + "(" + a[0] + ", " + a[1] + ")"; };
+  std::string one = f64 ? "1.0" : "1.0f";
+  switch (e->op) {
+    case ExprOp::Load: return load_text(e, a[0]);
+    case ExprOp::Neg: return "-" + a[0];
+    case ExprOp::Abs: return flt ? fn("fabs") : "(" + a[0] + " < 0 ? -" + a[0] + " : " + a[0] + ")";
+    case ExprOp::Exp: return fn("exp");
+    case ExprOp::Exp2: return fn("exp2");
+    case ExprOp::Expm1: return fn("expm1");
+    case ExprOp::Log: return fn("log");
+    case ExprOp::Log2: return fn("log2");
+    case ExprOp::Log10: return fn("log10");
+    case ExprOp::Log1p: return fn("log1p");
+    case ExprOp::Sqrt: return fn("sqrt");
+    case ExprOp::Rsqrt: return one + " / " + fn("sqrt");
+    case ExprOp::Sin: return fn("sin");
+    case ExprOp::Cos: return fn("cos");
+    case ExprOp::Tan: return fn("tan");
+    case ExprOp::Asin: return fn("asin");
+    case ExprOp::Acos: return fn("acos");
+    case ExprOp::Atan: return fn("atan");
+    case ExprOp::Sinh: return fn("sinh");
+    case ExprOp::Cosh: return fn("cosh");
+    case ExprOp::Tanh: return fn("tanh");
+    case ExprOp::Asinh: return fn("asinh");
+    case ExprOp::Acosh: return fn("acosh");
+    case ExprOp::Atanh: return fn("atanh");
+    case ExprOp::Erf: return fn("erf");
+    case ExprOp::Erfc: return fn("erfc");
+    case ExprOp::Sigmoid: return one + " / (" + one + " + " + std::string(f64 ? "exp" : "expf") + "(-" + a[0] + "))";
+    case ExprOp::Floor: return fn("floor");
+    case ExprOp::Ceil: return fn("ceil");
+    case ExprOp::Round: return fn("nearbyint");
+    case ExprOp::Trunc: return fn("trunc");
+    case ExprOp::Sign:
+      if (flt) return "(" + a[0] + " != " + a[0] + ") ? " + a[0] + " : (" + c_type(t) + ")((" + a[0] + " > 0) - (" + a[0] + " < 0))";
+      if (is_bool(t)) return a[0];
+      return "(" + c_type(t) + ")((" + a[0] + " > 0) - (" + a[0] + " < 0))";
+    case ExprOp::Reciprocal: return one + " / " + a[0];
+    case ExprOp::IsNan: return "(" + a[0] + " != " + a[0] + ")";
+    case ExprOp::IsInf: return std::string(e->args[0]->dtype == DType::F64 ? "fabs(" : "fabsf(") + a[0] + ") == INFINITY";
+    case ExprOp::IsFinite: return std::string(e->args[0]->dtype == DType::F64 ? "fabs(" : "fabsf(") + a[0] + ") < INFINITY";
+    case ExprOp::LogicalNot: return "!" + a[0];
+    case ExprOp::BitNot: return "~" + a[0];
+    case ExprOp::Add: return a[0] + " + " + a[1];
+    case ExprOp::Sub: return a[0] + " - " + a[1];
+    case ExprOp::Mul: return a[0] + " * " + a[1];
+    case ExprOp::Div: return flt ? a[0] + " / " + a[1] : "ember_tdiv(" + a[0] + ", " + a[1] + ")";
+    case ExprOp::FloorDiv: return flt ? std::string(f64 ? "floor(" : "floorf(") + a[0] + " / " + a[1] + ")" : "ember_fdiv(" + a[0] + ", " + a[1] + ")";
+    case ExprOp::TruncDiv: return "ember_tdiv(" + a[0] + ", " + a[1] + ")";
+    case ExprOp::Mod: return flt ? (f64 ? "ember_pymod(" : "ember_pymodf(") + a[0] + ", " + a[1] + ")" : "ember_fmod_py(" + a[0] + ", " + a[1] + ")";
+    case ExprOp::Fmod: return flt ? fn2("fmod") : "ember_tmod(" + a[0] + ", " + a[1] + ")";
+    case ExprOp::Pow: return fn2("pow");
+    case ExprOp::Atan2: return fn2("atan2");
+    case ExprOp::Max:
+      if (flt) return "(" + a[0] + " > " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1];
+      return a[0] + " > " + a[1] + " ? " + a[0] + " : " + a[1];
+    case ExprOp::Min:
+      if (flt) return "(" + a[0] + " < " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1];
+      return a[0] + " < " + a[1] + " ? " + a[0] + " : " + a[1];
+    case ExprOp::Eq: return a[0] + " == " + a[1];
+    case ExprOp::Ne: return a[0] + " != " + a[1];
+    case ExprOp::Lt: return a[0] + " < " + a[1];
+    case ExprOp::Le: return a[0] + " <= " + a[1];
+    case ExprOp::Gt: return a[0] + " > " + a[1];
+    case ExprOp::Ge: return a[0] + " >= " + a[1];
+    case ExprOp::LogicalAnd: return a[0] + " && " + a[1];
+    case ExprOp::LogicalOr: return a[0] + " || " + a[1];
+    case ExprOp::LogicalXor: return "(!" + a[0] + ") != (!" + a[1] + ")";
+    case ExprOp::BitAnd: return a[0] + " & " + a[1];
+    case ExprOp::BitOr: return a[0] + " | " + a[1];
+    case ExprOp::BitXor: return a[0] + " ^ " + a[1];
+    case ExprOp::Shl: return a[0] + " << " + a[1];
+    case ExprOp::Shr: return a[0] + " >> " + a[1];
+    case ExprOp::Where: return a[0] + " ? " + a[1] + " : " + a[2];
+    case ExprOp::Cast: {
+      DType from = e->args[0]->dtype;
+      if (t == DType::F16) return "ember_round_h((float)" + a[0] + ")";
+      if (t == DType::BF16) return "ember_round_bf((float)" + a[0] + ")";
+      if (is_bool(t)) return "(" + a[0] + " != 0)";
+      if (is_float(from) && !is_float(t)) {
+        // Float -> int conversion of NaN/inf/out-of-range is undefined in C; x86
+        // (and so eager on x86) gives the "integer indefinite" value. Go through
+        // int64 so narrow types wrap like ATen's static_cast chain.
+        return "(" + c_type(t) + ")(int64_t)" + a[0];
+      }
+      return "(" + c_type(t) + ")" + a[0];
+    }
+    default:
+      throw std::logic_error(std::string("codegen: unhandled op ") + expr_op_name(e->op));
+  }
+}
+
+}  // namespace ember

@@ -1,0 +1,73 @@
+// The C expression printer: turns Exprs into statements in nested loop scopes.
+//
+// Every non-leaf node becomes one `const T tN = ...;` statement, printed once per
+// scope where it is visible (CSE by structural equality), and placed in the
+// outermost open scope whose loop variables it uses (loop-invariant hoisting).
+// The CUDA dialect will reuse this with a different type/intrinsic table.
+#pragma once
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/expr.h"
+
+namespace ember {
+
+class CEmitter {
+ public:
+  // Buffer access: how a buffer id is named and typed in the generated code.
+  struct BufferRef {
+    std::string name;
+    DType dtype;
+  };
+
+  explicit CEmitter(std::unordered_map<int, BufferRef> buffers) : buffers_(std::move(buffers)) {}
+
+  // Scope 0 is the function body. open_scope() starts a nested scope binding the
+  // given vars (to the given C names); close_scope() returns its statements.
+  void open_scope(const std::vector<std::pair<int, std::string>>& vars);
+  std::vector<std::string> close_scope();
+  int depth() const { return static_cast<int>(scopes_.size()) - 1; }
+  void line(const std::string& text) { scopes_.back().lines.push_back(text); }
+  void line_at(int level, const std::string& text) { scopes_.at(level).lines.push_back(text); }
+
+  // A value computed elsewhere (a fused producer) stands in for loads of `buffer`
+  // while the current scope is open, and at `level`.
+  void bind_local(int buffer, const std::string& name, int level);
+  void forget_local(int buffer);
+
+  // Loads of these buffers are not hoisted above `level` (they are written
+  // earlier in the same kernel and only valid from that point).
+  void set_min_load_level(int buffer, int level) { min_load_level_[buffer] = level; }
+
+  // Emits statements for e (as needed) and returns a C expression naming its value.
+  std::string emit(const Expr& e);
+  // Like emit, but at a fixed scope level (for accumulator updates).
+  std::string fresh(const std::string& prefix);
+
+  static std::string c_type(DType t);             // compute type in C
+  static std::string literal(const Expr& c);     // a Const as C text
+
+ private:
+  struct Scope {
+    std::vector<std::string> lines;
+    std::unordered_map<Expr, std::string, ExprHash, ExprEqual> memo;
+  };
+  int level_of(const Expr& e);
+  std::string print(const Expr& e, const std::vector<std::string>& a);
+  bool reads_memory(const Expr& e) const;
+  std::string guarded(const Expr& e);
+  std::string inline_text(const Expr& e);
+  std::string load_text(const Expr& e, const std::string& index);
+
+  std::unordered_map<int, BufferRef> buffers_;
+  std::vector<Scope> scopes_ = {Scope{}};
+  std::unordered_map<int, int> var_level_;
+  std::unordered_map<int, std::string> var_name_;
+  std::unordered_map<int, std::pair<std::string, int>> locals_;
+  std::unordered_map<int, int> min_load_level_;
+  std::unordered_map<const ExprNode*, int> level_cache_;
+  int counter_ = 0;
+};
+
+}  // namespace ember

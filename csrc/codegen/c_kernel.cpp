@@ -1,0 +1,357 @@
+#include "codegen/c_kernel.h"
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "codegen/c_emitter.h"
+#include "codegen/c_prelude.h"
+
+namespace ember {
+
+namespace {
+
+struct Producer {
+  int kernel = -1, stage = -1, item = -1;
+};
+
+// Which reads are served by a local value and which buffers must exist in memory.
+struct MemoryPlan {
+  std::vector<bool> in_memory;
+  std::vector<Producer> producer;  // per buffer
+};
+
+bool read_is_local(const Producer& prod, const Schedule& s, int kernel, int stage) {
+  if (prod.kernel != kernel) return false;
+  const Stage& ps = s.kernels[kernel].stages[prod.stage];
+  const KernelItem& item = ps.items[prod.item];
+  if (item.is_reduction || ps.inner.empty()) return prod.stage < stage || (prod.stage == stage && !item.is_reduction);
+  return prod.stage == stage;
+}
+
+MemoryPlan plan_memory(const Program& p, const Schedule& s) {
+  MemoryPlan m;
+  m.in_memory.assign(p.buffers.size(), false);
+  m.producer.assign(p.buffers.size(), Producer{});
+  for (const auto& b : p.buffers)
+    if (b.kind != Buffer::Kind::Computed) m.in_memory[b.id] = true;
+  for (size_t k = 0; k < s.kernels.size(); ++k)
+    for (size_t st = 0; st < s.kernels[k].stages.size(); ++st)
+      for (size_t i = 0; i < s.kernels[k].stages[st].items.size(); ++i)
+        m.producer[p.computed[s.kernels[k].stages[st].items[i].computed].buffer] =
+            Producer{static_cast<int>(k), static_cast<int>(st), static_cast<int>(i)};
+  for (const auto& o : p.outputs)
+    if (o.is_tensor) m.in_memory[o.view.buffer] = true;
+  for (const auto& e : p.externs)
+    for (const auto& v : e.tensor_views) m.in_memory[v.buffer] = true;
+  for (size_t k = 0; k < s.kernels.size(); ++k)
+    for (size_t st = 0; st < s.kernels[k].stages.size(); ++st)
+      for (const auto& item : s.kernels[k].stages[st].items) {
+        std::function<void(const Expr&)> walk = [&](const Expr& e) {
+          if (e->op == ExprOp::Load && !read_is_local(m.producer[e->ival], s, static_cast<int>(k), static_cast<int>(st)))
+            m.in_memory[e->ival] = true;
+          for (const auto& a : e->args) walk(a);
+        };
+        walk(item.value);
+      }
+  return m;
+}
+
+std::string store_text(const std::string& ptr, const std::string& index, DType t, const std::string& v) {
+  std::string ref = ptr + "[" + index + "]";
+  switch (t) {
+    case DType::F16: return ref + " = ember_f2h(" + v + ");";
+    case DType::BF16: return ref + " = ember_f2bf(" + v + ");";
+    case DType::Bool: return ref + " = (uint8_t)(" + v + ");";
+    default: return ref + " = " + v + ";";
+  }
+}
+
+struct Acc {
+  std::string acc, flag, index;  // accumulator, NaN flag (max/min), arg index (argmax/argmin)
+};
+
+class KernelPrinter {
+ public:
+  KernelPrinter(const Program& p, const Schedule& s, const MemoryPlan& m, int k)
+      : p_(p), s_(s), m_(m), ki_(k), k_(s.kernels[k]) {}
+
+  std::string print(KernelInfo& info) {
+    info.name = k_.name;
+    info.rows = k_.outer_numel();
+    info.work_per_row = std::max<int64_t>(1, k_.work_per_row());
+    // Arguments: every buffer the kernel reads from memory or stores.
+    std::set<int> args;
+    for (size_t st = 0; st < k_.stages.size(); ++st)
+      for (const auto& item : k_.stages[st].items) {
+        int b = p_.computed[item.computed].buffer;
+        if (m_.in_memory[b]) args.insert(b);
+        std::function<void(const Expr&)> walk = [&](const Expr& e) {
+          if (e->op == ExprOp::Load && !read_is_local(m_.producer[e->ival], s_, ki_, static_cast<int>(st))) args.insert(static_cast<int>(e->ival));
+          for (const auto& a : e->args) walk(a);
+        };
+        walk(item.value);
+        for (int o : p_.computed[item.computed].origins) origins_.insert(o);
+      }
+    info.args.assign(args.begin(), args.end());
+    info.origins.assign(origins_.begin(), origins_.end());
+
+    std::unordered_map<int, CEmitter::BufferRef> refs;
+    std::ostringstream head;
+    head << "void " << k_.name << "(int64_t begin, int64_t end, char* const* args) {\n";
+    for (size_t i = 0; i < info.args.size(); ++i) {
+      int b = info.args[i];
+      const Buffer& buf = p_.buffers[b];
+      std::string name = "b" + std::to_string(b);
+      bool written = buf.kind == Buffer::Kind::Computed && m_.producer[b].kernel == ki_;
+      head << "  " << (written ? "" : "const ") << dtype_c_type(buf.dtype) << "* restrict " << name << " = ("
+           << (written ? "" : "const ") << dtype_c_type(buf.dtype) << "*)args[" << i << "];\n";
+      refs[b] = {name, buf.dtype};
+    }
+    em_ = std::make_unique<CEmitter>(refs);
+
+    // Row scope: decompose the flat row index into outer coordinates.
+    std::vector<std::pair<int, std::string>> outer_vars;
+    for (size_t d = 0; d < k_.outer.size(); ++d) outer_vars.push_back({outer_var(static_cast<int>(d)), "o" + std::to_string(d)});
+    em_->open_scope(outer_vars);
+    int64_t stride = 1;
+    std::vector<std::string> coords(k_.outer.size());
+    for (size_t d = k_.outer.size(); d-- > 0;) {
+      std::string q = stride == 1 ? "x" : "(x / " + std::to_string(stride) + "LL)";
+      coords[d] = d == 0 ? q : q + " % " + std::to_string(k_.outer[d]) + "LL";
+      stride *= k_.outer[d];
+    }
+    for (size_t d = 0; d < k_.outer.size(); ++d) em_->line("const int64_t o" + std::to_string(d) + " = " + coords[d] + ";");
+    // Loads of buffers this kernel writes are valid only after the stage that
+    // writes them, so they may be hoisted to the row scope but no further.
+    for (const auto& stage : k_.stages)
+      for (const auto& item : stage.items) em_->set_min_load_level(p_.computed[item.computed].buffer, em_->depth());
+    for (size_t st = 0; st < k_.stages.size(); ++st) print_stage(static_cast<int>(st));
+    std::vector<std::string> row = em_->close_scope();
+
+    std::ostringstream os;
+    os << head.str();
+    bool simd_rows = k_.stages.size() == 1 && k_.stages[0].inner.empty() && !stage_has_arg(k_.stages[0]);
+    if (simd_rows) os << "  #pragma omp simd\n";
+    os << "  for (int64_t x = begin; x < end; ++x) {\n";
+    for (const auto& l : row) os << "    " << l << "\n";
+    os << "  }\n}\n";
+    return os.str();
+  }
+
+ private:
+  bool stage_has_arg(const Stage& st) const {
+    for (const auto& it : st.items) {
+      const auto& c = p_.computed[it.computed];
+      if (c.is_reduction && (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin)) return true;
+    }
+    return false;
+  }
+
+  void print_stage(int st) {
+    const Stage& stage = k_.stages[st];
+    const int row_level = em_->depth();
+    // Accumulators live in the row scope.
+    std::vector<Acc> accs(stage.items.size());
+    std::vector<std::string> clauses;
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const auto& c = p_.computed[stage.items[i].computed];
+      if (!c.is_reduction) continue;
+      accs[i] = declare_acc(c, clauses);
+    }
+    // Inner loop nest.
+    for (size_t d = 0; d < stage.inner.size(); ++d)
+      em_->open_scope({{inner_var(static_cast<int>(d)), "i" + std::to_string(d)}});
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const KernelItem& item = stage.items[i];
+      const auto& c = p_.computed[item.computed];
+      const Buffer& buf = p_.buffers[c.buffer];
+      std::string v = em_->emit(item.value);
+      if (!c.is_reduction) {
+        if (m_.in_memory[c.buffer]) em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, v));
+        em_->bind_local(c.buffer, v, em_->depth());
+        continue;
+      }
+      accumulate(c, accs[i], v, stage);
+    }
+    // Close the loops from the inside out, adding the SIMD pragma to the innermost.
+    for (size_t d = stage.inner.size(); d-- > 0;) {
+      std::vector<std::string> body = em_->close_scope();
+      std::string iv = "i" + std::to_string(d);
+      if (d + 1 == stage.inner.size() && !stage_has_arg(stage)) {
+        std::string pragma = "#pragma omp simd";
+        for (const auto& cl : clauses) pragma += " " + cl;
+        em_->line(pragma);
+      }
+      em_->line("for (int64_t " + iv + " = 0; " + iv + " < " + std::to_string(stage.inner[d]) + "LL; ++" + iv + ") {");
+      for (const auto& l : body) em_->line("  " + l);
+      em_->line("}");
+    }
+    // Finish reductions: the result is a row-scope local, stored if needed.
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const KernelItem& item = stage.items[i];
+      const auto& c = p_.computed[item.computed];
+      if (!c.is_reduction) continue;
+      const Buffer& buf = p_.buffers[c.buffer];
+      std::string result = finish_acc(c, accs[i], buf.dtype);
+      if (m_.in_memory[c.buffer]) em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, result));
+      em_->bind_local(c.buffer, result, row_level);
+    }
+  }
+
+  Acc declare_acc(const ComputedBuffer& c, std::vector<std::string>& clauses) {
+    Acc a;
+    a.acc = em_->fresh("acc");
+    DType t = c.acc_dtype;
+    std::string ct = CEmitter::c_type(t);
+    bool flt = is_float(t);
+    switch (c.reduce_op) {
+      case ReduceOp::Sum:
+        em_->line(ct + " " + a.acc + " = 0;");
+        clauses.push_back("reduction(+:" + a.acc + ")");
+        break;
+      case ReduceOp::Prod:
+        em_->line(ct + " " + a.acc + " = 1;");
+        clauses.push_back("reduction(*:" + a.acc + ")");
+        break;
+      case ReduceOp::Max:
+      case ReduceOp::Min: {
+        bool mx = c.reduce_op == ReduceOp::Max;
+        std::string init = flt ? (mx ? "-INFINITY" : "INFINITY") : lowest_or_highest(t, mx);
+        em_->line(ct + " " + a.acc + " = " + init + ";");
+        clauses.push_back(std::string("reduction(") + (mx ? "max:" : "min:") + a.acc + ")");
+        if (flt) {
+          a.flag = em_->fresh("nan");
+          em_->line("int " + a.flag + " = 0;");
+          clauses.push_back("reduction(|:" + a.flag + ")");
+        }
+        break;
+      }
+      case ReduceOp::Any:
+        em_->line("int " + a.acc + " = 0;");
+        clauses.push_back("reduction(|:" + a.acc + ")");
+        break;
+      case ReduceOp::All:
+        em_->line("int " + a.acc + " = 1;");
+        clauses.push_back("reduction(&:" + a.acc + ")");
+        break;
+      case ReduceOp::ArgMax:
+      case ReduceOp::ArgMin: {
+        DType vt = c.body->dtype;
+        bool mx = c.reduce_op == ReduceOp::ArgMax;
+        std::string init = is_float(vt) ? (mx ? "-INFINITY" : "INFINITY") : lowest_or_highest(vt, mx);
+        em_->line(CEmitter::c_type(vt) + " " + a.acc + " = " + init + ";");
+        a.index = em_->fresh("arg");
+        em_->line("int64_t " + a.index + " = 0;");
+        break;
+      }
+    }
+    return a;
+  }
+
+  static std::string lowest_or_highest(DType t, bool lowest) {
+    switch (t) {
+      case DType::Bool: return lowest ? "0" : "1";
+      case DType::U8: return lowest ? "0" : "UINT8_MAX";
+      case DType::I8: return lowest ? "INT8_MIN" : "INT8_MAX";
+      case DType::I16: return lowest ? "INT16_MIN" : "INT16_MAX";
+      case DType::I32: return lowest ? "INT32_MIN" : "INT32_MAX";
+      default: return lowest ? "INT64_MIN" : "INT64_MAX";
+    }
+  }
+
+  void accumulate(const ComputedBuffer& c, const Acc& a, const std::string& v, const Stage& stage) {
+    bool flt = is_float(c.acc_dtype);
+    switch (c.reduce_op) {
+      case ReduceOp::Sum: em_->line(a.acc + " += " + v + ";"); break;
+      case ReduceOp::Prod: em_->line(a.acc + " *= " + v + ";"); break;
+      case ReduceOp::Max:
+        em_->line(a.acc + " = " + v + " > " + a.acc + " ? " + v + " : " + a.acc + ";");
+        if (flt) em_->line(a.flag + " |= " + v + " != " + v + ";");
+        break;
+      case ReduceOp::Min:
+        em_->line(a.acc + " = " + v + " < " + a.acc + " ? " + v + " : " + a.acc + ";");
+        if (flt) em_->line(a.flag + " |= " + v + " != " + v + ";");
+        break;
+      case ReduceOp::Any: em_->line(a.acc + " |= (" + v + " != 0);"); break;
+      case ReduceOp::All: em_->line(a.acc + " &= (" + v + " != 0);"); break;
+      case ReduceOp::ArgMax:
+      case ReduceOp::ArgMin: {
+        // First extremum wins; NaN counts as the extremum (first NaN wins).
+        std::string r = "0";
+        int64_t stride = 1;
+        std::string flat;
+        for (size_t d = stage.inner.size(); d-- > 0;) {
+          std::string term = "i" + std::to_string(d) + (stride == 1 ? "" : " * " + std::to_string(stride) + "LL");
+          flat = flat.empty() ? term : term + " + " + flat;
+          stride *= stage.inner[d];
+        }
+        if (flat.empty()) flat = "0";
+        std::string better = c.reduce_op == ReduceOp::ArgMax ? v + " > " + a.acc : v + " < " + a.acc;
+        if (is_float(c.body->dtype)) better = "(" + better + ") || (" + v + " != " + v + " && " + a.acc + " == " + a.acc + ")";
+        em_->line("if (" + better + ") { " + a.acc + " = " + v + "; " + a.index + " = " + flat + "; }");
+        break;
+      }
+    }
+  }
+
+  std::string finish_acc(const ComputedBuffer& c, const Acc& a, DType out) {
+    std::string r;
+    switch (c.reduce_op) {
+      case ReduceOp::ArgMax:
+      case ReduceOp::ArgMin:
+        return a.index;
+      case ReduceOp::Max:
+      case ReduceOp::Min:
+        if (!a.flag.empty()) em_->line("if (" + a.flag + ") " + a.acc + " = NAN;");
+        r = a.acc;
+        break;
+      case ReduceOp::Any:
+      case ReduceOp::All:
+        r = "(" + a.acc + " != 0)";
+        break;
+      default:
+        r = a.acc;
+    }
+    // The local must equal what a load of the stored value would give.
+    if (out == c.acc_dtype || c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) return r;
+    std::string conv;
+    if (out == DType::F16) conv = "ember_round_h((float)" + r + ")";
+    else if (out == DType::BF16) conv = "ember_round_bf((float)" + r + ")";
+    else if (is_bool(out)) conv = "(" + r + " != 0)";
+    else conv = "(" + CEmitter::c_type(out) + ")" + r;
+    std::string name = em_->fresh("red");
+    em_->line("const " + CEmitter::c_type(out) + " " + name + " = " + conv + ";");
+    return name;
+  }
+
+  const Program& p_;
+  const Schedule& s_;
+  const MemoryPlan& m_;
+  int ki_;
+  const Kernel& k_;
+  std::unique_ptr<CEmitter> em_;
+  std::set<int> origins_;
+};
+
+}  // namespace
+
+GeneratedCode generate_c(const Program& p, const Schedule& s) {
+  GeneratedCode out;
+  MemoryPlan m = plan_memory(p, s);
+  std::ostringstream os;
+  os << c_prelude() << "\n";
+  for (size_t k = 0; k < s.kernels.size(); ++k) {
+    KernelInfo info;
+    os << KernelPrinter(p, s, m, static_cast<int>(k)).print(info) << "\n";
+    out.kernels.push_back(std::move(info));
+  }
+  out.source = os.str();
+  out.buffer_in_memory = m.in_memory;
+  return out;
+}
+
+}  // namespace ember

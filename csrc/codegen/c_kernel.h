@@ -1,0 +1,30 @@
+// C source for a Schedule: one exported function per kernel,
+//   void NAME(int64_t begin, int64_t end, char* const* args)
+// computing rows [begin, end) of the kernel's outer loop. The runtime splits
+// rows across threads; args[i] is the base pointer of buffer `args[i]` below.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "lower/program.h"
+#include "schedule/kernel.h"
+
+namespace ember {
+
+struct KernelInfo {
+  std::string name;
+  int64_t rows = 1;                // outer_numel
+  int64_t work_per_row = 1;        // inner iterations per row, all stages
+  std::vector<int> args;           // buffer ids, in argument order
+  std::vector<int> origins;        // graph nodes whose work the kernel does
+};
+
+struct GeneratedCode {
+  std::string source;
+  std::vector<KernelInfo> kernels;          // parallel to Schedule::kernels
+  std::vector<bool> buffer_in_memory;       // per Program buffer
+};
+
+GeneratedCode generate_c(const Program& p, const Schedule& s);
+
+}  // namespace ember

@@ -1,0 +1,92 @@
+// The graph IR: an ATen graph as captured by Dynamo + AOTAutograd, imported as data.
+//
+// Text form (the import format from Python, and the form tests are written in):
+//
+//   graph {
+//     %0 = input(0) : f32[4,8]{8,1}
+//     %1 = aten.add.Tensor(%0, 1.0, 1) : f32[4,8]{8,1}
+//     %2 = aten.var_mean.correction(%1, [1], none, 0, true) : (f32[4,1]{1,1}, f32[4,1]{1,1})
+//     return (%1, %2.1)
+//   }
+//
+// - Every node is in SSA order; `%n.k` is output k of a multi-output node (`%n` = `%n.0`).
+// - Arguments are positional, exactly as in the op's schema with defaults filled in
+//   (Python normalizes kwargs), so lowering reads them by index.
+// - Floats always carry a '.', an exponent, or are inf/-inf/nan; ints never do.
+// - Types give dtype, sizes and strides (in elements) as eager would produce them.
+// - `input(k)` is the k-th runtime argument of the compiled graph (parameters,
+//   buffers and constants included).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace ember {
+
+struct TensorType {
+  DType dtype = DType::F32;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  bool is_tensor = true;  // false for outputs that are not tensors (printed `none`)
+
+  int64_t numel() const;
+  bool is_contiguous() const;
+};
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
+
+struct ValueRef {
+  int node = -1;
+  int index = 0;
+  bool operator==(const ValueRef& o) const { return node == o.node && index == o.index; }
+};
+
+struct Arg {
+  enum class Kind : uint8_t { None, Bool, Int, Float, Str, List, Tensor };
+  Kind kind = Kind::None;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<Arg> list;
+  ValueRef ref;
+
+  static Arg none() { return Arg(); }
+  static Arg of_bool(bool v);
+  static Arg of_int(int64_t v);
+  static Arg of_float(double v);
+  static Arg of_str(std::string v);
+  static Arg of_list(std::vector<Arg> v);
+  static Arg of_tensor(ValueRef r);
+
+  bool is_none() const { return kind == Kind::None; }
+  bool is_tensor() const { return kind == Kind::Tensor; }
+  bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
+  double as_double() const;             // Int/Float/Bool
+  int64_t as_int() const;               // Int/Bool; throws otherwise
+  std::vector<int64_t> as_ints() const; // List of Int (or a single Int)
+};
+
+struct Node {
+  int id = 0;
+  std::string op;  // "input" or an ATen overload name such as "aten.add.Tensor"
+  std::vector<Arg> args;
+  std::vector<TensorType> outputs;
+};
+
+struct Graph {
+  std::vector<Node> nodes;
+  std::vector<Arg> outputs;
+  int num_inputs() const;
+
+  const TensorType& type_of(ValueRef r) const { return nodes.at(r.node).outputs.at(r.index); }
+};
+
+std::string print_graph(const Graph& g);
+// Throws std::invalid_argument with a line/column on malformed text.
+Graph parse_graph(const std::string& text);
+std::string print_type(const TensorType& t);
+
+}  // namespace ember

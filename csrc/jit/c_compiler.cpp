@@ -1,0 +1,258 @@
+#include "jit/c_compiler.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+extern char** environ;
+
+namespace ember {
+
+namespace {
+
+bool is_executable_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// Like the shell's lookup: a name with a slash is a path, anything else is searched in
+// $PATH. Returns "" if nothing executable is found.
+std::string resolve_executable(const std::string& name) {
+  if (name.find('/') != std::string::npos) {
+    std::string path = name;
+    char cwd[PATH_MAX];
+    if (name[0] != '/' && ::getcwd(cwd, sizeof cwd)) path = std::string(cwd) + "/" + name;
+    return is_executable_file(path) ? path : "";
+  }
+  const char* env_path = std::getenv("PATH");
+  std::string search = env_path ? env_path : "/usr/local/bin:/usr/bin:/bin";
+  std::stringstream dirs(search);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (dir.empty() || dir[0] != '/') continue;  // relative entries would make the path cwd-dependent
+    std::string candidate = dir + "/" + name;
+    if (is_executable_file(candidate)) return candidate;
+  }
+  return "";
+}
+
+struct ProcessResult {
+  bool started = false;
+  int exit_status = -1;  // -1 when killed by a signal
+  std::string output;    // stdout and stderr, interleaved; or why it did not start
+};
+
+// Runs argv[0] (an absolute path) with no shell, stdin from /dev/null, and collects
+// stdout+stderr through one pipe.
+ProcessResult run_process(const std::vector<std::string>& argv) {
+  ProcessResult result;
+  int pipe_fds[2];
+  // O_CLOEXEC: a child spawned concurrently by another thread must not inherit our write
+  // end, or our read would not see end-of-file until that child exits.
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    result.output = std::string("pipe: ") + std::strerror(errno);
+    return result;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
+
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  int err = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  if (err != 0) {
+    ::close(pipe_fds[0]);
+    result.output = "cannot run " + argv[0] + ": " + std::strerror(err);
+    return result;
+  }
+
+  char buf[4096];
+  for (;;) {
+    ssize_t got = ::read(pipe_fds[0], buf, sizeof buf);
+    if (got > 0) {
+      result.output.append(buf, size_t(got));
+    } else if (got == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  ::close(pipe_fds[0]);
+
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      result.output += "\nwaitpid: " + std::string(std::strerror(errno));
+      return result;
+    }
+  }
+  result.started = true;
+  result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+// O_NOFOLLOW: a symlink planted at the path cannot redirect the write to another file.
+bool write_file(const std::string& path, const std::string& data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t put = ::write(fd, data.data() + done, data.size() - done);
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0) {
+      int err = errno;
+      ::close(fd);
+      errno = err;
+      return false;
+    }
+    done += size_t(put);
+  }
+  return ::close(fd) == 0;
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : " ") + p;
+  return out;
+}
+
+// What -march=native means on this machine, from `<cc> -march=native -Q --help=target`
+// (GCC): the chosen -march/-mtune and every enabled -m option. "" if the compiler does not
+// answer in that form (clang, say).
+std::string native_target_from_compiler(const std::string& cc) {
+  ProcessResult r = run_process({cc, "-march=native", "-Q", "--help=target"});
+  if (!r.started || r.exit_status != 0) return "";
+  std::string march, mtune;
+  std::vector<std::string> enabled;
+  std::stringstream lines(r.output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::stringstream words(line);
+    std::string option, value;
+    words >> option >> value;
+    if (option == "-march=") march = value;
+    if (option == "-mtune=") mtune = value;
+    if (option.rfind("-m", 0) == 0 && value == "[enabled]") enabled.push_back(option);
+  }
+  if (march.empty()) return "";
+  return "-march=" + march + " -mtune=" + mtune + " " + join(enabled);
+}
+
+// The CPU feature list the kernel reports: "flags" on x86, "Features" on ARM.
+std::string native_target_from_cpuinfo() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) == 0 || line.rfind("Features", 0) == 0) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) return "cpu flags:" + line.substr(colon + 1);
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+struct CCompiler::IdentityMemo {
+  std::once_flag once;
+  std::string text;
+};
+
+CCompiler::CCompiler() : identity_(std::make_shared<IdentityMemo>()) {
+  const char* env_cc = std::getenv("EMBER_CC");
+  std::vector<std::string> candidates;
+  if (env_cc && *env_cc) {
+    candidates = {env_cc};  // an explicit choice is not silently replaced by another compiler
+  } else {
+    candidates = {"cc", "gcc"};
+  }
+  for (const std::string& name : candidates) {
+    path_ = resolve_executable(name);
+    if (!path_.empty()) return;
+  }
+  path_ = candidates[0];
+  not_found_ = "C compiler '" + candidates[0] + "' not found" +
+               (env_cc && *env_cc ? std::string(" (from EMBER_CC)") : std::string(" on PATH (nor gcc)"));
+}
+
+std::vector<std::string> CCompiler::flags() const {
+  return {"-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math",
+          "-fopenmp-simd", "-std=c11"};
+}
+
+std::vector<std::string> CCompiler::extra_link_flags() const { return {"-lm"}; }
+
+const std::string& CCompiler::identity() const {
+  std::call_once(identity_->once, [this] {
+    std::string resolved = path_;
+    char buf[PATH_MAX];
+    if (not_found_.empty() && ::realpath(path_.c_str(), buf)) resolved = buf;
+    std::string version = "not found";
+    if (not_found_.empty()) {
+      ProcessResult r = run_process({path_, "--version"});
+      version = r.started ? first_line(r.output) : "cannot run";
+    }
+    std::string target = not_found_.empty() ? native_target_from_compiler(path_) : "";
+    if (target.empty()) target = native_target_from_cpuinfo();
+
+    identity_->text = "compiler: " + path_ + " -> " + resolved + "\n" + "version: " + version + "\n" +
+                      "flags: " + join(flags()) + " " + join(extra_link_flags()) + "\n" + "target: " + target +
+                      "\n";
+  });
+  return identity_->text;
+}
+
+CompileResult CCompiler::compile_shared_object(const std::string& source, const std::string& out_path,
+                                               bool keep_source) const {
+  auto start = std::chrono::steady_clock::now();
+  CompileResult result;
+  auto finish = [&]() {
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  };
+  if (!not_found_.empty()) {
+    result.log = not_found_;
+    return finish();
+  }
+
+  std::string source_path = out_path + ".c";
+  if (!write_file(source_path, source)) {
+    result.log = "cannot write " + source_path + ": " + std::strerror(errno);
+    ::unlink(source_path.c_str());
+    return finish();
+  }
+
+  std::vector<std::string> argv = {path_};
+  for (const std::string& f : flags()) argv.push_back(f);
+  argv.insert(argv.end(), {"-o", out_path, source_path});
+  for (const std::string& f : extra_link_flags()) argv.push_back(f);
+
+  ProcessResult r = run_process(argv);
+  result.ok = r.started && r.exit_status == 0;
+  result.log = r.output;
+  if (r.started && !result.ok) {
+    result.log += r.exit_status < 0 ? path_ + " was killed by a signal\n"
+                                    : path_ + " exited with status " + std::to_string(r.exit_status) + "\n";
+  }
+  if (!keep_source) ::unlink(source_path.c_str());
+  return finish();
+}
+
+}  // namespace ember

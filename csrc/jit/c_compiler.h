@@ -1,0 +1,59 @@
+// The host C compiler, which turns generated CPU kernels into shared objects.
+//
+// identity() names everything that changes the machine code it produces, so a cache key
+// built from (source, identity) never hands back an object made by another compiler, with
+// other flags, or for another CPU: a -march=native object from an AVX-512 machine dies of
+// SIGILL on one without it, which happens as soon as a cache directory is shared.
+//
+// The compiler runs without a shell (nothing in a path or flag is ever interpreted), with
+// stdin from /dev/null so it can never wait for input, and its stdout and stderr captured
+// together as the log.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ember {
+
+struct CompileResult {
+  bool ok = false;
+  std::string log;       // the compiler's own output, or why it could not be run
+  double seconds = 0.0;  // wall time of the whole call
+};
+
+class CCompiler {
+ public:
+  // Picks $EMBER_CC if set (a single executable, no arguments), else cc, else gcc, and
+  // resolves it to an absolute path through $PATH. A compiler that cannot be found is not
+  // an error here: compile_shared_object() reports it.
+  CCompiler();
+
+  const std::string& path() const { return path_; }
+
+  // -O3 -march=native -fPIC -shared -fno-math-errno -fno-trapping-math -fopenmp-simd -std=c11.
+  // No -ffast-math: NaN and signed-zero semantics must match PyTorch's.
+  std::vector<std::string> flags() const;
+  // Placed after the source file, as the linker wants libraries: -lm.
+  std::vector<std::string> extra_link_flags() const;
+
+  // Compiler path (and what it resolves to), its `--version` first line, the flags, and the
+  // CPU that -march=native selects. Computed once, on first use, by running the compiler;
+  // safe to call from several threads.
+  const std::string& identity() const;
+
+  // Writes source to out_path + ".c", compiles it to out_path and removes the .c file
+  // unless keep_source. ok=false with the reason in log when the compiler fails or cannot
+  // be run. Safe to call from several threads with different out_paths.
+  CompileResult compile_shared_object(const std::string& source, const std::string& out_path,
+                                      bool keep_source = false) const;
+
+ private:
+  struct IdentityMemo;
+
+  std::string path_;
+  std::string not_found_;  // why no compiler was found; empty when path_ is usable
+  std::shared_ptr<IdentityMemo> identity_;  // shared, so copies memoize once
+};
+
+}  // namespace ember

@@ -1,0 +1,340 @@
+#include "lower/lowering.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+namespace ember {
+
+int64_t TensorIR::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+int64_t normalize_dim(int64_t dim, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);
+  if (dim < -r || dim >= r) throw Unsupported("dimension out of range");
+  return dim < 0 ? dim + r : dim;
+}
+
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  size_t n = std::max(a.size(), b.size());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (x != y && x != 1 && y != 1) throw Unsupported("shapes do not broadcast");
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+std::vector<Expr> broadcast_index(const std::vector<Expr>& idx, const std::vector<int64_t>& from) {
+  std::vector<Expr> out(from.size());
+  size_t lead = idx.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i) out[i] = from[i] == 1 ? int_const(0) : idx[lead + i];
+  return out;
+}
+
+LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts) {
+  values_.resize(g.nodes.size());
+  uses_.assign(g.nodes.size(), 0);
+  is_output_.assign(g.nodes.size(), false);
+  std::function<void(const Arg&, bool)> count = [&](const Arg& a, bool out) {
+    if (a.is_tensor()) {
+      ++uses_.at(a.ref.node);
+      if (out) is_output_.at(a.ref.node) = true;
+    }
+    for (const auto& x : a.list) count(x, out);
+  };
+  for (const auto& n : g.nodes)
+    for (const auto& a : n.args) count(a, false);
+  for (const auto& a : g.outputs) count(a, true);
+}
+
+const TensorIR& LowerCtx::tensor(const Arg& a) const {
+  if (!a.is_tensor()) throw Unsupported("expected a tensor argument");
+  return value(a.ref);
+}
+
+TensorIR LowerCtx::from_view(const StridedView& v) const {
+  TensorIR t;
+  t.dtype = v.dtype;
+  t.sizes = v.sizes;
+  t.view = v;
+  t.fn = [v](const std::vector<Expr>& idx) { return load(v.buffer, strided_index(idx, v.strides, v.offset), v.dtype); };
+  return t;
+}
+
+TensorIR LowerCtx::lazy(DType t, std::vector<int64_t> sizes, IndexFn fn, std::initializer_list<const TensorIR*> inputs) const {
+  TensorIR r;
+  r.dtype = t;
+  r.sizes = std::move(sizes);
+  r.fn = std::move(fn);
+  if (node_) r.origins.push_back(node_->id);
+  for (const TensorIR* in : inputs)
+    if (!in->view) r.origins.insert(r.origins.end(), in->origins.begin(), in->origins.end());
+  std::sort(r.origins.begin(), r.origins.end());
+  r.origins.erase(std::unique(r.origins.begin(), r.origins.end()), r.origins.end());
+  return r;
+}
+
+namespace {
+// Dims from outermost to innermost in memory; unit dims keep their logical place.
+std::vector<int> memory_order(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  std::vector<int> order(sizes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if (sizes[a] == 1 || sizes[b] == 1) return false;
+    return strides[a] > strides[b];
+  });
+  return order;
+}
+}  // namespace
+
+TensorIR LowerCtx::realize(const TensorIR& t, std::vector<int64_t> strides) {
+  if (strides.empty()) strides = contiguous_strides(t.sizes);
+  if (t.view && t.view->strides == strides && t.view->offset == 0 &&
+      prog_.buffers[t.view->buffer].sizes == t.sizes)
+    return t;
+  Buffer b;
+  b.kind = Buffer::Kind::Computed;
+  b.dtype = t.dtype;
+  b.sizes = t.sizes;
+  b.strides = strides;
+  int id = prog_.add_buffer(b);
+
+  ComputedBuffer c;
+  c.buffer = id;
+  c.sizes = t.sizes;
+  std::vector<Expr> idx;
+  for (int64_t s : t.sizes) {
+    if (s == 1) {
+      c.vars.push_back(-1);
+      idx.push_back(int_const(0));
+    } else {
+      c.vars.push_back(new_var());
+      idx.push_back(var(c.vars.back()));
+    }
+  }
+  c.iter_order = memory_order(t.sizes, strides);
+  c.body = cast(t.fn(idx), t.dtype);
+  c.origins = t.origins;
+  if (t.view && node_) c.origins.push_back(node_->id);
+  prog_.steps.push_back({Step::Kind::Compute, static_cast<int>(prog_.computed.size())});
+  prog_.computed.push_back(std::move(c));
+
+  StridedView v;
+  v.buffer = id;
+  v.dtype = t.dtype;
+  v.sizes = t.sizes;
+  v.strides = strides;
+  return from_view(v);
+}
+
+TensorIR LowerCtx::stored(const TensorIR& t) {
+  if (t.view) return t;
+  return realize(t);
+}
+
+TensorIR LowerCtx::reduce(const TensorIR& in, const std::vector<int64_t>& dims, ReduceOp op, DType out, DType acc) {
+  std::vector<bool> reduced(in.sizes.size(), false);
+  for (int64_t d : dims) reduced[normalize_dim(d, in.rank())] = true;
+  if (in.sizes.empty()) reduced.clear();
+
+  Buffer b;
+  b.kind = Buffer::Kind::Computed;
+  b.dtype = out;
+  for (size_t d = 0; d < in.sizes.size(); ++d) b.sizes.push_back(reduced[d] ? 1 : in.sizes[d]);
+  b.strides = contiguous_strides(b.sizes);
+  int id = prog_.add_buffer(b);
+
+  ComputedBuffer c;
+  c.buffer = id;
+  c.sizes = b.sizes;
+  c.is_reduction = true;
+  c.reduce_op = op;
+  c.acc_dtype = acc;
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < in.sizes.size(); ++d) {
+    if (reduced[d]) {
+      int v = in.sizes[d] == 1 ? -1 : new_var();
+      c.reduce_sizes.push_back(in.sizes[d]);
+      c.reduce_vars.push_back(v);
+      idx.push_back(v < 0 ? int_const(0) : var(v));
+      c.vars.push_back(-1);
+    } else {
+      int v = in.sizes[d] == 1 ? -1 : new_var();
+      c.vars.push_back(v);
+      idx.push_back(v < 0 ? int_const(0) : var(v));
+    }
+  }
+  c.iter_order.resize(c.sizes.size());
+  std::iota(c.iter_order.begin(), c.iter_order.end(), 0);
+  Expr body = in.fn(idx);
+  // ArgMax/ArgMin compare in the input's type; others accumulate in `acc`.
+  c.body = (op == ReduceOp::ArgMax || op == ReduceOp::ArgMin) ? cast(body, compute_type(in.dtype)) : cast(body, acc);
+  c.origins = in.origins;
+  if (node_) c.origins.push_back(node_->id);
+  std::sort(c.origins.begin(), c.origins.end());
+  c.origins.erase(std::unique(c.origins.begin(), c.origins.end()), c.origins.end());
+  prog_.steps.push_back({Step::Kind::Compute, static_cast<int>(prog_.computed.size())});
+  prog_.computed.push_back(std::move(c));
+
+  StridedView v;
+  v.buffer = id;
+  v.dtype = out;
+  v.sizes = b.sizes;
+  v.strides = b.strides;
+  return from_view(v);
+}
+
+void LowerCtx::lower_input(const Node& n) {
+  const TensorType& t = n.outputs.at(0);
+  if (!t.is_tensor) {
+    values_[n.id].push_back(TensorIR{});
+    return;
+  }
+  Buffer b;
+  b.kind = Buffer::Kind::Input;
+  b.dtype = t.dtype;
+  b.sizes = t.sizes;
+  b.strides = t.strides;
+  b.input_index = static_cast<int>(n.args.at(0).as_int());
+  int id = prog_.add_buffer(b);
+  StridedView v{id, t.dtype, t.sizes, t.strides, 0};
+  values_[n.id].push_back(from_view(v));
+}
+
+void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
+  ExternCall call;
+  call.node = n.id;
+  call.reason = reason;
+  std::function<void(const Arg&)> collect = [&](const Arg& a) {
+    if (a.is_tensor()) {
+      TensorIR s = stored(value(a.ref));
+      values_[a.ref.node][a.ref.index] = s;  // later users read the stored copy
+      call.tensor_args.push_back(a.ref);
+      call.tensor_views.push_back(*s.view);
+    }
+    for (const auto& x : a.list) collect(x);
+  };
+  for (const auto& a : n.args) collect(a);
+  int call_index = static_cast<int>(prog_.externs.size());
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    const TensorType& t = n.outputs[k];
+    if (!t.is_tensor) {
+      call.output_buffers.push_back(-1);
+      values_[n.id].push_back(TensorIR{});
+      continue;
+    }
+    Buffer b;
+    b.kind = Buffer::Kind::Extern;
+    b.dtype = t.dtype;
+    b.sizes = t.sizes;
+    b.strides = t.strides;
+    b.extern_call = call_index;
+    b.extern_output = static_cast<int>(k);
+    int id = prog_.add_buffer(b);
+    call.output_buffers.push_back(id);
+    values_[n.id].push_back(from_view(StridedView{id, t.dtype, t.sizes, t.strides, 0}));
+  }
+  prog_.steps.push_back({Step::Kind::Extern, call_index});
+  prog_.externs.push_back(std::move(call));
+}
+
+void LowerCtx::after_node(const Node& n) {
+  for (size_t k = 0; k < values_[n.id].size(); ++k) {
+    TensorIR& t = values_[n.id][k];
+    if (!t.fn || t.view) continue;
+    const TensorType& type = n.outputs.at(k);
+    bool layout_known = type.is_tensor && type.sizes == t.sizes;
+    if (is_output_[n.id]) {
+      t = realize(t, layout_known ? type.strides : std::vector<int64_t>{});
+      continue;
+    }
+    if (uses_[n.id] > 1) {
+      std::vector<Expr> idx;
+      for (size_t d = 0; d < t.sizes.size(); ++d) idx.push_back(var(-1000 - static_cast<int>(d)));
+      if (cost(t.fn(idx)) >= opts_.realize_cost_threshold)
+        t = realize(t, layout_known ? type.strides : std::vector<int64_t>{});
+    }
+  }
+}
+
+void LowerCtx::run(const Node& n) {
+  node_ = &n;
+  if (n.op == "input") {
+    lower_input(n);
+    return;
+  }
+  const auto& table = lowering_table();
+  auto it = table.find(n.op);
+  if (it == table.end()) {
+    lower_extern(n, "no ember lowering for " + n.op);
+    return;
+  }
+  // A failed lowering may have realized inputs already; that is harmless.
+  size_t steps_before = prog_.steps.size();
+  size_t computed_before = prog_.computed.size();
+  size_t buffers_before = prog_.buffers.size();
+  int vars_before = prog_.num_vars;
+  try {
+    std::vector<TensorIR> outs = it->second(*this, n);
+    if (outs.size() != n.outputs.size()) throw Unsupported("lowering produced the wrong number of outputs");
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const TensorType& t = n.outputs[k];
+      if (t.is_tensor && (outs[k].sizes != t.sizes || outs[k].dtype != t.dtype))
+        throw Unsupported("lowering disagrees with eager on the output type");
+    }
+    values_[n.id] = std::move(outs);
+  } catch (const Unsupported& e) {
+    prog_.steps.resize(steps_before);
+    prog_.computed.resize(computed_before);
+    prog_.buffers.resize(buffers_before);
+    prog_.num_vars = vars_before;
+    values_[n.id].clear();
+    lower_extern(n, e.what());
+    return;
+  }
+  after_node(n);
+}
+
+void LowerCtx::finish() {
+  node_ = nullptr;
+  for (const auto& a : graph_.outputs) {
+    ProgramOutput o;
+    if (a.is_tensor() && value(a.ref).fn) {
+      TensorIR s = stored(value(a.ref));
+      o.is_tensor = true;
+      o.view = *s.view;
+    }
+    prog_.outputs.push_back(o);
+  }
+}
+
+const LoweringTable& lowering_table() {
+  static const LoweringTable table = [] {
+    LoweringTable t;
+    register_pointwise_ops(t);
+    register_reduction_ops(t);
+    register_view_ops(t);
+    register_indexing_ops(t);
+    register_pooling_ops(t);
+    register_creation_ops(t);
+    return t;
+  }();
+  return table;
+}
+
+bool has_lowering(const std::string& op) { return lowering_table().count(op) > 0; }
+
+Program lower_graph(const Graph& g, const LowerOptions& opts) {
+  LowerCtx ctx(g, opts);
+  for (const auto& n : g.nodes) ctx.run(n);
+  ctx.finish();
+  return std::move(ctx.program());
+}
+
+}  // namespace ember

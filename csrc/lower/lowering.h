@@ -1,0 +1,118 @@
+// Lowering: graph IR -> loop-level Program.
+//
+// Each graph value becomes a TensorIR: a function from a logical index to an
+// Expr (the Inductor "inner_fn" idea). Pointwise ops and views compose these
+// functions lazily, so chains of them inline into their consumers and never touch
+// memory. A value is *realized* (computed into a buffer by a ComputedBuffer step)
+// only when it must be: reductions, graph outputs, inputs of extern ops, inputs
+// of reshapes that cannot be expressed as strides, and multiply-used values whose
+// body is expensive enough that recomputing it would cost more than storing it.
+//
+// An op without a lowering, or whose lowering throws Unsupported for particular
+// arguments, becomes an ExternCall: ATen runs it. Lowering never fails a compile
+// because of an op.
+#pragma once
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.h"
+#include "lower/program.h"
+
+namespace ember {
+
+using IndexFn = std::function<Expr(const std::vector<Expr>&)>;
+
+struct TensorIR {
+  DType dtype = DType::F32;
+  std::vector<int64_t> sizes;
+  IndexFn fn;                          // value at a logical index
+  std::optional<StridedView> view;     // set when the value lives in memory
+  std::vector<int> origins;            // graph nodes whose work `fn` does
+
+  int64_t numel() const;
+  int rank() const { return static_cast<int>(sizes.size()); }
+};
+
+// Thrown by an op lowering that cannot handle these particular arguments.
+struct Unsupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct LowerOptions {
+  // Realize a value used more than once when its body costs at least this much.
+  int64_t realize_cost_threshold = 12;
+};
+
+class LowerCtx {
+ public:
+  LowerCtx(const Graph& g, LowerOptions opts);
+
+  const Graph& graph() const { return graph_; }
+  Program& program() { return prog_; }
+  const Node& node() const { return *node_; }
+  const TensorType& out_type(int k = 0) const { return node_->outputs.at(k); }
+
+  // The lowered value of a tensor argument of the current node.
+  const TensorIR& tensor(const Arg& a) const;
+  const TensorIR& value(ValueRef r) const { return values_.at(r.node).at(r.index); }
+
+  int new_var() { return prog_.num_vars++; }
+
+  // Builders used by op lowerings.
+  TensorIR from_view(const StridedView& v) const;
+  // A lazy value with the current node as its origin (plus the given inputs').
+  TensorIR lazy(DType t, std::vector<int64_t> sizes, IndexFn fn, std::initializer_list<const TensorIR*> inputs) const;
+  // Computes `t` into a new buffer with `strides` (contiguous if empty) and returns
+  // the stored value. A value already in memory with that layout is returned as is.
+  TensorIR realize(const TensorIR& t, std::vector<int64_t> strides = {});
+  // A value in memory: `t` if stored, else realized contiguously.
+  TensorIR stored(const TensorIR& t);
+  // Reduces `in` over `dims` into a new buffer of dtype `out` (keepdim layout),
+  // accumulating in `acc`. Returns the keepdim value; callers squeeze if needed.
+  TensorIR reduce(const TensorIR& in, const std::vector<int64_t>& dims, ReduceOp op, DType out, DType acc);
+
+  // Driver entry points.
+  void run(const Node& n);
+  void finish();
+
+ private:
+  void lower_input(const Node& n);
+  void lower_extern(const Node& n, const std::string& reason);
+  void after_node(const Node& n);
+
+  const Graph& graph_;
+  LowerOptions opts_;
+  Program prog_;
+  const Node* node_ = nullptr;
+  std::vector<std::vector<TensorIR>> values_;
+  std::vector<int> uses_;
+  std::vector<bool> is_output_;
+};
+
+using LowerFn = std::function<std::vector<TensorIR>(LowerCtx&, const Node&)>;
+using LoweringTable = std::unordered_map<std::string, LowerFn>;
+
+// The op tables, one per op family (each defined in its own ops_*.cpp).
+void register_pointwise_ops(LoweringTable& t);
+void register_reduction_ops(LoweringTable& t);
+void register_view_ops(LoweringTable& t);
+void register_indexing_ops(LoweringTable& t);
+void register_pooling_ops(LoweringTable& t);
+void register_creation_ops(LoweringTable& t);
+
+const LoweringTable& lowering_table();
+bool has_lowering(const std::string& op);
+
+Program lower_graph(const Graph& g, const LowerOptions& opts = {});
+
+// ---- helpers shared by op lowerings -------------------------------------------
+int64_t normalize_dim(int64_t dim, int64_t rank);
+std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+// Index into `from` (a broadcast source) given an index of the broadcast result.
+std::vector<Expr> broadcast_index(const std::vector<Expr>& idx, const std::vector<int64_t>& from);
+
+}  // namespace ember

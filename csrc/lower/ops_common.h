@@ -1,0 +1,28 @@
+// Helpers shared by the op tables: reading arguments, building element-wise maps.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "lower/lowering.h"
+
+namespace ember {
+
+// The torch.result_type of a list of arguments (tensors and Python numbers).
+DType args_result_type(const LowerCtx& ctx, const std::vector<const Arg*>& args);
+
+// The value of argument `a` at logical index `idx` of a result of shape `out`,
+// broadcast and cast to `t`. Numbers become constants.
+Expr arg_at(const LowerCtx& ctx, const Arg& a, const std::vector<Expr>& idx, DType t);
+
+// An element-wise op over `args` (tensors broadcast to the node's output shape,
+// numbers as constants), computing in `compute` and producing the node's dtype.
+TensorIR map_args(LowerCtx& ctx, std::vector<const Arg*> args, DType compute,
+                  std::function<Expr(const std::vector<Expr>&)> f);
+
+// Shorthand for building float math in `t`.
+inline Expr c(double v, DType t) { return const_of(v, t); }
+inline Expr op2(ExprOp op, Expr a, Expr b) { DType t = a->dtype; return binary(op, std::move(a), std::move(b), t); }
+inline Expr op1(ExprOp op, Expr a) { DType t = a->dtype; return unary(op, std::move(a), t); }
+inline Expr cmp(ExprOp op, Expr a, Expr b) { return binary(op, std::move(a), std::move(b), DType::Bool); }
+
+}  // namespace ember

@@ -1,0 +1,99 @@
+// Gather-style indexing: embedding, index_select, gather, index.Tensor.
+//
+// Indices are data, so loads through them are not affine. Out-of-range indices
+// make eager raise; ember clamps them into range so a kernel can never read
+// outside its buffer (the result for such inputs is unspecified, never a crash).
+#include "lower/ops_common.h"
+
+namespace ember {
+
+namespace {
+
+std::vector<TensorIR> one(TensorIR t) { return {std::move(t)}; }
+
+// An index value read from a tensor, wrapped for negatives when `wrap`, clamped to [0, size).
+Expr checked_index(Expr ix, int64_t size, bool wrap) {
+  ix = cast(ix, DType::I64);
+  if (wrap) ix = where(cmp(ExprOp::Lt, ix, int_const(0)), add(ix, size), ix);
+  return binary(ExprOp::Min, binary(ExprOp::Max, ix, int_const(0), DType::I64), int_const(size - 1), DType::I64);
+}
+
+}  // namespace
+
+void register_indexing_ops(LoweringTable& t) {
+  t["aten.embedding.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& w = ctx.tensor(n.args[0]);
+    const TensorIR& ids = ctx.tensor(n.args[1]);
+    if (w.rank() != 2) throw Unsupported("embedding weight must be 2-d");
+    const TensorType& out = ctx.out_type();
+    int64_t rows = w.sizes[0];
+    return one(ctx.lazy(w.dtype, out.sizes, [w, ids, rows](const std::vector<Expr>& idx) {
+      std::vector<Expr> lead(idx.begin(), idx.end() - 1);
+      Expr row = checked_index(ids.fn(lead), rows, false);
+      return w.fn({row, idx.back()});
+    }, {&w, &ids}));
+  };
+  t["aten.index_select.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& self = ctx.tensor(n.args[0]);
+    int64_t dim = normalize_dim(n.args[1].as_int(), self.rank());
+    const TensorIR& index = ctx.tensor(n.args[2]);
+    int64_t size = self.rank() ? self.sizes[dim] : 1;
+    bool zero_dim = self.rank() == 0;
+    return one(ctx.lazy(self.dtype, ctx.out_type().sizes, [self, index, dim, size, zero_dim](const std::vector<Expr>& idx) {
+      if (zero_dim) return self.fn({});
+      std::vector<Expr> src = idx;
+      src[dim] = checked_index(index.fn(index.sizes.empty() ? std::vector<Expr>{} : std::vector<Expr>{idx[dim]}), size, false);
+      return self.fn(src);
+    }, {&self, &index}));
+  };
+  t["aten.gather.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& self = ctx.tensor(n.args[0]);
+    int64_t dim = normalize_dim(n.args[1].as_int(), self.rank());
+    const TensorIR& index = ctx.tensor(n.args[2]);
+    if (index.rank() != self.rank()) throw Unsupported("gather with a 0-d operand");
+    int64_t size = self.sizes[dim];
+    return one(ctx.lazy(self.dtype, index.sizes, [self, index, dim, size](const std::vector<Expr>& idx) {
+      std::vector<Expr> src = idx;
+      src[dim] = checked_index(index.fn(idx), size, false);
+      return self.fn(src);
+    }, {&self, &index}));
+  };
+  t["aten.index.Tensor"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& self = ctx.tensor(n.args[0]);
+    const auto& list = n.args[1].list;
+    std::vector<int> dims;
+    std::vector<TensorIR> indices;
+    std::vector<int64_t> bshape;
+    for (size_t d = 0; d < list.size(); ++d) {
+      if (list[d].is_none()) continue;
+      const TensorIR& ix = ctx.tensor(list[d]);
+      if (ix.dtype == DType::Bool || ix.dtype == DType::U8) throw Unsupported("boolean mask indexing");
+      dims.push_back(static_cast<int>(d));
+      indices.push_back(ix);
+      bshape = broadcast_shapes(bshape, ix.sizes);
+    }
+    if (dims.empty()) throw Unsupported("index without index tensors");
+    for (size_t k = 1; k < dims.size(); ++k)
+      if (dims[k] != dims[k - 1] + 1) throw Unsupported("non-adjacent advanced indices");
+    int first = dims.front();
+    std::vector<int64_t> shape(self.sizes.begin(), self.sizes.begin() + first);
+    shape.insert(shape.end(), bshape.begin(), bshape.end());
+    shape.insert(shape.end(), self.sizes.begin() + dims.back() + 1, self.sizes.end());
+    if (shape != ctx.out_type().sizes) throw Unsupported("index: unexpected result shape");
+    size_t nb = bshape.size();
+    std::vector<int64_t> sizes = self.sizes;
+    TensorIR r = ctx.lazy(self.dtype, shape, [self, indices, dims, first, nb, sizes](const std::vector<Expr>& idx) {
+      std::vector<Expr> src(idx.begin(), idx.begin() + first);
+      std::vector<Expr> b(idx.begin() + first, idx.begin() + first + nb);
+      for (size_t k = 0; k < dims.size(); ++k)
+        src.push_back(checked_index(indices[k].fn(broadcast_index(b, indices[k].sizes)), sizes[dims[k]], true));
+      src.insert(src.end(), idx.begin() + first + nb, idx.end());
+      return self.fn(src);
+    }, {&self});
+    for (const auto& ix : indices)
+      if (!ix.view) r.origins.insert(r.origins.end(), ix.origins.begin(), ix.origins.end());
+    return one(r);
+  };
+}
+
+}  // namespace ember

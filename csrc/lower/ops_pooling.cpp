@@ -1,0 +1,164 @@
+// Windowed reductions: max_pool2d (with indices), avg_pool2d, adaptive_avg_pool2d.
+//
+// A pool is a reduction over a virtual tensor of shape [..., OH, OW, KH, KW] whose
+// elements read the padded input; out-of-window positions read the reduction's
+// identity (-inf for max, 0 for sum), guarded so nothing outside the input is loaded.
+#include <cmath>
+
+#include "lower/ops_common.h"
+
+namespace ember {
+
+namespace {
+
+struct Window {
+  int64_t k[2], s[2], p[2], d[2];
+};
+
+Window window_args(const Node& n, size_t first, bool with_dilation) {
+  auto pair = [](const Arg& a, int64_t dflt) {
+    std::vector<int64_t> v = a.is_none() ? std::vector<int64_t>{} : a.as_ints();
+    if (v.empty()) return std::vector<int64_t>{dflt, dflt};
+    if (v.size() == 1) return std::vector<int64_t>{v[0], v[0]};
+    return v;
+  };
+  Window w;
+  auto k = pair(n.args.at(first), 1);
+  auto s = n.args.size() > first + 1 ? pair(n.args[first + 1], 0) : std::vector<int64_t>{0, 0};
+  auto p = n.args.size() > first + 2 ? pair(n.args[first + 2], 0) : std::vector<int64_t>{0, 0};
+  auto d = with_dilation && n.args.size() > first + 3 ? pair(n.args[first + 3], 1) : std::vector<int64_t>{1, 1};
+  for (int i = 0; i < 2; ++i) {
+    w.k[i] = k[i];
+    w.s[i] = s[i] == 0 ? k[i] : s[i];
+    w.p[i] = p[i];
+    w.d[i] = d[i];
+  }
+  return w;
+}
+
+// The [..., OH, OW, KH, KW] virtual tensor of input positions, `fill` outside the input.
+TensorIR windows(LowerCtx& ctx, const TensorIR& in, const std::vector<int64_t>& out_hw, const Window& w, double fill, DType t) {
+  std::vector<int64_t> shape(in.sizes.begin(), in.sizes.end() - 2);
+  int64_t H = in.sizes[in.rank() - 2], W = in.sizes[in.rank() - 1];
+  shape.push_back(out_hw[0]);
+  shape.push_back(out_hw[1]);
+  shape.push_back(w.k[0]);
+  shape.push_back(w.k[1]);
+  return ctx.lazy(t, shape, [in, w, H, W, fill, t](const std::vector<Expr>& idx) {
+    size_t lead = idx.size() - 4;
+    std::vector<Expr> src(idx.begin(), idx.begin() + lead);
+    Expr ih = add(add(mul(idx[lead], w.s[0]), mul(idx[lead + 2], w.d[0])), -w.p[0]);
+    Expr iw = add(add(mul(idx[lead + 1], w.s[1]), mul(idx[lead + 3], w.d[1])), -w.p[1]);
+    src.push_back(ih);
+    src.push_back(iw);
+    Expr x = cast(in.fn(src), t);
+    Expr ok;
+    auto both = [&](Expr c) { ok = ok ? binary(ExprOp::LogicalAnd, ok, c, DType::Bool) : c; };
+    both(cmp(ExprOp::Ge, ih, int_const(0)));
+    both(cmp(ExprOp::Lt, ih, int_const(H)));
+    both(cmp(ExprOp::Ge, iw, int_const(0)));
+    both(cmp(ExprOp::Lt, iw, int_const(W)));
+    return where(ok, x, const_of(fill, t));
+  }, {&in});
+}
+
+// Drops the two trailing unit dims of a keepdim window reduction.
+TensorIR drop_window_dims(LowerCtx& ctx, const TensorIR& r) {
+  StridedView v = *r.view;
+  v.sizes.resize(v.sizes.size() - 2);
+  v.strides.resize(v.strides.size() - 2);
+  TensorIR out = ctx.from_view(v);
+  out.origins = r.origins;
+  return out;
+}
+
+std::vector<int64_t> last2(const std::vector<int64_t>& v) { return {v[v.size() - 2], v[v.size() - 1]}; }
+
+}  // namespace
+
+void register_pooling_ops(LoweringTable& t) {
+  t["aten.max_pool2d_with_indices.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    if (in.rank() < 3) throw Unsupported("max_pool2d input rank");
+    Window w = window_args(n, 1, true);
+    DType dt = in.dtype;
+    DType ct = compute_type(dt);
+    std::vector<int64_t> out_hw = last2(ctx.out_type(0).sizes);
+    TensorIR win = windows(ctx, in, out_hw, w, -INFINITY, ct);
+    int64_t r = win.rank();
+    TensorIR vals = ctx.reduce(win, {r - 2, r - 1}, ReduceOp::Max, dt, ct);
+    TensorIR pos = ctx.reduce(win, {r - 2, r - 1}, ReduceOp::ArgMax, DType::I64, DType::I64);
+    // Window position -> flat index into the input's H*W plane.
+    int64_t W = in.sizes[in.rank() - 1];
+    TensorIR posv = drop_window_dims(ctx, pos);
+    TensorIR flat = ctx.lazy(DType::I64, posv.sizes, [posv, w, W](const std::vector<Expr>& idx) {
+      Expr p = posv.fn(idx);
+      Expr kh = binary(ExprOp::FloorDiv, p, int_const(w.k[1]), DType::I64);
+      Expr kw = binary(ExprOp::Mod, p, int_const(w.k[1]), DType::I64);
+      size_t lead = idx.size() - 2;
+      Expr ih = add(add(mul(idx[lead], w.s[0]), mul(kh, w.d[0])), -w.p[0]);
+      Expr iw = add(add(mul(idx[lead + 1], w.s[1]), mul(kw, w.d[1])), -w.p[1]);
+      return add(mul(ih, W), iw);
+    }, {&posv});
+    return std::vector<TensorIR>{drop_window_dims(ctx, vals), flat};
+  };
+  t["aten.avg_pool2d.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    if (in.rank() < 3) throw Unsupported("avg_pool2d input rank");
+    Window w = window_args(n, 1, false);
+    bool count_include_pad = n.args.size() <= 5 || n.args[5].is_none() || n.args[5].b;
+    std::optional<int64_t> divisor;
+    if (n.args.size() > 6 && !n.args[6].is_none()) divisor = n.args[6].as_int();
+    DType dt = in.dtype;
+    DType ct = compute_type(dt);
+    if (!is_float(ct)) throw Unsupported("avg_pool2d of integers");
+    std::vector<int64_t> out_hw = last2(ctx.out_type().sizes);
+    int64_t H = in.sizes[in.rank() - 2], W = in.sizes[in.rank() - 1];
+    TensorIR win = windows(ctx, in, out_hw, w, 0.0, ct);
+    int64_t r = win.rank();
+    TensorIR sum = drop_window_dims(ctx, ctx.reduce(win, {r - 2, r - 1}, ReduceOp::Sum, ct, ct));
+    return std::vector<TensorIR>{ctx.lazy(dt, sum.sizes, [sum, w, H, W, count_include_pad, divisor, ct, dt](const std::vector<Expr>& idx) {
+      Expr total = sum.fn(idx);
+      if (divisor) return cast(op2(ExprOp::Div, total, const_of(static_cast<double>(*divisor), ct)), dt);
+      size_t lead = idx.size() - 2;
+      auto extent = [&](Expr o, int i, int64_t size) {
+        Expr start = add(mul(o, w.s[i]), -w.p[i]);
+        Expr end = binary(ExprOp::Min, add(start, w.k[i]), int_const(size + w.p[i]), DType::I64);
+        if (!count_include_pad) {
+          start = binary(ExprOp::Max, start, int_const(0), DType::I64);
+          end = binary(ExprOp::Min, end, int_const(size), DType::I64);
+        }
+        return binary(ExprOp::Sub, end, start, DType::I64);
+      };
+      Expr count = binary(ExprOp::Mul, extent(idx[lead], 0, H), extent(idx[lead + 1], 1, W), DType::I64);
+      return cast(op2(ExprOp::Div, total, cast(count, ct)), dt);
+    }, {&sum})};
+  };
+  t["aten._adaptive_avg_pool2d.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    if (in.rank() < 3) throw Unsupported("adaptive_avg_pool2d input rank");
+    DType dt = in.dtype;
+    DType ct = compute_type(dt);
+    std::vector<int64_t> out_hw = last2(ctx.out_type().sizes);
+    int64_t H = in.sizes[in.rank() - 2], W = in.sizes[in.rank() - 1];
+    if (H % out_hw[0] != 0 || W % out_hw[1] != 0) throw Unsupported("adaptive pooling with uneven windows");
+    if (out_hw[0] == 1 && out_hw[1] == 1) {
+      // Global average pooling: a plain mean over H and W.
+      TensorIR s = ctx.reduce(in, {in.rank() - 2, in.rank() - 1}, ReduceOp::Sum, ct, ct);
+      double count = static_cast<double>(H * W);
+      return std::vector<TensorIR>{ctx.lazy(dt, s.sizes, [s, count, ct, dt](const std::vector<Expr>& idx) {
+        return cast(op2(ExprOp::Div, s.fn(idx), const_of(count, ct)), dt);
+      }, {&s})};
+    }
+    Window w{{H / out_hw[0], W / out_hw[1]}, {H / out_hw[0], W / out_hw[1]}, {0, 0}, {1, 1}};
+    TensorIR win = windows(ctx, in, out_hw, w, 0.0, ct);
+    int64_t r = win.rank();
+    TensorIR sum = drop_window_dims(ctx, ctx.reduce(win, {r - 2, r - 1}, ReduceOp::Sum, ct, ct));
+    double count = static_cast<double>(w.k[0] * w.k[1]);
+    return std::vector<TensorIR>{ctx.lazy(dt, sum.sizes, [sum, count, ct, dt](const std::vector<Expr>& idx) {
+      return cast(op2(ExprOp::Div, sum.fn(idx), const_of(count, ct)), dt);
+    }, {&sum})};
+  };
+}
+
+}  // namespace ember

@@ -1,0 +1,261 @@
+// Reductions: sum, mean, prod, amax/amin, max/min with indices, argmax/argmin,
+// any/all, var/std/var_mean, and softmax/log_softmax as reductions plus pointwise.
+// Each reduction becomes a ComputedBuffer; the pointwise work around it stays lazy
+// so that fusion can put producers inside and consumers after the reduction loop.
+#include <cmath>
+
+#include "lower/ops_common.h"
+
+namespace ember {
+
+namespace {
+
+std::vector<int64_t> reduce_dims(const Arg& dims, int64_t rank) {
+  std::vector<int64_t> out;
+  if (dims.is_none() || (dims.kind == Arg::Kind::List && dims.list.empty())) {
+    for (int64_t d = 0; d < rank; ++d) out.push_back(d);
+    return out;
+  }
+  for (int64_t d : dims.as_ints()) out.push_back(normalize_dim(d, rank));
+  return out;
+}
+
+// The keepdim=False view of a keepdim reduction result.
+TensorIR squeeze_dims(LowerCtx& ctx, const TensorIR& t, const std::vector<int64_t>& dims, bool keepdim) {
+  if (keepdim || t.sizes.empty()) return t;
+  StridedView v = *t.view;
+  StridedView s{v.buffer, v.dtype, {}, {}, v.offset};
+  for (size_t d = 0; d < v.sizes.size(); ++d) {
+    bool reduced = false;
+    for (int64_t r : dims) reduced |= r == static_cast<int64_t>(d);
+    if (reduced) continue;
+    s.sizes.push_back(v.sizes[d]);
+    s.strides.push_back(v.strides[d]);
+  }
+  return ctx.from_view(s);
+}
+
+DType acc_type(DType t) {
+  if (is_float(t)) return t == DType::F64 ? DType::F64 : DType::F32;
+  if (is_bool(t)) return DType::Bool;
+  return DType::I64;
+}
+
+int64_t count(const TensorIR& in, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= in.sizes.empty() ? 1 : in.sizes[d];
+  return n;
+}
+
+// A lazy element-wise function of a stored tensor, shaped like it.
+TensorIR map_stored(LowerCtx& ctx, const TensorIR& src, DType out, std::function<Expr(Expr)> f) {
+  TensorIR r = ctx.lazy(out, src.sizes, [src, f, out](const std::vector<Expr>& idx) { return cast(f(src.fn(idx)), out); }, {&src});
+  return r;
+}
+
+std::vector<TensorIR> sum_like(LowerCtx& ctx, const Node& n, ReduceOp op, bool mean) {
+  const TensorIR& in = ctx.tensor(n.args[0]);
+  bool has_dims = n.op.find(".dim") != std::string::npos;
+  Arg dims_arg = has_dims ? n.args.at(1) : Arg::none();
+  bool keepdim = has_dims && n.args.size() > 2 && n.args[2].kind == Arg::Kind::Bool && n.args[2].b;
+  if (op == ReduceOp::Prod && n.op == "aten.prod.dim_int") dims_arg = Arg::of_list({n.args[1]});
+  std::vector<int64_t> dims = reduce_dims(dims_arg, in.rank());
+  DType out = ctx.out_type().dtype;
+  DType acc = acc_type(mean ? out : out);
+  if (op == ReduceOp::Any || op == ReduceOp::All) acc = DType::Bool;
+  TensorIR src = in;
+  if (op == ReduceOp::Any || op == ReduceOp::All)
+    src = map_stored(ctx, in, DType::Bool, [](Expr x) { return cast(x, DType::Bool); });
+  TensorIR r = ctx.reduce(src, dims, op, mean ? acc : out, acc);
+  if (mean) {
+    double nelem = static_cast<double>(count(in, dims));
+    r = map_stored(ctx, r, out, [nelem, acc](Expr x) { return op2(ExprOp::Div, x, c(nelem, acc)); });
+    if (!keepdim) {
+      // Squeeze lazily: index the keepdim value with zeros at reduced dims.
+      TensorIR kd = r;
+      std::vector<int64_t> sizes;
+      for (size_t d = 0; d < kd.sizes.size(); ++d) {
+        bool reduced = false;
+        for (int64_t x : dims) reduced |= x == static_cast<int64_t>(d);
+        if (!reduced) sizes.push_back(kd.sizes[d]);
+      }
+      std::vector<int64_t> dims_copy = dims;
+      r = ctx.lazy(out, sizes, [kd, dims_copy](const std::vector<Expr>& idx) {
+        std::vector<Expr> full;
+        size_t k = 0;
+        for (size_t d = 0; d < kd.sizes.size(); ++d) {
+          bool reduced = false;
+          for (int64_t x : dims_copy) reduced |= x == static_cast<int64_t>(d);
+          full.push_back(reduced ? int_const(0) : idx[k++]);
+        }
+        return kd.fn(full);
+      }, {&kd});
+    }
+    return {r};
+  }
+  return {squeeze_dims(ctx, r, dims, keepdim)};
+}
+
+std::vector<TensorIR> minmax(LowerCtx& ctx, const Node& n, ReduceOp op) {
+  const TensorIR& in = ctx.tensor(n.args[0]);
+  std::vector<int64_t> dims = reduce_dims(n.args.size() > 1 ? n.args[1] : Arg::none(), in.rank());
+  bool keepdim = n.args.size() > 2 && n.args[2].kind == Arg::Kind::Bool && n.args[2].b;
+  DType out = ctx.out_type().dtype;
+  TensorIR r = ctx.reduce(in, dims, op, out, compute_type(out));
+  return {squeeze_dims(ctx, r, dims, keepdim)};
+}
+
+std::vector<TensorIR> arg_reduce(LowerCtx& ctx, const Node& n, ReduceOp op) {
+  const TensorIR& in = ctx.tensor(n.args[0]);
+  bool keepdim = n.args.size() > 2 && n.args[2].kind == Arg::Kind::Bool && n.args[2].b;
+  if (n.args.size() < 2 || n.args[1].is_none()) {
+    // Over the flattened tensor: reduce over every dim, result is 0-d (or all-ones).
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < in.rank(); ++d) dims.push_back(d);
+    TensorIR r = ctx.reduce(in, dims, op, DType::I64, DType::I64);
+    return {squeeze_dims(ctx, r, dims, keepdim)};
+  }
+  std::vector<int64_t> dims = {normalize_dim(n.args[1].as_int(), in.rank())};
+  if (in.sizes.empty()) dims.clear();
+  TensorIR r = ctx.reduce(in, dims, op, DType::I64, DType::I64);
+  return {squeeze_dims(ctx, r, dims, keepdim)};
+}
+
+// Values and indices along one dim (max.dim / min.dim).
+std::vector<TensorIR> minmax_dim(LowerCtx& ctx, const Node& n, ReduceOp vop, ReduceOp iop) {
+  const TensorIR& in = ctx.tensor(n.args[0]);
+  std::vector<int64_t> dims = {normalize_dim(n.args[1].as_int(), in.rank())};
+  if (in.sizes.empty()) dims.clear();
+  bool keepdim = n.args.size() > 2 && n.args[2].kind == Arg::Kind::Bool && n.args[2].b;
+  DType out = ctx.out_type(0).dtype;
+  TensorIR v = ctx.reduce(in, dims, vop, out, compute_type(out));
+  TensorIR i = ctx.reduce(in, dims, iop, DType::I64, DType::I64);
+  return {squeeze_dims(ctx, v, dims, keepdim), squeeze_dims(ctx, i, dims, keepdim)};
+}
+
+// var/std with a correction, and var_mean: two passes (mean, then squared deviations).
+std::vector<TensorIR> variance(LowerCtx& ctx, const Node& n, bool take_sqrt, bool with_mean) {
+  const TensorIR& in = ctx.tensor(n.args[0]);
+  std::vector<int64_t> dims = reduce_dims(n.args.size() > 1 ? n.args[1] : Arg::none(), in.rank());
+  double correction = 1;
+  if (n.args.size() > 2 && !n.args[2].is_none()) correction = n.args[2].as_double();
+  bool keepdim = n.args.size() > 3 && n.args[3].kind == Arg::Kind::Bool && n.args[3].b;
+  DType out = ctx.out_type(0).dtype;
+  if (!is_float(out)) throw Unsupported("variance of a non-float tensor");
+  DType acc = acc_type(out);
+  double nelem = static_cast<double>(count(in, dims));
+  TensorIR sum = ctx.reduce(in, dims, ReduceOp::Sum, acc, acc);
+  TensorIR mean = map_stored(ctx, sum, acc, [nelem, acc](Expr x) { return op2(ExprOp::Div, x, c(nelem, acc)); });
+  std::vector<int64_t> sizes = in.sizes;
+  TensorIR dev2 = ctx.lazy(acc, sizes, [in, mean, acc](const std::vector<Expr>& idx) {
+    Expr d = op2(ExprOp::Sub, cast(in.fn(idx), acc), mean.fn(broadcast_index(idx, mean.sizes)));
+    return op2(ExprOp::Mul, d, d);
+  }, {&in});
+  TensorIR ss = ctx.reduce(dev2, dims, ReduceOp::Sum, acc, acc);
+  double denom = std::max(nelem - correction, 0.0);
+  TensorIR var = map_stored(ctx, ss, out, [denom, acc, take_sqrt](Expr x) {
+    Expr v = op2(ExprOp::Div, x, c(denom, acc));
+    return take_sqrt ? op1(ExprOp::Sqrt, v) : v;
+  });
+  auto squeeze_lazy = [&](const TensorIR& kd) {
+    if (keepdim || kd.sizes.empty()) return kd;
+    std::vector<int64_t> out_sizes;
+    for (size_t d = 0; d < kd.sizes.size(); ++d) {
+      bool reduced = false;
+      for (int64_t x : dims) reduced |= x == static_cast<int64_t>(d);
+      if (!reduced) out_sizes.push_back(kd.sizes[d]);
+    }
+    std::vector<int64_t> dims_copy = dims;
+    return ctx.lazy(kd.dtype, out_sizes, [kd, dims_copy](const std::vector<Expr>& idx) {
+      std::vector<Expr> full;
+      size_t k = 0;
+      for (size_t d = 0; d < kd.sizes.size(); ++d) {
+        bool reduced = false;
+        for (int64_t x : dims_copy) reduced |= x == static_cast<int64_t>(d);
+        full.push_back(reduced ? int_const(0) : idx[k++]);
+      }
+      return kd.fn(full);
+    }, {&kd});
+  };
+  std::vector<TensorIR> outs = {squeeze_lazy(var)};
+  if (with_mean) outs.push_back(squeeze_lazy(map_stored(ctx, mean, out, [](Expr x) { return x; })));
+  return outs;
+}
+
+std::vector<TensorIR> softmax(LowerCtx& ctx, const Node& n, bool log) {
+  const TensorIR& in = ctx.tensor(n.args[0]);
+  std::vector<int64_t> dims = {normalize_dim(n.args[1].as_int(), in.rank())};
+  if (in.sizes.empty()) dims.clear();
+  DType out = ctx.out_type().dtype;
+  DType acc = acc_type(out);
+  TensorIR mx = ctx.reduce(in, dims, ReduceOp::Max, acc, acc);
+  auto shifted = [in, mx, acc](const std::vector<Expr>& idx) {
+    Expr m = mx.fn(broadcast_index(idx, mx.sizes));
+    // An all -inf row has max -inf; subtracting it would give NaN where eager gives
+    // NaN too (exp(-inf - -inf)), so no special case is needed.
+    return op2(ExprOp::Sub, cast(in.fn(idx), acc), m);
+  };
+  TensorIR e = ctx.lazy(acc, in.sizes, [shifted](const std::vector<Expr>& idx) { return op1(ExprOp::Exp, shifted(idx)); }, {&in});
+  TensorIR sum = ctx.reduce(e, dims, ReduceOp::Sum, acc, acc);
+  TensorIR r = ctx.lazy(out, in.sizes, [shifted, sum, log, out](const std::vector<Expr>& idx) {
+    Expr s = sum.fn(broadcast_index(idx, sum.sizes));
+    Expr x = shifted(idx);
+    Expr v = log ? op2(ExprOp::Sub, x, op1(ExprOp::Log, s)) : op2(ExprOp::Div, op1(ExprOp::Exp, x), s);
+    return cast(v, out);
+  }, {&in});
+  return {r};
+}
+
+}  // namespace
+
+void register_reduction_ops(LoweringTable& t) {
+  auto sum = [](LowerCtx& ctx, const Node& n) { return sum_like(ctx, n, ReduceOp::Sum, false); };
+  t["aten.sum.dim_IntList"] = sum;
+  t["aten.sum.default"] = sum;
+  auto mean = [](LowerCtx& ctx, const Node& n) {
+    if (!is_float(ctx.out_type().dtype)) throw Unsupported("mean of a non-float tensor");
+    return sum_like(ctx, n, ReduceOp::Sum, true);
+  };
+  t["aten.mean.dim"] = mean;
+  t["aten.mean.default"] = mean;
+  auto prod = [](LowerCtx& ctx, const Node& n) { return sum_like(ctx, n, ReduceOp::Prod, false); };
+  t["aten.prod.dim_int"] = prod;
+  t["aten.prod.default"] = prod;
+  t["aten.any.dim"] = [](LowerCtx& ctx, const Node& n) {
+    Node m = n;
+    m.args[1] = Arg::of_list({n.args[1]});
+    return sum_like(ctx, m, ReduceOp::Any, false);
+  };
+  t["aten.any.dims"] = [](LowerCtx& ctx, const Node& n) { return sum_like(ctx, n, ReduceOp::Any, false); };
+  t["aten.any.default"] = [](LowerCtx& ctx, const Node& n) { return sum_like(ctx, n, ReduceOp::Any, false); };
+  t["aten.all.dim"] = [](LowerCtx& ctx, const Node& n) {
+    Node m = n;
+    m.args[1] = Arg::of_list({n.args[1]});
+    return sum_like(ctx, m, ReduceOp::All, false);
+  };
+  t["aten.all.dims"] = [](LowerCtx& ctx, const Node& n) { return sum_like(ctx, n, ReduceOp::All, false); };
+  t["aten.all.default"] = [](LowerCtx& ctx, const Node& n) { return sum_like(ctx, n, ReduceOp::All, false); };
+  t["aten.amax.default"] = [](LowerCtx& ctx, const Node& n) { return minmax(ctx, n, ReduceOp::Max); };
+  t["aten.amin.default"] = [](LowerCtx& ctx, const Node& n) { return minmax(ctx, n, ReduceOp::Min); };
+  t["aten.max.default"] = [](LowerCtx& ctx, const Node& n) {
+    Node m = n;
+    m.args.resize(1);
+    return minmax(ctx, m, ReduceOp::Max);
+  };
+  t["aten.min.default"] = [](LowerCtx& ctx, const Node& n) {
+    Node m = n;
+    m.args.resize(1);
+    return minmax(ctx, m, ReduceOp::Min);
+  };
+  t["aten.max.dim"] = [](LowerCtx& ctx, const Node& n) { return minmax_dim(ctx, n, ReduceOp::Max, ReduceOp::ArgMax); };
+  t["aten.min.dim"] = [](LowerCtx& ctx, const Node& n) { return minmax_dim(ctx, n, ReduceOp::Min, ReduceOp::ArgMin); };
+  t["aten.argmax.default"] = [](LowerCtx& ctx, const Node& n) { return arg_reduce(ctx, n, ReduceOp::ArgMax); };
+  t["aten.argmin.default"] = [](LowerCtx& ctx, const Node& n) { return arg_reduce(ctx, n, ReduceOp::ArgMin); };
+  t["aten.var.correction"] = [](LowerCtx& ctx, const Node& n) { return variance(ctx, n, false, false); };
+  t["aten.std.correction"] = [](LowerCtx& ctx, const Node& n) { return variance(ctx, n, true, false); };
+  t["aten.var_mean.correction"] = [](LowerCtx& ctx, const Node& n) { return variance(ctx, n, false, true); };
+  t["aten._softmax.default"] = [](LowerCtx& ctx, const Node& n) { return softmax(ctx, n, false); };
+  t["aten._log_softmax.default"] = [](LowerCtx& ctx, const Node& n) { return softmax(ctx, n, true); };
+}
+
+}  // namespace ember

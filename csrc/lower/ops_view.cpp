@@ -1,0 +1,399 @@
+// Views and layout: view/reshape, permute, expand, squeeze/unsqueeze, slice,
+// select, split, as_strided, cat, constant_pad_nd, flip.
+//
+// A view of a value in memory stays a StridedView (affine indexing, and extern ops
+// can receive it as a torch view with no copy). A view of a lazy value remaps its
+// index function. Reshapes that strides cannot express realize their input first.
+#include <algorithm>
+#include <optional>
+
+#include "lower/ops_common.h"
+
+namespace ember {
+
+namespace {
+
+std::vector<TensorIR> one(TensorIR t) { return {std::move(t)}; }
+
+// torch's computeStride: strides that view `sizes`/`strides` as `shape`, if any.
+std::optional<std::vector<int64_t>> view_strides(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                                                 const std::vector<int64_t>& shape) {
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  if (sizes.empty() || numel == 0) return contiguous_strides(shape);
+  std::vector<int64_t> out(shape.size(), 1);
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_base_stride = strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    tensor_numel *= sizes[d];
+    if (d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+std::vector<int64_t> infer_shape(std::vector<int64_t> shape, int64_t numel) {
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) infer = static_cast<int64_t>(i);
+    else known *= shape[i];
+  }
+  if (infer >= 0) shape[infer] = known == 0 ? 0 : numel / known;
+  return shape;
+}
+
+std::vector<int64_t> non_unit(const std::vector<int64_t>& v) {
+  std::vector<int64_t> out;
+  for (int64_t s : v)
+    if (s != 1) out.push_back(s);
+  return out;
+}
+
+TensorIR with_view(LowerCtx& ctx, const TensorIR& src, StridedView v) {
+  TensorIR t = ctx.from_view(v);
+  t.origins = src.origins;
+  return t;
+}
+
+TensorIR reshape(LowerCtx& ctx, const TensorIR& in, const std::vector<int64_t>& shape) {
+  if (in.view) {
+    if (auto st = view_strides(in.sizes, in.view->strides, shape)) {
+      StridedView v = *in.view;
+      v.sizes = shape;
+      v.strides = *st;
+      return with_view(ctx, in, v);
+    }
+  } else if (non_unit(in.sizes) == non_unit(shape)) {
+    // Only unit dims move: remap the index without touching memory.
+    std::vector<int64_t> from = in.sizes;
+    return ctx.lazy(in.dtype, shape, [in, from, shape](const std::vector<Expr>& idx) {
+      std::vector<Expr> src_idx(from.size(), int_const(0));
+      size_t k = 0;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (shape[d] == 1) continue;
+        while (from[k] == 1) ++k;
+        src_idx[k++] = idx[d];
+      }
+      return in.fn(src_idx);
+    }, {&in});
+  }
+  TensorIR s = ctx.realize(in);
+  StridedView v = *s.view;
+  v.sizes = shape;
+  v.strides = contiguous_strides(shape);
+  return with_view(ctx, in, v);
+}
+
+// A view defined by a per-dim affine map: new dim d reads old dim src[d]
+// (or none) at start[d] + step[d] * i.
+struct DimMap {
+  int src = -1;  // -1: a new (broadcast or unit) dim
+  int64_t start = 0;
+  int64_t step = 1;
+};
+
+TensorIR remap(LowerCtx& ctx, const TensorIR& in, const std::vector<int64_t>& shape, const std::vector<DimMap>& map,
+               const std::vector<std::pair<int, int64_t>>& fixed = {}) {
+  // fixed: old dims pinned to a constant index (select).
+  if (in.view) {
+    StridedView v = *in.view;
+    StridedView out{v.buffer, v.dtype, shape, std::vector<int64_t>(shape.size(), 0), v.offset};
+    for (const auto& [d, i] : fixed) out.offset += i * v.strides[d];
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (map[d].src < 0) continue;
+      out.offset += map[d].start * v.strides[map[d].src];
+      out.strides[d] = map[d].step * v.strides[map[d].src];
+    }
+    bool negative = std::any_of(out.strides.begin(), out.strides.end(), [](int64_t s) { return s < 0; });
+    if (!negative) return with_view(ctx, in, out);
+  }
+  size_t old_rank = in.sizes.size();
+  return ctx.lazy(in.dtype, shape, [in, map, fixed, old_rank](const std::vector<Expr>& idx) {
+    std::vector<Expr> src_idx(old_rank, int_const(0));
+    for (const auto& [d, i] : fixed) src_idx[d] = int_const(i);
+    for (size_t d = 0; d < map.size(); ++d) {
+      if (map[d].src < 0) continue;
+      src_idx[map[d].src] = add(mul(idx[d], map[d].step), map[d].start);
+    }
+    return in.fn(src_idx);
+  }, {&in});
+}
+
+TensorIR identity_remap(LowerCtx& ctx, const TensorIR& in, const std::vector<int>& perm) {
+  std::vector<int64_t> shape;
+  std::vector<DimMap> map;
+  for (int p : perm) {
+    shape.push_back(in.sizes[p]);
+    map.push_back({p, 0, 1});
+  }
+  return remap(ctx, in, shape, map);
+}
+
+std::vector<TensorIR> slice(LowerCtx& ctx, const TensorIR& in, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  int64_t size = in.sizes[dim];
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = std::clamp<int64_t>(start, 0, size);
+  end = std::clamp<int64_t>(end, start, size);
+  int64_t len = step > 0 ? (end - start + step - 1) / step : 0;
+  std::vector<int64_t> shape = in.sizes;
+  shape[dim] = len;
+  std::vector<DimMap> map;
+  for (size_t d = 0; d < in.sizes.size(); ++d) map.push_back({static_cast<int>(d), 0, 1});
+  map[dim] = {static_cast<int>(dim), start, step};
+  return one(remap(ctx, in, shape, map));
+}
+
+int64_t arg_int_or(const Node& n, size_t i, int64_t dflt) {
+  return n.args.size() > i && !n.args[i].is_none() ? n.args[i].as_int() : dflt;
+}
+
+}  // namespace
+
+void register_view_ops(LoweringTable& t) {
+  auto view = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    return one(reshape(ctx, in, infer_shape(n.args[1].as_ints(), in.numel())));
+  };
+  t["aten.view.default"] = view;
+  t["aten._unsafe_view.default"] = view;
+  t["aten.reshape.default"] = view;
+  auto alias = [](LowerCtx& ctx, const Node& n) { return one(ctx.tensor(n.args[0])); };
+  t["aten.alias.default"] = alias;
+  t["aten.detach.default"] = alias;
+  t["aten.permute.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    std::vector<int> perm;
+    for (int64_t d : n.args[1].as_ints()) perm.push_back(static_cast<int>(normalize_dim(d, in.rank())));
+    return one(identity_remap(ctx, in, perm));
+  };
+  t["aten.t.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    std::vector<int> perm = in.rank() == 2 ? std::vector<int>{1, 0} : std::vector<int>{0};
+    if (in.rank() == 0) perm.clear();
+    return one(identity_remap(ctx, in, perm));
+  };
+  t["aten.transpose.int"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    std::vector<int> perm;
+    for (int d = 0; d < in.rank(); ++d) perm.push_back(d);
+    if (in.rank() > 0) std::swap(perm[normalize_dim(n.args[1].as_int(), in.rank())], perm[normalize_dim(n.args[2].as_int(), in.rank())]);
+    return one(identity_remap(ctx, in, perm));
+  };
+  t["aten.expand.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    std::vector<int64_t> shape = n.args[1].as_ints();
+    size_t lead = shape.size() - in.sizes.size();
+    std::vector<DimMap> map(shape.size());
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (d < lead) continue;
+      int64_t old = in.sizes[d - lead];
+      if (shape[d] == -1) shape[d] = old;
+      if (old == shape[d]) map[d] = {static_cast<int>(d - lead), 0, 1};
+    }
+    return one(remap(ctx, in, shape, map));
+  };
+  t["aten.unsqueeze.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    int64_t dim = n.args[1].as_int();
+    if (dim < 0) dim += in.rank() + 1;
+    std::vector<int64_t> shape;
+    std::vector<DimMap> map;
+    for (int64_t d = 0; d <= in.rank(); ++d) {
+      if (d == dim) {
+        shape.push_back(1);
+        map.push_back({});
+      }
+      if (d < in.rank()) {
+        shape.push_back(in.sizes[d]);
+        map.push_back({static_cast<int>(d), 0, 1});
+      }
+    }
+    return one(remap(ctx, in, shape, map));
+  };
+  auto squeeze = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    std::vector<bool> drop(in.sizes.size(), false);
+    if (n.args.size() < 2 || n.args[1].is_none()) {
+      for (size_t d = 0; d < in.sizes.size(); ++d) drop[d] = in.sizes[d] == 1;
+    } else {
+      for (int64_t d : n.args[1].as_ints()) {
+        if (in.rank() == 0) continue;
+        int64_t nd = normalize_dim(d, in.rank());
+        drop[nd] = in.sizes[nd] == 1;
+      }
+    }
+    std::vector<int64_t> shape;
+    std::vector<DimMap> map;
+    for (size_t d = 0; d < in.sizes.size(); ++d) {
+      if (drop[d]) continue;
+      shape.push_back(in.sizes[d]);
+      map.push_back({static_cast<int>(d), 0, 1});
+    }
+    return one(remap(ctx, in, shape, map));
+  };
+  t["aten.squeeze.default"] = squeeze;
+  t["aten.squeeze.dim"] = squeeze;
+  t["aten.squeeze.dims"] = squeeze;
+  t["aten.slice.Tensor"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    int64_t dim = normalize_dim(arg_int_or(n, 1, 0), in.rank());
+    int64_t start = arg_int_or(n, 2, 0);
+    int64_t end = arg_int_or(n, 3, INT64_MAX);
+    int64_t step = arg_int_or(n, 4, 1);
+    return slice(ctx, in, dim, start, end, step);
+  };
+  t["aten.select.int"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    int64_t dim = normalize_dim(n.args[1].as_int(), in.rank());
+    int64_t index = n.args[2].as_int();
+    if (index < 0) index += in.sizes[dim];
+    if (index < 0 || index >= in.sizes[dim]) throw Unsupported("select index out of range");
+    std::vector<int64_t> shape;
+    std::vector<DimMap> map;
+    for (int64_t d = 0; d < in.rank(); ++d) {
+      if (d == dim) continue;
+      shape.push_back(in.sizes[d]);
+      map.push_back({static_cast<int>(d), 0, 1});
+    }
+    return one(remap(ctx, in, shape, map, {{static_cast<int>(dim), index}}));
+  };
+  auto split = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    int64_t dim = normalize_dim(arg_int_or(n, 2, 0), in.rank());
+    std::vector<int64_t> sizes;
+    if (n.op == "aten.split.Tensor") {
+      int64_t chunk = n.args[1].as_int();
+      for (int64_t s = 0; s < in.sizes[dim]; s += chunk) sizes.push_back(std::min(chunk, in.sizes[dim] - s));
+      if (sizes.empty()) sizes.push_back(0);
+    } else {
+      sizes = n.args[1].as_ints();
+    }
+    std::vector<TensorIR> outs;
+    int64_t start = 0;
+    for (int64_t s : sizes) {
+      outs.push_back(slice(ctx, in, dim, start, start + s, 1)[0]);
+      start += s;
+    }
+    return outs;
+  };
+  t["aten.split.Tensor"] = split;
+  t["aten.split_with_sizes.default"] = split;
+  t["aten.unbind.int"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    int64_t dim = normalize_dim(arg_int_or(n, 1, 0), in.rank());
+    std::vector<TensorIR> outs;
+    for (int64_t i = 0; i < in.sizes[dim]; ++i) {
+      std::vector<int64_t> shape;
+      std::vector<DimMap> map;
+      for (int64_t d = 0; d < in.rank(); ++d) {
+        if (d == dim) continue;
+        shape.push_back(in.sizes[d]);
+        map.push_back({static_cast<int>(d), 0, 1});
+      }
+      outs.push_back(remap(ctx, in, shape, map, {{static_cast<int>(dim), i}}));
+    }
+    return outs;
+  };
+  t["aten.flip.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    std::vector<DimMap> map;
+    for (int64_t d = 0; d < in.rank(); ++d) map.push_back({static_cast<int>(d), 0, 1});
+    for (int64_t d : n.args[1].as_ints()) {
+      int64_t nd = normalize_dim(d, in.rank());
+      map[nd] = {static_cast<int>(nd), in.sizes[nd] - 1, -1};
+    }
+    return one(remap(ctx, in, in.sizes, map));
+  };
+  t["aten.as_strided.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    // Storage offsets are relative to the storage, which ember knows only for
+    // buffers it allocated (computed or extern results start at offset 0).
+    if (!in.view || ctx.program().buffers[in.view->buffer].kind == Buffer::Kind::Input)
+      throw Unsupported("as_strided of a graph input or a lazy value");
+    StridedView v = *in.view;
+    v.sizes = n.args[1].as_ints();
+    v.strides = n.args[2].as_ints();
+    v.offset = arg_int_or(n, 3, v.offset);
+    return one(with_view(ctx, in, v));
+  };
+
+  t["aten.cat.default"] = [](LowerCtx& ctx, const Node& n) {
+    std::vector<TensorIR> parts;
+    for (const Arg& a : n.args[0].list) {
+      const TensorIR& p = ctx.tensor(a);
+      if (p.sizes.size() == 1 && p.sizes[0] == 0 && ctx.out_type().sizes.size() != 1) continue;  // legacy empty
+      parts.push_back(p);
+    }
+    const TensorType& out = ctx.out_type();
+    int64_t dim = normalize_dim(arg_int_or(n, 1, 0), static_cast<int64_t>(out.sizes.size()));
+    DType dt = out.dtype;
+    std::vector<int64_t> starts;
+    int64_t acc = 0;
+    std::vector<TensorIR> kept;
+    for (const auto& p : parts) {
+      if (p.sizes[dim] == 0) continue;
+      starts.push_back(acc);
+      acc += p.sizes[dim];
+      kept.push_back(p);
+    }
+    if (acc != out.sizes[dim] || kept.empty()) throw Unsupported("cat: unexpected sizes");
+    std::vector<const TensorIR*> ins;
+    for (const auto& p : kept) ins.push_back(&p);
+    TensorIR r = ctx.lazy(dt, out.sizes, [kept, starts, dim, dt](const std::vector<Expr>& idx) {
+      // Part k covers [starts[k], starts[k+1]); pick it by comparing the cat-dim index.
+      auto part = [&](size_t k) {
+        std::vector<Expr> local = idx;
+        local[dim] = add(idx[dim], -starts[k]);
+        return cast(kept[k].fn(local), dt);
+      };
+      Expr v = part(kept.size() - 1);
+      for (size_t k = kept.size() - 1; k-- > 0;)
+        v = where(cmp(ExprOp::Lt, idx[dim], int_const(starts[k + 1])), part(k), v);
+      return v;
+    }, {});
+    for (const auto& p : kept)
+      if (!p.view) r.origins.insert(r.origins.end(), p.origins.begin(), p.origins.end());
+    return one(r);
+  };
+
+  t["aten.constant_pad_nd.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    std::vector<int64_t> pad = n.args[1].as_ints();
+    double value = n.args.size() > 2 && !n.args[2].is_none() ? n.args[2].as_double() : 0.0;
+    const TensorType& out = ctx.out_type();
+    int64_t rank = in.rank();
+    std::vector<int64_t> before(rank, 0);
+    for (size_t k = 0; k * 2 < pad.size(); ++k) before[rank - 1 - k] = pad[2 * k];
+    DType dt = out.dtype;
+    std::vector<int64_t> in_sizes = in.sizes, out_sizes = out.sizes;
+    return one(ctx.lazy(dt, out.sizes, [in, before, in_sizes, out_sizes, value, dt](const std::vector<Expr>& idx) {
+      std::vector<Expr> src(idx.size());
+      Expr inside;
+      auto both = [&](Expr cond) { inside = inside ? binary(ExprOp::LogicalAnd, inside, cond, DType::Bool) : cond; };
+      for (size_t d = 0; d < idx.size(); ++d) {
+        src[d] = add(idx[d], -before[d]);
+        int64_t after = out_sizes[d] - in_sizes[d] - before[d];
+        if (before[d] > 0) both(cmp(ExprOp::Ge, src[d], int_const(0)));
+        if (after > 0) both(cmp(ExprOp::Lt, src[d], int_const(in_sizes[d])));
+      }
+      Expr x = cast(in.fn(src), dt);
+      return inside ? where(inside, x, const_of(value, dt)) : x;
+    }, {&in}));
+  };
+}
+
+}  // namespace ember

@@ -1,0 +1,100 @@
+// The loop-level program: what lowering produces and fusion consumes.
+//
+// A Program is a list of steps in a valid execution order. Each step either
+// computes one buffer element-wise (or by reduction) from an Expr body, or calls
+// an ATen op (an extern) on tensors that live in buffers.
+//
+// Invariants:
+// - Every Load in a body reads a buffer computed by an earlier step, or an input.
+// - A computed buffer's logical sizes are its iteration sizes; its strides are its
+//   memory layout (eager's strides for values eager would return).
+// - Bodies are expressed in the buffer's own Vars (one per non-unit dim; unit dims
+//   use the constant 0) and, for reductions, its reduction Vars.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/expr.h"
+#include "ir/graph.h"
+
+namespace ember {
+
+struct Buffer {
+  enum class Kind : uint8_t { Input, Extern, Computed };
+  int id = 0;
+  Kind kind = Kind::Computed;
+  DType dtype = DType::F32;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int input_index = -1;    // Input: which runtime argument
+  int extern_call = -1;    // Extern: which call produced it
+  int extern_output = 0;   // Extern: which output of that call
+
+  int64_t numel() const;
+  int64_t extent() const;  // elements of storage the layout spans (1 + max offset)
+};
+
+// A tensor that lives in memory: a strided window onto a buffer.
+struct StridedView {
+  int buffer = -1;
+  DType dtype = DType::F32;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+};
+
+enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Any, All, ArgMax, ArgMin };
+const char* reduce_op_name(ReduceOp op);
+
+struct ComputedBuffer {
+  int buffer = -1;
+  std::vector<int64_t> sizes;          // == the buffer's sizes
+  std::vector<int> vars;               // per dim of sizes; -1 for unit dims
+  std::vector<int> iter_order;         // dims from outermost to innermost (memory order)
+  bool is_reduction = false;
+  ReduceOp reduce_op = ReduceOp::Sum;
+  std::vector<int64_t> reduce_sizes;
+  std::vector<int> reduce_vars;        // per reduce dim; -1 for unit dims
+  DType acc_dtype = DType::F32;        // accumulator type (reductions)
+  Expr body;
+  std::vector<int> origins;            // graph node ids whose work this buffer does
+};
+
+struct ExternCall {
+  int node = -1;                       // graph node it runs
+  std::vector<ValueRef> tensor_args;   // graph values passed as tensors ...
+  std::vector<StridedView> tensor_views;  // ... and where each one lives
+  std::vector<int> output_buffers;     // per node output; -1 when not a tensor
+  std::string reason;                  // why this op is not compiled by ember
+};
+
+struct Step {
+  enum class Kind : uint8_t { Compute, Extern };
+  Kind kind;
+  int index;  // into Program::computed or Program::externs
+};
+
+struct ProgramOutput {
+  bool is_tensor = false;
+  StridedView view;
+};
+
+struct Program {
+  std::vector<Buffer> buffers;
+  std::vector<ComputedBuffer> computed;
+  std::vector<ExternCall> externs;
+  std::vector<Step> steps;
+  std::vector<ProgramOutput> outputs;  // one per graph output
+  int num_vars = 0;                    // var ids used so far
+
+  int add_buffer(Buffer b);
+};
+
+std::string print_program(const Program& p, const Graph& g);
+
+// Canonical element offset of `idx` in a strided layout (terms in dim order,
+// zero terms dropped), so that equal accesses build equal Exprs.
+Expr strided_index(const std::vector<Expr>& idx, const std::vector<int64_t>& strides, int64_t offset);
+
+}  // namespace ember

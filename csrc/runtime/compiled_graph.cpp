@@ -1,0 +1,220 @@
+#include "runtime/compiled_graph.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "jit/c_compiler.h"
+#include "lower/lowering.h"
+#include "runtime/disk_cache.h"
+#include "runtime/sha256.h"
+#include "runtime/shared_library.h"
+#include "runtime/thread_pool.h"
+#include "schedule/dead_code.h"
+#include "schedule/fuse.h"
+
+#ifndef EMBER_VERSION
+#define EMBER_VERSION "dev"
+#endif
+
+namespace ember {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Loaded libraries by cache key: graphs with identical code share one.
+std::mutex g_memory_cache_mutex;
+std::unordered_map<std::string, std::weak_ptr<SharedLibrary>>& memory_cache() {
+  static auto* m = new std::unordered_map<std::string, std::weak_ptr<SharedLibrary>>();
+  return *m;
+}
+
+const CCompiler& compiler() {
+  static const CCompiler c;
+  return c;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+}  // namespace
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("EMBER_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/ember";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/ember";
+}
+
+CompiledGraph::~CompiledGraph() = default;
+
+std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_text, const CompileOptions& opts) {
+  std::shared_ptr<CompiledGraph> cg(new CompiledGraph());
+  auto t0 = std::chrono::steady_clock::now();
+  cg->graph_ = parse_graph(graph_text);
+  cg->times_.parse = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  cg->program_ = lower_graph(cg->graph_);
+  eliminate_dead_code(cg->program_);
+  cg->times_.lower = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  FuseOptions fo;
+  fo.enabled = opts.fuse;
+  cg->schedule_ = fuse(cg->program_, fo);
+  cg->times_.schedule = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  cg->code_ = generate_c(cg->program_, cg->schedule_);
+  cg->times_.codegen = seconds_since(t0);
+
+  if (!opts.debug_dir.empty()) {
+    write_file(opts.debug_dir + "/0_graph.txt", print_graph(cg->graph_));
+    write_file(opts.debug_dir + "/1_program.txt", cg->program_text());
+    write_file(opts.debug_dir + "/2_schedule.txt", cg->schedule_text());
+    write_file(opts.debug_dir + "/3_kernels.c", cg->code_.source);
+  }
+  cg->build_steps();
+  if (!cg->code_.kernels.empty()) cg->load_kernels(opts);
+  return cg;
+}
+
+void CompiledGraph::build_steps() {
+  for (const auto& s : schedule_.steps) {
+    if (s.kind == Schedule::Step::Kind::Extern) {
+      ExecStep e;
+      e.kind = ExecStep::Kind::Extern;
+      e.extern_call = s.index;
+      steps_.push_back(std::move(e));
+      continue;
+    }
+    if (steps_.empty() || steps_.back().kind != ExecStep::Kind::Kernels) steps_.push_back(ExecStep{});
+    steps_.back().kernels.push_back(s.index);
+  }
+  arg_slots_.resize(steps_.size());
+  grains_.resize(code_.kernels.size());
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    ExecStep& st = steps_[si];
+    std::unordered_map<int, int> slot;
+    for (int k : st.kernels) {
+      std::vector<int> slots;
+      for (int b : code_.kernels[k].args) {
+        auto it = slot.find(b);
+        if (it == slot.end()) {
+          it = slot.emplace(b, static_cast<int>(st.args.size())).first;
+          st.args.push_back(b);
+        }
+        slots.push_back(it->second);
+      }
+      arg_slots_[si].push_back(std::move(slots));
+    }
+  }
+  for (size_t k = 0; k < code_.kernels.size(); ++k) {
+    const KernelInfo& info = code_.kernels[k];
+    // Rows per task: enough work (~32k inner iterations) to pay for a thread wake-up.
+    grains_[k] = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, info.work_per_row));
+  }
+}
+
+void CompiledGraph::load_kernels(const CompileOptions& opts) {
+  const CCompiler& cc = compiler();
+  key_ = sha256_hex(code_.source + "\n/* ember " EMBER_VERSION " */\n" + cc.identity());
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(g_memory_cache_mutex);
+    auto it = memory_cache().find(key_);
+    if (it != memory_cache().end()) library_ = it->second.lock();
+  }
+  if (library_) {
+    cache_status_ = "memory";
+  } else {
+    std::string err;
+    std::unique_ptr<DiskCache> disk;
+    if (opts.disk_cache) {
+      disk = std::make_unique<DiskCache>(opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir);
+      if (!disk->usable()) {
+        cache_note_ = disk->reason();
+        disk.reset();
+      }
+    }
+    if (disk) {
+      if (auto path = disk->lookup(key_, "so")) {
+        library_ = SharedLibrary::open(*path, &err);
+        if (library_) cache_status_ = "disk";
+      }
+    }
+    if (!library_) {
+      std::string scratch;
+      std::string out;
+      if (disk) {
+        out = disk->temp_path("so");
+      } else {
+        char tmpl[] = "/tmp/ember-XXXXXX";
+        const char* d = mkdtemp(tmpl);
+        if (!d) throw std::runtime_error("ember: cannot create a temporary directory");
+        scratch = d;
+        out = scratch + "/kernels.so";
+      }
+      auto tc = std::chrono::steady_clock::now();
+      CompileResult r = cc.compile_shared_object(code_.source, out, false);
+      times_.compile = seconds_since(tc);
+      if (!r.ok) throw std::runtime_error("ember: the C compiler failed on the generated code:\n" + r.log);
+      std::string path = out;
+      if (disk) {
+        if (auto installed = disk->install(key_, "so", out)) path = *installed;
+      }
+      library_ = SharedLibrary::open(path, &err);
+      if (!library_) throw std::runtime_error("ember: cannot load compiled kernels: " + err);
+      cache_status_ = "miss";
+    }
+    std::lock_guard<std::mutex> lock(g_memory_cache_mutex);
+    memory_cache()[key_] = library_;
+  }
+  for (const auto& k : code_.kernels) {
+    void* sym = library_->symbol(k.name.c_str());
+    if (!sym) throw std::runtime_error("ember: kernel " + k.name + " missing from the compiled library");
+    fns_.push_back(reinterpret_cast<KernelFn>(sym));
+  }
+  times_.load = seconds_since(t0) - times_.compile;
+}
+
+void CompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs) const {
+  const ExecStep& st = steps_.at(step);
+  if (st.kind != ExecStep::Kind::Kernels) throw std::invalid_argument("step is not a kernel group");
+  if (ptrs.size() != st.args.size()) throw std::invalid_argument("wrong number of buffer pointers");
+  char* args[64];
+  std::vector<char*> heap;
+  for (size_t i = 0; i < st.kernels.size(); ++i) {
+    int k = st.kernels[i];
+    const auto& slots = arg_slots_[step][i];
+    char** a = args;
+    if (slots.size() > 64) {
+      heap.resize(slots.size());
+      a = heap.data();
+    }
+    for (size_t j = 0; j < slots.size(); ++j) a[j] = reinterpret_cast<char*>(ptrs[slots[j]]);
+    KernelFn fn = fns_[k];
+    int64_t rows = code_.kernels[k].rows;
+    if (rows <= grains_[k]) {
+      fn(0, rows, a);
+    } else {
+      ThreadPool::global().parallel_for(rows, grains_[k], [fn, a](int64_t b, int64_t e) { fn(b, e, a); });
+    }
+  }
+}
+
+std::string CompiledGraph::program_text() const { return print_program(program_, graph_); }
+std::string CompiledGraph::schedule_text() const { return print_schedule(schedule_, program_, graph_); }
+
+}  // namespace ember

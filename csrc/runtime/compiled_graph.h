@@ -1,0 +1,91 @@
+// A compiled graph: the pipeline from graph text to loaded kernels, and the
+// launcher Python calls between extern ops.
+//
+//   parse -> lower -> eliminate dead code -> fuse -> generate C -> compile
+//   (memory cache, then disk cache, then the C compiler) -> load
+//
+// Execution is a list of steps: groups of consecutive kernels (one call from
+// Python runs a whole group) and extern ATen calls (run by Python). Buffers are
+// numbered; Python owns their memory (torch tensors) and passes base pointers.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/c_kernel.h"
+#include "ir/graph.h"
+#include "lower/program.h"
+#include "schedule/kernel.h"
+
+namespace ember {
+
+class SharedLibrary;
+
+struct CompileOptions {
+  bool fuse = true;
+  bool disk_cache = true;
+  std::string cache_dir;        // empty: the default (~/.cache/ember or $EMBER_CACHE_DIR)
+  std::string debug_dir;        // non-empty: write the IR after each pass and the source here
+};
+
+struct PhaseTimes {
+  double parse = 0, lower = 0, schedule = 0, codegen = 0, compile = 0, load = 0;
+};
+
+struct ExecStep {
+  enum class Kind : uint8_t { Kernels, Extern };
+  Kind kind = Kind::Kernels;
+  int extern_call = -1;          // Extern: index into Program::externs
+  std::vector<int> kernels;      // Kernels: indices into kernel list, in order
+  std::vector<int> args;         // Kernels: buffer ids whose pointers the group takes
+};
+
+class CompiledGraph {
+ public:
+  static std::shared_ptr<CompiledGraph> compile(const std::string& graph_text, const CompileOptions& opts);
+  ~CompiledGraph();
+
+  const Graph& graph() const { return graph_; }
+  const Program& program() const { return program_; }
+  const Schedule& schedule() const { return schedule_; }
+  const GeneratedCode& code() const { return code_; }
+  const std::vector<ExecStep>& steps() const { return steps_; }
+  const PhaseTimes& times() const { return times_; }
+  const std::string& cache_key() const { return key_; }
+  // "memory", "disk" or "miss" (compiled now); "none" when there are no kernels.
+  const std::string& cache_status() const { return cache_status_; }
+  const std::string& cache_note() const { return cache_note_; }  // why the disk cache was bypassed
+  std::string program_text() const;
+  std::string schedule_text() const;
+
+  // Runs the kernels of step `step` with the buffers' base pointers, in the order
+  // of steps()[step].args.
+  void run_step(int step, const std::vector<uintptr_t>& ptrs) const;
+
+ private:
+  CompiledGraph() = default;
+  void build_steps();
+  void load_kernels(const CompileOptions& opts);
+
+  Graph graph_;
+  Program program_;
+  Schedule schedule_;
+  GeneratedCode code_;
+  std::vector<ExecStep> steps_;
+  PhaseTimes times_;
+  std::string key_;
+  std::string cache_status_ = "none";
+  std::string cache_note_;
+  std::shared_ptr<SharedLibrary> library_;
+  using KernelFn = void (*)(int64_t, int64_t, char* const*);
+  std::vector<KernelFn> fns_;
+  std::vector<int64_t> grains_;
+  // Per step, per kernel: positions of its args within the step's pointer list.
+  std::vector<std::vector<std::vector<int>>> arg_slots_;
+};
+
+// The default cache directory: $EMBER_CACHE_DIR, else ~/.cache/ember.
+std::string default_cache_dir();
+
+}  // namespace ember

@@ -1,0 +1,184 @@
+#include "schedule/fuse.h"
+
+#include <algorithm>
+#include <functional>
+#include <unordered_map>
+
+#include "ir/affine.h"
+
+namespace ember {
+
+namespace {
+
+// How a computed buffer's dims map onto a kernel's loops.
+struct Shape {
+  std::vector<int64_t> dims;       // non-unit iteration sizes, outermost first
+  std::vector<int> vars;           // the buffer's var for each of dims
+  std::vector<int64_t> rdims;      // reductions: non-unit reduce sizes
+  std::vector<int> rvars;
+};
+
+Shape shape_of(const ComputedBuffer& c) {
+  Shape s;
+  for (int d : c.iter_order)
+    if (c.sizes[d] != 1) {
+      s.dims.push_back(c.sizes[d]);
+      s.vars.push_back(c.vars[d]);
+    }
+  for (size_t d = 0; d < c.reduce_sizes.size(); ++d)
+    if (c.reduce_sizes[d] != 1) {
+      s.rdims.push_back(c.reduce_sizes[d]);
+      s.rvars.push_back(c.reduce_vars[d]);
+    }
+  return s;
+}
+
+struct Where {
+  int kernel = -1;
+  int stage = -1;
+  int item = -1;
+};
+
+class Fuser {
+ public:
+  Fuser(const Program& p, const FuseOptions& opts) : p_(p), opts_(opts) {
+    position_.assign(p.buffers.size(), -1);
+    where_.assign(p.buffers.size(), Where{});
+  }
+
+  Schedule run() {
+    for (const auto& step : p_.steps) {
+      if (step.kind == Step::Kind::Extern) {
+        s_.steps.push_back({Schedule::Step::Kind::Extern, step.index});
+        int pos = static_cast<int>(s_.steps.size()) - 1;
+        for (int b : p_.externs[step.index].output_buffers)
+          if (b >= 0) position_[b] = pos;
+        continue;
+      }
+      place(step.index);
+    }
+    for (size_t i = 0; i < s_.kernels.size(); ++i) s_.kernels[i].name = kernel_name(static_cast<int>(i));
+    return std::move(s_);
+  }
+
+ private:
+  void place(int ci) {
+    const ComputedBuffer& c = p_.computed[ci];
+    Shape shape = shape_of(c);
+    int earliest = 0;
+    for (int b : loaded_buffers(c.body)) earliest = std::max(earliest, position_[b]);
+    if (opts_.enabled) {
+      for (int pos = static_cast<int>(s_.steps.size()) - 1; pos >= earliest && pos >= 0; --pos) {
+        const auto& step = s_.steps[pos];
+        if (step.kind != Schedule::Step::Kind::Kernel) continue;
+        if (try_join(step.index, pos, ci, shape)) return;
+      }
+    }
+    Kernel k;
+    if (c.is_reduction) {
+      k.outer = shape.dims;
+    } else if (shape.dims.size() >= 2) {
+      k.outer.assign(shape.dims.begin(), shape.dims.end() - 1);
+    } else {
+      k.outer = shape.dims;
+    }
+    s_.kernels.push_back(std::move(k));
+    s_.steps.push_back({Schedule::Step::Kind::Kernel, static_cast<int>(s_.kernels.size()) - 1});
+    bool ok = try_join(static_cast<int>(s_.kernels.size()) - 1, static_cast<int>(s_.steps.size()) - 1, ci, shape);
+    (void)ok;  // a fresh kernel always accepts its first buffer
+  }
+
+  bool try_join(int ki, int pos, int ci, const Shape& shape) {
+    Kernel& k = s_.kernels[ki];
+    const ComputedBuffer& c = p_.computed[ci];
+    // Loop shape.
+    std::vector<int64_t> inner;
+    std::unordered_map<int, Expr> sub;
+    if (c.is_reduction) {
+      if (shape.dims != k.outer) return false;
+      for (size_t i = 0; i < shape.dims.size(); ++i) sub[shape.vars[i]] = var(outer_var(static_cast<int>(i)));
+      inner = shape.rdims;
+      for (size_t i = 0; i < shape.rdims.size(); ++i) sub[shape.rvars[i]] = var(inner_var(static_cast<int>(i)));
+    } else {
+      if (shape.dims.size() < k.outer.size() || !std::equal(k.outer.begin(), k.outer.end(), shape.dims.begin())) return false;
+      for (size_t i = 0; i < shape.dims.size(); ++i) {
+        if (i < k.outer.size()) sub[shape.vars[i]] = var(outer_var(static_cast<int>(i)));
+        else sub[shape.vars[i]] = var(inner_var(static_cast<int>(i - k.outer.size())));
+      }
+      inner.assign(shape.dims.begin() + k.outer.size(), shape.dims.end());
+    }
+    KernelItem item;
+    item.computed = ci;
+    item.is_reduction = c.is_reduction;
+    item.value = substitute(c.body, sub);
+    const Buffer& buf = p_.buffers[c.buffer];
+    std::vector<Expr> idx;
+    for (size_t d = 0; d < c.sizes.size(); ++d) idx.push_back(c.vars[d] < 0 ? int_const(0) : var(c.vars[d]));
+    item.store_index = substitute(strided_index(idx, buf.strides, 0), sub);
+
+    // Reads of this kernel's own buffers decide the earliest legal stage.
+    int min_stage = 0;
+    bool legal = true;
+    std::function<void(const Expr&)> check = [&](const Expr& e) {
+      if (!legal) return;
+      if (e->op == ExprOp::Load) {
+        const Where& w = where_[e->ival];
+        if (w.kernel == ki && position_[e->ival] == pos) {
+          const Stage& st = k.stages[w.stage];
+          const KernelItem& producer = st.items[w.item];
+          if (!same_index(e->args[0], producer.store_index)) {
+            legal = false;
+            return;
+          }
+          if (producer.is_reduction) {
+            min_stage = std::max(min_stage, w.stage + 1);
+          } else if (!st.inner.empty()) {
+            // A pointwise element with inner loops is only addressable with the same loops.
+            if (st.inner != inner) legal = false;
+            min_stage = std::max(min_stage, w.stage);
+          } else {
+            min_stage = std::max(min_stage, w.stage);
+          }
+        }
+      }
+      for (const auto& a : e->args) check(a);
+    };
+    check(item.value);
+    if (!legal) return false;
+    // A pointwise item reading a same-shaped pointwise item from an earlier stage
+    // could share that stage; any stage from min_stage on with equal inner works.
+    int stage = -1;
+    for (int s = min_stage; s < static_cast<int>(k.stages.size()); ++s)
+      if (k.stages[s].inner == inner) {
+        stage = s;
+        break;
+      }
+    // Keep reductions that read pointwise items of the same stage legal: the
+    // pointwise item comes earlier in the stage, so its local is ready.
+    if (stage < 0) {
+      k.stages.push_back(Stage{inner, {}});
+      stage = static_cast<int>(k.stages.size()) - 1;
+    }
+    k.stages[stage].items.push_back(std::move(item));
+    where_[c.buffer] = Where{ki, stage, static_cast<int>(k.stages[stage].items.size()) - 1};
+    position_[c.buffer] = pos;
+    return true;
+  }
+
+  std::string kernel_name(int ki) {
+    // ember_k<N>_<first ops>: enough to find it in a profile and in the code dump.
+    return "ember_k" + std::to_string(ki);
+  }
+
+  const Program& p_;
+  FuseOptions opts_;
+  Schedule s_;
+  std::vector<int> position_;   // per buffer: schedule step that produces it
+  std::vector<Where> where_;    // per buffer: kernel/stage/item that computes it
+};
+
+}  // namespace
+
+Schedule fuse(const Program& p, const FuseOptions& opts) { return Fuser(p, opts).run(); }
+
+}  // namespace ember

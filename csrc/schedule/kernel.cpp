@@ -1,0 +1,54 @@
+#include "schedule/kernel.h"
+
+#include <sstream>
+
+namespace ember {
+
+int64_t Kernel::outer_numel() const {
+  int64_t n = 1;
+  for (int64_t s : outer) n *= s;
+  return n;
+}
+
+int64_t Kernel::work_per_row() const {
+  int64_t w = 0;
+  for (const auto& st : stages) {
+    int64_t n = 1;
+    for (int64_t s : st.inner) n *= s;
+    w += n * static_cast<int64_t>(st.items.size());
+  }
+  return w;
+}
+
+std::string print_schedule(const Schedule& s, const Program& p, const Graph& g) {
+  std::ostringstream os;
+  auto ints = [&](const std::vector<int64_t>& v) {
+    os << '[';
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+    os << ']';
+  };
+  for (const auto& step : s.steps) {
+    if (step.kind == Schedule::Step::Kind::Extern) {
+      const auto& e = p.externs[step.index];
+      os << "extern " << g.nodes[e.node].op << "  # " << e.reason << '\n';
+      continue;
+    }
+    const Kernel& k = s.kernels[step.index];
+    os << "kernel " << k.name << " outer=";
+    ints(k.outer);
+    os << '\n';
+    for (size_t i = 0; i < k.stages.size(); ++i) {
+      os << "  stage " << i << " inner=";
+      ints(k.stages[i].inner);
+      os << ':';
+      for (const auto& it : k.stages[i].items) {
+        const auto& c = p.computed[it.computed];
+        os << " buf" << c.buffer << (c.is_reduction ? std::string("(") + reduce_op_name(c.reduce_op) + ")" : "");
+      }
+      os << '\n';
+    }
+  }
+  return os.str();
+}
+
+}  // namespace ember

@@ -1,0 +1,64 @@
+// Fusion decisions as data: which computed buffers share a kernel and how its
+// loops are laid out.
+//
+// A Kernel is a parallel loop over `outer` (a row index, split across threads)
+// containing a sequence of Stages. Each Stage is a loop nest over its own
+// `inner` sizes (empty: computed once per row) that computes its items in order:
+// pointwise items store (or hand to later items as locals) one element per
+// iteration; reduction items accumulate and finish after the loop.
+//
+// Legality, established by fuse() and relied on by codegen:
+// - an item reads a buffer produced in the same kernel only at that buffer's own
+//   store index (the same element, so the same thread produced it);
+// - a reduction's result is read only by later stages; a pointwise item is read
+//   in its own stage (as a local) or by a later stage with the same inner sizes.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/expr.h"
+#include "lower/program.h"
+
+namespace ember {
+
+// Loop variable ids inside a kernel, distinct from a Program's buffer vars.
+constexpr int kOuterVarBase = 1 << 28;
+constexpr int kInnerVarBase = 2 << 28;
+inline int outer_var(int k) { return kOuterVarBase + k; }
+inline int inner_var(int k) { return kInnerVarBase + k; }
+
+struct KernelItem {
+  int computed = -1;   // index into Program::computed
+  Expr value;          // body in kernel loop vars
+  Expr store_index;    // element offset into its buffer, in kernel loop vars
+  bool is_reduction = false;
+};
+
+struct Stage {
+  std::vector<int64_t> inner;
+  std::vector<KernelItem> items;
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<int64_t> outer;
+  std::vector<Stage> stages;
+
+  int64_t outer_numel() const;
+  int64_t work_per_row() const;  // sum over stages of the inner loop trip counts
+};
+
+struct Schedule {
+  struct Step {
+    enum class Kind : uint8_t { Kernel, Extern };
+    Kind kind;
+    int index;  // into kernels or Program::externs
+  };
+  std::vector<Kernel> kernels;
+  std::vector<Step> steps;
+};
+
+std::string print_schedule(const Schedule& s, const Program& p, const Graph& g);
+
+}  // namespace ember

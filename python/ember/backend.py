@@ -1,0 +1,177 @@
+"""The torch.compile backend: Dynamo graph -> AOTAutograd -> ember's C++ compiler.
+
+`torch.compile(model, backend="ember")` finds `ember_backend` through the
+`torch_dynamo_backends` entry point. AOTAutograd traces forward (and backward)
+to ATen with ember's decomposition table; each resulting graph goes to
+`compile_graph`, which imports it into the C++ IR, compiles it and returns a
+runner. Any failure there warns once per graph and runs that graph eagerly
+(config.fallback_on_error=False makes it raise instead).
+"""
+from __future__ import annotations
+
+import functools
+import time
+import warnings
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+
+from . import _core, logs
+from .config import Config, config as global_config
+from .fx_import import UnsupportedGraph, import_graph
+from .runtime import GraphRunner
+
+aten = torch.ops.aten
+
+# Ops decomposed before ember sees the graph, on top of PyTorch's core ATen set:
+# composite normalizations become reductions + pointwise that ember fuses.
+_EXTRA_DECOMPOSITIONS = [
+    "native_layer_norm",
+    "native_group_norm",
+    "_native_batch_norm_legit_no_training",
+    "_native_batch_norm_legit",
+    "_native_batch_norm_legit_functional",
+    "native_batch_norm",
+    "native_layer_norm_backward",
+    "native_batch_norm_backward",
+    "_softmax_backward_data",
+    "_log_softmax_backward_data",
+    "gelu_backward",
+    "tanh_backward",
+    "sigmoid_backward",
+    "threshold_backward",
+    "embedding_dense_backward",
+    "split_with_sizes",
+    "unbind",
+    "std_mean",
+]
+
+
+@functools.lru_cache(maxsize=1)
+def decomposition_table():
+    from torch._decomp import core_aten_decompositions, get_decompositions
+
+    table = dict(core_aten_decompositions())
+    extra = [getattr(aten, name) for name in _EXTRA_DECOMPOSITIONS if hasattr(aten, name)]
+    table.update(get_decompositions(extra))
+    return table
+
+
+class GraphRecord:
+    """What happened to one graph, for explain() and stats."""
+
+    def __init__(self, name):
+        self.name = name
+        self.cg = None
+        self.imported = None
+        self.times = {}
+        self.fallback_reason = None
+
+
+# explain() installs a list here to collect records.
+_recorders: list[list] = []
+_last_stats: dict = {}
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: str = "forward"):
+    record = GraphRecord(f"{kind}_{len(_all_records)}")
+    _all_records.append(record)
+    for r in _recorders:
+        r.append(record)
+    t0 = time.perf_counter()
+    try:
+        imported = import_graph(gm)
+        record.imported = imported
+        t1 = time.perf_counter()
+        cg = _core.compile(
+            imported.text,
+            fuse=cfg.fuse,
+            disk_cache=cfg.disk_cache,
+            cache_dir=cfg.cache_dir or "",
+            debug_dir=_debug_dir(cfg, record.name),
+        )
+        record.cg = cg
+        runner = GraphRunner(cg, imported, gm)
+        t2 = time.perf_counter()
+        record.times = {"import": t1 - t0, **cg.times, "total": t2 - t0}
+        _log_graph(record)
+        _last_stats.update(backend_seconds=_last_stats.get("backend_seconds", 0.0) + (t2 - t0))
+        return runner
+    except UnsupportedGraph as e:
+        record.fallback_reason = str(e)
+        logs.logger("fallback").info("graph %s runs eagerly: %s", record.name, e)
+        return _eager(gm)
+    except Exception as e:  # an ember bug or a C compiler failure
+        if not cfg.fallback_on_error:
+            raise
+        record.fallback_reason = f"{type(e).__name__}: {e}"
+        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        where = f" (debug artifacts in {cfg.debug_dir})" if cfg.debug_dir else " (set ember.config.debug_dir to keep artifacts)"
+        warnings.warn(
+            f"ember: compiling graph {record.name} failed, running it eagerly: {first_line}{where}. "
+            "Set ember.config.fallback_on_error = False to raise instead.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return _eager(gm)
+
+
+_all_records: list[GraphRecord] = []
+
+
+def _eager(gm):
+    def run(args):
+        return gm(*args)
+
+    run._boxed_call = True
+    return run
+
+
+def _debug_dir(cfg: Config, name: str) -> str:
+    if not cfg.debug_dir:
+        return ""
+    import os
+
+    path = os.path.join(cfg.debug_dir, name)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _log_graph(record: GraphRecord):
+    cg = record.cg
+    if logs.enabled("output_code"):
+        logs.logger("output_code").info(
+            "graph %s\n--- fusion plan ---\n%s--- generated C ---\n%s", record.name, cg.schedule_text, cg.source
+        )
+    if logs.enabled("fusion"):
+        logs.logger("fusion").info("graph %s\n%s", record.name, cg.schedule_text)
+    if logs.enabled("cache"):
+        logs.logger("cache").info("graph %s: cache %s %s %s", record.name, cg.cache_status, cg.cache_key[:16], cg.cache_note)
+
+
+def make_backend(mode: str | None = None, options: dict | None = None):
+    """An AOTAutograd backend compiling every graph with ember."""
+    if mode not in (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
+        raise ValueError(f"ember: unknown mode {mode!r}")
+    cfg = global_config.update(options)
+
+    def fw(gm, example_inputs):
+        return compile_graph(gm, example_inputs, cfg, "forward")
+
+    def bw(gm, example_inputs):
+        return compile_graph(gm, example_inputs, cfg, "backward")
+
+    def inference(gm, example_inputs):
+        return compile_graph(gm, example_inputs, cfg, "inference")
+
+    return aot_autograd(
+        fw_compiler=fw,
+        bw_compiler=bw,
+        inference_compiler=inference,
+        decompositions=decomposition_table(),
+    )
+
+
+def ember_backend(gm, example_inputs, mode=None, options=None):
+    """The `backend="ember"` entry point of torch.compile."""
+    return make_backend(mode, options)(gm, example_inputs)

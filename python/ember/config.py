@@ -1,0 +1,72 @@
+"""ember's configuration: one object, settable in code, by `options=`, or by environment.
+
+    import ember
+    ember.config.fallback_on_error = False            # raise instead of running eagerly
+    torch.compile(m, backend="ember", options={"fuse": False})
+
+Inductor option names that mean something for ember are accepted as aliases
+(see INDUCTOR_ALIASES); the rest are rejected with a clear error.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+
+@dataclasses.dataclass
+class Config:
+    # Group element-wise and reduction work into fused kernels (False: one kernel per buffer).
+    fuse: bool = True
+    # Use the on-disk kernel cache (EMBER_CACHE_DIR or ~/.cache/ember).
+    disk_cache: bool = True
+    # Override the cache directory; None uses EMBER_CACHE_DIR or ~/.cache/ember.
+    cache_dir: str | None = None
+    # On an internal error or a C compiler failure: warn once and run the graph
+    # eagerly (True), or raise (False). Like torch._dynamo.config.suppress_errors.
+    fallback_on_error: bool = True
+    # Write, per graph, the graph/program/schedule text and the generated C here.
+    debug_dir: str | None = None
+    # Check on every call that inputs have the strides the graph was compiled for.
+    check_input_layouts: bool = False
+
+    def update(self, options: dict | None) -> "Config":
+        """A copy with `options` applied (ember names or Inductor aliases)."""
+        new = dataclasses.replace(self)
+        for key, value in (options or {}).items():
+            name = INDUCTOR_ALIASES.get(key, key)
+            if name is None:
+                continue  # an Inductor option with no meaning for ember's CPU backend
+            if callable(name):
+                name, value = name(value)
+            if not hasattr(new, name):
+                known = ", ".join(sorted(f.name for f in dataclasses.fields(self)))
+                raise ValueError(f"ember: unknown option {key!r} (ember options: {known})")
+            setattr(new, name, value)
+        return new
+
+
+# Inductor option -> ember option (None: accepted and ignored, documented in docs/config.md).
+INDUCTOR_ALIASES = {
+    "force_disable_caches": lambda v: ("disk_cache", not v),
+    "trace.enabled": None,
+    "trace.graph_diagram": None,
+    "max_autotune": None,
+    "epilogue_fusion": None,
+    "shape_padding": None,
+    "triton.cudagraphs": None,
+    "coordinate_descent_tuning": None,
+    "fallback_random": None,
+    "triton.unique_kernel_names": None,
+}
+
+
+def _from_env() -> Config:
+    c = Config()
+    if os.environ.get("EMBER_DEBUG_DIR"):
+        c.debug_dir = os.environ["EMBER_DEBUG_DIR"]
+    if os.environ.get("EMBER_DISABLE_CACHE") == "1":
+        c.disk_cache = False
+    return c
+
+
+config = _from_env()

@@ -1,0 +1,200 @@
+"""FX (ATen) graph -> ember's graph text (see csrc/ir/graph.h for the format).
+
+Arguments are written positionally, exactly as the op's schema lists them, with
+defaults filled in, so the C++ lowering reads them by index. Anything the text
+cannot express (a dtype ember does not know, a non-tensor value flowing between
+nodes) raises UnsupportedGraph, and the backend runs the graph eagerly.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+import torch.fx
+
+DTYPE_NAMES = {
+    torch.bool: "bool",
+    torch.uint8: "u8",
+    torch.int8: "i8",
+    torch.int16: "i16",
+    torch.int32: "i32",
+    torch.int64: "i64",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.float32: "f32",
+    torch.float64: "f64",
+}
+TORCH_DTYPES = {v: k for k, v in DTYPE_NAMES.items()}
+
+
+class UnsupportedGraph(Exception):
+    """The graph cannot be expressed in ember's IR; run it eagerly."""
+
+
+class ImportedGraph:
+    """The text plus what the runtime needs to map text values back to FX."""
+
+    def __init__(self):
+        self.text = ""
+        self.nodes: list[torch.fx.Node] = []  # text node id -> FX node (inputs included)
+        self.refs: dict[tuple[int, int], torch.fx.Node] = {}  # (id, output) -> FX node naming it
+        self.num_placeholders = 0
+        self.attr_inputs: list[str] = []  # get_attr targets, passed after the placeholders
+        self.output_args: list = []  # FX output values (nodes or constants)
+        self.op_counts: dict[str, int] = {}
+
+
+def _is_tensor(v) -> bool:
+    return isinstance(v, torch.Tensor)
+
+
+def _type_text(v) -> str:
+    if not _is_tensor(v):
+        return "none"
+    if v.dtype not in DTYPE_NAMES:
+        raise UnsupportedGraph(f"dtype {v.dtype} is not supported")
+    if v.layout != torch.strided:
+        raise UnsupportedGraph(f"layout {v.layout} is not supported")
+    if v.device.type != "cpu":
+        raise UnsupportedGraph(f"device {v.device} is not supported by the CPU backend")
+    sizes = ",".join(str(int(s)) for s in v.shape)
+    strides = ",".join(str(int(s)) for s in v.stride())
+    return f"{DTYPE_NAMES[v.dtype]}[{sizes}]{{{strides}}}"
+
+
+def _float_text(x: float) -> str:
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    r = repr(float(x))
+    return r if ("." in r or "e" in r) else r + ".0"
+
+
+class _Writer:
+    def __init__(self, g: ImportedGraph):
+        self.g = g
+        self.ids: dict[torch.fx.Node, tuple[int, int]] = {}
+
+    def value(self, v) -> str:
+        if isinstance(v, torch.fx.Node):
+            if v not in self.ids:
+                raise UnsupportedGraph(f"value {v.name} is not a tensor ember can track")
+            nid, idx = self.ids[v]
+            return f"%{nid}" if idx == 0 else f"%{nid}.{idx}"
+        if v is None:
+            return "none"
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int):
+            return str(v)
+        if isinstance(v, float):
+            return _float_text(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(self.value(x) for x in v) + "]"
+        if isinstance(v, torch.dtype):
+            if v not in DTYPE_NAMES:
+                raise UnsupportedGraph(f"dtype {v} is not supported")
+            return f'"{DTYPE_NAMES[v]}"'
+        if isinstance(v, torch.device):
+            return f'"{v.type}"'
+        if isinstance(v, (torch.layout, torch.memory_format)):
+            return '"' + str(v).replace("torch.", "") + '"'
+        if isinstance(v, str):
+            if '"' in v:
+                raise UnsupportedGraph("string argument with a quote")
+            return f'"{v}"'
+        if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise UnsupportedGraph("symbolic shapes are not supported yet")
+        raise UnsupportedGraph(f"argument of type {type(v).__name__} is not supported")
+
+
+def _schema_args(node: torch.fx.Node) -> list:
+    """The node's arguments in schema order, defaults filled in."""
+    target = node.target
+    schema = target._schema
+    out = []
+    for i, a in enumerate(schema.arguments):
+        if i < len(node.args) and not a.kwarg_only:
+            out.append(node.args[i])
+        elif a.name in node.kwargs:
+            out.append(node.kwargs[a.name])
+        elif a.has_default_value():
+            out.append(a.default_value)
+        else:
+            out.append(None)
+    return out
+
+
+def import_graph(gm: torch.fx.GraphModule) -> ImportedGraph:
+    g = ImportedGraph()
+    w = _Writer(g)
+    lines = ["graph {"]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    g.num_placeholders = len(placeholders)
+
+    def add_line(node, op, args_text, type_text, outputs=1):
+        nid = len(g.nodes)
+        g.nodes.append(node)
+        lines.append(f"  %{nid} = {op}({args_text}) : {type_text}")
+        for k in range(outputs):
+            w.ids.setdefault(node, (nid, 0))
+        return nid
+
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            val = node.meta.get("val")
+            if val is not None and not _is_tensor(val):
+                raise UnsupportedGraph(f"non-tensor graph input {node.name}")
+            nid = add_line(node, "input", str(placeholders.index(node)), _type_text(val))
+            g.refs[(nid, 0)] = node
+        elif node.op == "get_attr":
+            val = getattr(gm, node.target)
+            if not _is_tensor(val):
+                raise UnsupportedGraph(f"non-tensor attribute {node.target}")
+            index = g.num_placeholders + len(g.attr_inputs)
+            g.attr_inputs.append(node.target)
+            nid = add_line(node, "input", str(index), _type_text(val))
+            g.refs[(nid, 0)] = node
+        elif node.op == "call_function":
+            if node.target is operator.getitem:
+                base, idx = node.args
+                if base not in w.ids or not isinstance(idx, int):
+                    raise UnsupportedGraph("getitem on an untracked value")
+                nid, _ = w.ids[base]
+                w.ids[node] = (nid, idx)
+                g.refs[(nid, idx)] = node
+                continue
+            if not isinstance(node.target, torch._ops.OpOverload):
+                raise UnsupportedGraph(f"call to {node.target} is not an ATen op")
+            name = str(node.target)
+            g.op_counts[name] = g.op_counts.get(name, 0) + 1
+            args_text = ", ".join(w.value(a) for a in _schema_args(node))
+            val = node.meta.get("val")
+            if isinstance(val, (list, tuple)):
+                types = [_type_text(v) for v in val]
+                type_text = "(" + ", ".join(types) + ")" if len(types) != 1 else types[0]
+                if not types:
+                    type_text = "none"
+            else:
+                type_text = _type_text(val)
+            nid = add_line(node, name, args_text, type_text)
+            g.refs[(nid, 0)] = node
+        elif node.op == "output":
+            outs = node.args[0]
+            if not isinstance(outs, (list, tuple)):
+                outs = (outs,)
+            g.output_args = list(outs)
+            parts = []
+            for o in outs:
+                if isinstance(o, torch.fx.Node):
+                    parts.append(w.value(o))
+                else:
+                    parts.append("none")
+            lines.append("  return (" + ", ".join(parts) + ")")
+        else:
+            raise UnsupportedGraph(f"FX node kind {node.op} is not supported")
+    lines.append("}")
+    g.text = "\n".join(lines) + "\n"
+    return g

@@ -1,0 +1,25 @@
+import importlib.util
+import os
+import sys
+
+import pytest
+import torch
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# helpers.py sits next to the tests; `ember` comes from the install if there is one, else from
+# the source tree.
+sys.path.insert(0, _HERE)
+if importlib.util.find_spec("ember") is None:
+    sys.path.insert(0, os.path.join(_HERE, "..", "..", "python"))
+
+
+def pytest_report_header(config):
+    from helpers import BACKEND
+    return f"backend under test: {BACKEND} (set EMBER_TEST_BACKEND to change)"
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    # Every test draws its inputs from the same seed, whatever ran before it.
+    torch.manual_seed(0)
+    yield

@@ -1,0 +1,148 @@
+"""Compare a function compiled by the backend under test with eager PyTorch.
+
+The backend comes from the environment variable EMBER_TEST_BACKEND (default "ember"), so the
+same tests can be pointed at "aot_eager" or "inductor" to check the tests themselves.
+"""
+import importlib.util
+import os
+
+import torch
+from torch._dynamo.utils import counters
+
+BACKEND = os.environ.get("EMBER_TEST_BACKEND", "ember")
+
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def load_examples():
+    """ember.examples; loaded from its file when the package itself does not import (its C++
+    core not built yet), so that the tests can be checked against other backends meanwhile."""
+    try:
+        from ember import examples
+        return examples
+    except ImportError:
+        if BACKEND == "ember":
+            raise
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "python", "ember", "examples.py")
+        spec = importlib.util.spec_from_file_location("ember_examples", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+
+def compile_fresh(fn, backend=None, fullgraph=True, **kwargs):
+    """torch.compile(fn) after clearing Dynamo's caches, so that nothing compiled by an
+    earlier test is reused."""
+    backend = backend or BACKEND
+    if backend == "ember":
+        import ember  # noqa: F401  registers the backend when run from a source tree
+    torch._dynamo.reset()
+    counters.clear()
+    return torch.compile(fn, backend=backend, fullgraph=fullgraph, **kwargs)
+
+
+def check_compiled(fn, *args, backend=None, rtol=None, atol=None, fullgraph=True):
+    """Run ``fn(*args)`` eagerly and compiled; assert that every output matches.
+
+    Outputs may be tensors, Python scalars, None, or nested tuples/lists of them. Tensors must
+    have the same dtype and shape; integer and bool tensors must match exactly; NaN matches
+    NaN. ``rtol``/``atol`` default to torch.testing.assert_close's per-dtype values.
+    float16/bfloat16 outputs that miss the tolerance get a second chance under the rule in
+    BRIEF.md: RMSE(compiled, fp64 ref) <= 3 * RMSE(eager, fp64 ref) + atol / 10, with NaN
+    positions equal. Returns the compiled outputs.
+    """
+    expected = fn(*_clone(args))
+    compiled = compile_fresh(fn, backend=backend, fullgraph=fullgraph)
+    actual = compiled(*_clone(args))
+    # With no op in the graph the backend is never called and the test would prove nothing.
+    assert counters["stats"]["calls_captured"] >= 1, "Dynamo captured no op; the test is vacuous"
+    reference = None
+    for path, a, e in _zip_outputs(actual, expected):
+        try:
+            _assert_same(a, e, rtol, atol, path)
+        except AssertionError:
+            if not (isinstance(e, torch.Tensor) and e.dtype in LOW_PRECISION and a.dtype == e.dtype):
+                raise
+            if reference is None:
+                reference = _fp64_reference(fn, args)
+            r = _lookup(reference, path) if reference is not None else None
+            if r is None or not _within_rmse_rule(a, e, r, atol):
+                raise
+    return actual
+
+
+def max_rel_err(a, b):
+    """max |a - b| / max |b|, in float64."""
+    a, b = a.detach().double(), b.detach().double()
+    denom = b.abs().max().item()
+    err = (a - b).abs().max().item()
+    return err / denom if denom > 0 else err
+
+
+def _clone(args):
+    # Compiled and eager runs each get their own copy, so a function that writes to its
+    # inputs cannot make the two runs disagree or agree by accident.
+    return tuple(a.clone() if isinstance(a, torch.Tensor) and not a._is_view() else a
+                 for a in args)
+
+
+def _zip_outputs(actual, expected, path="out"):
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)), f"{path}: expected a sequence, got {type(actual)}"
+        assert len(actual) == len(expected), f"{path}: {len(actual)} outputs, expected {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            yield from _zip_outputs(a, e, f"{path}[{i}]")
+    else:
+        yield path, actual, expected
+
+
+def _assert_same(actual, expected, rtol, atol, path):
+    if not isinstance(expected, torch.Tensor):
+        assert not isinstance(actual, torch.Tensor), f"{path}: got a tensor, expected {expected!r}"
+        if isinstance(expected, float) and expected != expected:
+            assert actual != actual, f"{path}: {actual!r} != nan"
+        else:
+            assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+        return
+    assert isinstance(actual, torch.Tensor), f"{path}: got {type(actual)}, expected a tensor"
+    assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{path}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    if expected.dtype.is_floating_point or expected.dtype.is_complex:
+        tol = {} if rtol is None and atol is None else {"rtol": rtol or 0.0, "atol": atol or 0.0}
+    else:
+        tol = {"rtol": 0, "atol": 0}
+    torch.testing.assert_close(actual, expected, equal_nan=True, msg=lambda m: f"{path}: {m}", **tol)
+
+
+def _fp64_reference(fn, args):
+    def up(a):
+        return a.double() if isinstance(a, torch.Tensor) and a.dtype.is_floating_point else a
+    try:
+        return fn(*(up(a) for a in _clone(args)))
+    except Exception:
+        return None
+
+
+def _lookup(outputs, path):
+    node = outputs
+    for part in path[len("out"):].split("]")[:-1]:
+        node = node[int(part.lstrip("["))]
+    return node if isinstance(node, torch.Tensor) else None
+
+
+def _within_rmse_rule(actual, expected, reference, atol):
+    if atol is None:
+        atol = 1e-5
+    ref, a, e = reference.double(), actual.double(), expected.double()
+    # NaN and infinities must sit where eager has them; the RMSE is taken over the rest.
+    special = ~e.isfinite()
+    if not torch.equal(a[special].nan_to_num(), e[special].nan_to_num()) or \
+            not torch.equal(a[special].isnan(), e[special].isnan()):
+        return False
+    finite = ~special & ref.isfinite()
+    if not a[finite].isfinite().all():
+        return False
+
+    def rmse(x):
+        return (x[finite] - ref[finite]).square().mean().sqrt().item() if finite.any() else 0.0
+    return rmse(a) <= 3 * rmse(e) + atol / 10

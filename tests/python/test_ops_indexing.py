@@ -1,0 +1,114 @@
+"""Indexing ops, end to end: compiled by the backend under test, compared with eager."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import check_compiled
+
+
+def rand(*shape, dtype=torch.float32):
+    return torch.randn(shape).to(dtype)
+
+
+@pytest.mark.parametrize("idx_dtype", [torch.int64, torch.int32], ids=str)
+def test_embedding(idx_dtype):
+    weight = rand(97, 16)
+    ids = torch.randint(0, 97, (4, 13), dtype=idx_dtype)
+    ids[0, :3] = torch.tensor([0, 96, 0])  # first and last rows, and a repeat
+    check_compiled(lambda i, w: F.embedding(i, w) * 2 + 1, ids, weight)
+
+
+def test_embedding_padding_idx_and_fused_use():
+    weight = rand(50, 8)
+    ids = torch.randint(0, 50, (3, 7))
+    pos = rand(7, 8)
+    check_compiled(lambda i, w, p: F.layer_norm(F.embedding(i, w, padding_idx=3) + p, (8,)),
+                   ids, weight, pos)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_index_select(dim):
+    x = rand(5, 7, 13)
+    idx = torch.tensor([0, 4, 2, 2, 4])
+    check_compiled(lambda a, i: torch.index_select(a, dim, i).exp(), x, idx)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float64, torch.bool], ids=str)
+def test_index_select_dtypes(dtype):
+    x = torch.randint(-5, 5, (7, 13)).to(dtype)
+    check_compiled(lambda a, i: a.index_select(1, i), x, torch.tensor([12, 0, 5]))
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_gather(dim):
+    x = rand(5, 7, 13)
+    shape = [5, 7, 13]
+    shape[dim] = 4  # gather's index may be shorter than the input along dim
+    idx = torch.randint(0, x.shape[dim], shape)
+    check_compiled(lambda a, i: torch.gather(a, dim, i) * 3, x, idx)
+
+
+def test_gather_smaller_index_all_dims():
+    x = rand(5, 7, 13)
+    idx = torch.randint(0, 13, (2, 3, 4))
+    check_compiled(lambda a, i: torch.gather(a, 2, i).sigmoid(), x, idx)
+
+
+def test_gather_log_prob_pattern():
+    # The cross-entropy pattern: pick each row's target log-probability.
+    logits = rand(9, 31)
+    target = torch.randint(0, 31, (9,))
+    check_compiled(lambda z, t: -torch.log_softmax(z, -1).gather(1, t[:, None]).squeeze(1).mean(),
+                   logits, target)
+
+
+INDEX_CASES = [
+    ("rows", lambda x, i: x[i]),
+    ("rows_neg", lambda x, i: x[i - 3]),                 # negative indices wrap
+    ("cols", lambda x, i: x[:, i]),
+    ("last_dim", lambda x, i: x[..., i] + 1),
+    ("two_tensors", lambda x, i: x[i, i.flip(0)]),       # advanced indices broadcast together
+    ("two_tensors_split", lambda x, i: x[i, :, i.flip(0)]),  # separated: result dims go first
+    ("2d_index", lambda x, i: x[i.view(2, 2)] * 2),
+    ("then_pointwise", lambda x, i: x[i].relu().sum(-1)),
+]
+
+
+@pytest.mark.parametrize("name,fn", INDEX_CASES, ids=[c[0] for c in INDEX_CASES])
+def test_index_tensor(name, fn):
+    x = rand(5, 7, 13)
+    idx = torch.tensor([4, 0, 2, 2])
+    check_compiled(fn, x, idx)
+
+
+def test_index_tensor_int_values():
+    x = torch.randint(-100, 100, (11, 6))
+    idx = torch.tensor([10, -1, 0, 3])
+    check_compiled(lambda a, i: a[i] * 2, x, idx)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64], ids=str)
+def test_masked_fill(dtype):
+    x = rand(5, 7, 13, dtype=dtype) if dtype.is_floating_point else torch.randint(-9, 9, (5, 7, 13))
+    mask = torch.rand(5, 7, 13) < 0.3
+    check_compiled(lambda a, m: a.masked_fill(m, -7), x, mask)
+    check_compiled(lambda a, m: a.masked_fill(m, torch.tensor(5, dtype=dtype)), x, mask)
+
+
+def test_masked_fill_broadcast_mask_and_inf():
+    x = rand(2, 4, 9, 9)
+    causal = torch.ones(9, 9, dtype=torch.bool).triu(1)
+    check_compiled(lambda a, m: a.masked_fill(m, float("-inf")).softmax(-1), x, causal)
+    check_compiled(lambda a: a.masked_fill(a > 0.5, float("nan")), x)
+
+
+def test_index_put_and_scatter():
+    x = rand(7, 13)
+    idx = torch.tensor([1, 5, 6])
+    v = rand(3, 13)
+    check_compiled(lambda a, i, b: torch.index_put(a, (i,), b), x, idx, v)
+    check_compiled(lambda a, i, b: torch.index_put(a, (i,), b, accumulate=True),
+                   x, torch.tensor([1, 5, 1]), v)
+    src = rand(7, 13)
+    sidx = torch.randint(0, 7, (7, 13))
+    check_compiled(lambda a, i, s: torch.scatter_add(a, 0, i, s), x, sidx, src)

@@ -1,0 +1,102 @@
+"""2-d pooling, end to end: compiled by the backend under test, compared with eager.
+
+Inputs are 13x11 (odd, and prime along H) so that ceil_mode and padding reach the border
+windows, and each case runs on contiguous and channels_last layouts.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import check_compiled
+
+LAYOUTS = [torch.contiguous_format, torch.channels_last]
+
+
+def layout_id(fmt):
+    return "channels_last" if fmt == torch.channels_last else "contiguous"
+
+
+def image(memory_format, shape=(2, 5, 13, 11), dtype=torch.float32):
+    return torch.randn(shape, dtype=dtype).to(memory_format=memory_format)
+
+
+# (kernel, stride, padding, ceil_mode)
+MAX_POOL = [
+    (2, 2, 0, False),
+    (2, 2, 0, True),
+    (3, 2, 1, False),
+    (3, 2, 1, True),
+    (3, 1, 1, False),
+    (3, 3, 0, True),
+    ((3, 2), (2, 1), (1, 0), False),
+]
+
+
+@pytest.mark.parametrize("fmt", LAYOUTS, ids=layout_id)
+@pytest.mark.parametrize("k,s,p,ceil", MAX_POOL, ids=str)
+def test_max_pool2d(k, s, p, ceil, fmt):
+    check_compiled(lambda x: F.max_pool2d(x, k, s, p, ceil_mode=ceil), image(fmt))
+
+
+@pytest.mark.parametrize("fmt", LAYOUTS, ids=layout_id)
+def test_max_pool2d_with_indices_and_ties(fmt):
+    # Rounded values make ties inside windows; the index of the first maximum must win.
+    x = image(fmt).round()
+    check_compiled(lambda a: F.max_pool2d(a, 3, 2, 1, return_indices=True), x)
+
+
+def test_max_pool2d_after_relu_and_neg_inf():
+    x = image(torch.contiguous_format)
+    x[0, 0, :4, :4] = float("-inf")
+    check_compiled(lambda a: F.max_pool2d(torch.relu(a) - 1 + a, 2), x)
+
+
+# (kernel, stride, padding, ceil_mode)
+AVG_POOL = [
+    (2, 2, 0, False),
+    (3, 2, 1, False),
+    (3, 2, 1, True),
+    (3, 1, 1, False),
+    (2, 2, 1, True),
+    ((3, 2), (2, 1), (1, 1), False),
+]
+
+
+@pytest.mark.parametrize("fmt", LAYOUTS, ids=layout_id)
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize("k,s,p,ceil", AVG_POOL, ids=str)
+def test_avg_pool2d(k, s, p, ceil, count_include_pad, fmt):
+    check_compiled(lambda x: F.avg_pool2d(x, k, s, p, ceil_mode=ceil,
+                                          count_include_pad=count_include_pad), image(fmt))
+
+
+def test_avg_pool2d_divisor_override():
+    check_compiled(lambda x: F.avg_pool2d(x, 3, 2, 1, divisor_override=4),
+                   image(torch.contiguous_format))
+
+
+@pytest.mark.parametrize("fmt", LAYOUTS, ids=layout_id)
+@pytest.mark.parametrize("out", [1, (1, 1), (3, 5), (4, 4), 7, (13, 11)], ids=str)
+def test_adaptive_avg_pool2d(out, fmt):
+    # (3, 5) and 7 do not divide 13x11: windows overlap and vary in size.
+    check_compiled(lambda x: F.adaptive_avg_pool2d(x, out), image(fmt))
+
+
+@pytest.mark.parametrize("fmt", LAYOUTS, ids=layout_id)
+def test_adaptive_max_pool2d(fmt):
+    check_compiled(lambda x: F.adaptive_max_pool2d(x, (3, 5)), image(fmt))
+
+
+@pytest.mark.parametrize("fmt", LAYOUTS, ids=layout_id)
+def test_pool_bfloat16(fmt):
+    x = image(fmt, dtype=torch.bfloat16)
+    check_compiled(lambda a: (F.max_pool2d(a, 3, 2, 1), F.avg_pool2d(a, 2),
+                              F.adaptive_avg_pool2d(a, 1)), x, rtol=1.6e-2, atol=1.6e-2)
+
+
+def test_pool_after_pointwise_and_flatten():
+    # The classifier-head pattern: BN-like affine, ReLU, global average pool, flatten.
+    x = image(torch.channels_last, shape=(4, 8, 7, 7))
+    scale, shift = torch.randn(1, 8, 1, 1), torch.randn(1, 8, 1, 1)
+    check_compiled(lambda a, s, b: F.adaptive_avg_pool2d(torch.relu(a * s + b), 1).flatten(1),
+                   x, scale, shift)
