@@ -214,7 +214,6 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
     case ExprOp::Round: return fn("nearbyint");
     case ExprOp::Trunc: return fn("trunc");
     case ExprOp::Sign:
-      if (flt) return "(" + a[0] + " != " + a[0] + ") ? " + a[0] + " : (" + c_type(t) + ")((" + a[0] + " > 0) - (" + a[0] + " < 0))";
       if (is_bool(t)) return a[0];
       return "(" + c_type(t) + ")((" + a[0] + " > 0) - (" + a[0] + " < 0))";
     case ExprOp::Reciprocal: return one + " / " + a[0];

@@ -28,6 +28,8 @@ class CEmitter {
   void open_scope(const std::vector<std::pair<int, std::string>>& vars);
   std::vector<std::string> close_scope();
   int depth() const { return static_cast<int>(scopes_.size()) - 1; }
+  // Statements hoisted all the way out of the loops (loads at constant indices).
+  const std::vector<std::string>& function_lines() const { return scopes_.front().lines; }
   void line(const std::string& text) { scopes_.back().lines.push_back(text); }
   void line_at(int level, const std::string& text) { scopes_.at(level).lines.push_back(text); }
 

@@ -134,6 +134,7 @@ class KernelPrinter {
 
     std::ostringstream os;
     os << head.str();
+    for (const auto& l : em_->function_lines()) os << "  " << l << "\n";
     bool simd_rows = k_.stages.size() == 1 && k_.stages[0].inner.empty() && !stage_has_arg(k_.stages[0]);
     if (simd_rows) os << "  #pragma omp simd\n";
     os << "  for (int64_t x = begin; x < end; ++x) {\n";

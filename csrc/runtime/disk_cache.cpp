@@ -258,6 +258,17 @@ std::optional<std::string> read_small(int fd) {
   }
 }
 
+// The commit point of an entry: the index is written to a temp file, flushed, and renamed
+// into place, so readers see the old index or the whole new one.
+bool commit_index(const std::string& tmp_path, const std::string& index, const Digest& digest) {
+  Fd fd(::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  bool ok = fd.ok() && write_all(fd.get(), format_index(digest)) && ::fsync(fd.get()) == 0;
+  ok = fd.ok() && fd.close() && ok;
+  if (ok && ::rename(tmp_path.c_str(), index.c_str()) == 0) return true;
+  ::unlink(tmp_path.c_str());
+  return false;
+}
+
 // ---- removing bad entries ------------------------------------------------------------
 
 // Removes path only if it is still the file we examined: a concurrent install() may have
@@ -343,86 +354,86 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-}  // namespace
+// ---- deciding whether the cache directory can be trusted -----------------------------
 
-// ---- DiskCache -----------------------------------------------------------------------
+std::string absolute_path(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + path : path;
+}
 
-DiskCache::DiskCache(std::string dir) {
-  auto refuse = [this](const std::string& path, const std::string& problem) {
-    usable_ = false;
-    reason_ = "cache dir " + path + " " + problem + "; refusing to load shared objects from it";
-  };
-  if (dir.empty()) {
-    dir_ = dir;
-    refuse("''", "is empty");
-    return;
-  }
-  if (dir[0] != '/') {
-    char cwd[PATH_MAX];
-    if (!::getcwd(cwd, sizeof cwd)) {
-      dir_ = dir;
-      refuse(dir, "is relative and the working directory is unknown");
-      return;
-    }
-    dir = std::string(cwd) + "/" + dir;
-  }
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  dir_ = dir;
-
-  // Create the missing components from the top, remembering which ones are ours.
-  std::vector<std::string> created;
+// mkdir -p with mode 0700, remembering which directories are ours. Returns a problem
+// ("<path> cannot be created: ...") or "".
+std::string create_missing_dirs(const std::string& dir, std::vector<std::string>* created) {
   for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
     std::string prefix = dir.substr(0, slash);
     struct stat st;
     if (::lstat(prefix.c_str(), &st) != 0) {
       if (::mkdir(prefix.c_str(), 0700) == 0) {
-        ::chmod(prefix.c_str(), 0700);
-        created.push_back(prefix);
-      } else if (errno != EEXIST) {
-        refuse(prefix, std::string("cannot be created: ") + std::strerror(errno));
-        return;
+        ::chmod(prefix.c_str(), 0700);  // ours: undo a umask that removed our own bits
+        created->push_back(prefix);
+      } else if (errno != EEXIST) {  // EEXIST: another process was faster; checked below
+        return prefix + " cannot be created: " + std::strerror(errno);
       }
     }
-    if (slash == std::string::npos) break;
+    if (slash == std::string::npos) return "";
   }
+}
 
-  // The final component itself must not be a symlink: lstat, before anything resolves it.
-  std::string problem = private_dir_problem(dir);
-  if (!problem.empty()) {
-    refuse(dir, problem);
-    return;
-  }
-  for (const std::string& ours : created) {
-    problem = private_dir_problem(ours);
-    if (!problem.empty()) {
-      refuse(ours, problem);
-      return;
-    }
-  }
-
-  // From here on use the resolved path, so later operations cannot be redirected through a
-  // parent symlink, and check every parent on it.
-  char resolved[PATH_MAX];
-  if (!::realpath(dir.c_str(), resolved)) {
-    refuse(dir, std::string("cannot be resolved: ") + std::strerror(errno));
-    return;
-  }
-  dir_ = resolved;
-  for (size_t slash = dir_.rfind('/'); slash != std::string::npos; slash = dir_.rfind('/', slash - 1)) {
-    std::string parent = slash == 0 ? "/" : dir_.substr(0, slash);
+// Every directory above the (resolved) cache dir. Returns a problem or "".
+std::string check_ancestors(const std::string& resolved) {
+  for (size_t slash = resolved.rfind('/'); slash != std::string::npos;
+       slash = slash == 0 ? std::string::npos : resolved.rfind('/', slash - 1)) {
+    std::string parent = slash == 0 ? "/" : resolved.substr(0, slash);
     struct stat st;
     if (::stat(parent.c_str(), &st) != 0) {
-      refuse(dir_, "has a parent " + parent + " that cannot be examined: " + std::strerror(errno));
-      return;
+      return resolved + " is inside " + parent + ", which cannot be examined: " + std::strerror(errno);
     }
-    problem = ancestor_problem(st);
-    if (!problem.empty()) {
-      refuse(dir_, "is inside " + parent + ", which " + problem);
-      return;
-    }
-    if (slash == 0) break;
+    std::string problem = ancestor_problem(st);
+    if (!problem.empty()) return resolved + " is inside " + parent + ", which " + problem;
   }
-  usable_ = true;
+  return "";
+}
+
+// Returns "" when the cache directory can be trusted, with its resolved path in *resolved_dir;
+// else what is wrong with it, to follow "cache dir ".
+std::string trust_problem(const std::string& requested, std::string* resolved_dir) {
+  const std::string suffix = "; refusing to load shared objects from it";
+  if (requested.empty()) return "'' is empty" + suffix;
+  std::string dir = absolute_path(requested);
+  if (dir[0] != '/') return dir + " is relative and the working directory is unknown" + suffix;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+
+  std::vector<std::string> created;
+  std::string problem = create_missing_dirs(dir, &created);
+  if (!problem.empty()) return problem + suffix;
+
+  // lstat the path as given, before anything resolves it: the cache dir itself must not be
+  // a symlink. Directories we created get the same check.
+  created.push_back(dir);
+  for (const std::string& path : created) {
+    problem = private_dir_problem(path);
+    if (!problem.empty()) return path + " " + problem + suffix;
+  }
+
+  // From here on use the resolved path, so that later operations cannot be redirected
+  // through a symlinked parent, and check every parent on it.
+  char resolved[PATH_MAX];
+  if (!::realpath(dir.c_str(), resolved)) return dir + " cannot be resolved: " + std::strerror(errno) + suffix;
+  problem = check_ancestors(resolved);
+  if (!problem.empty()) return problem + suffix;
+  *resolved_dir = resolved;
+  return "";
+}
+
+}  // namespace
+
+// ---- DiskCache -----------------------------------------------------------------------
+
+DiskCache::DiskCache(std::string dir) : dir_(dir) {
+  std::string problem = trust_problem(dir, &dir_);
+  usable_ = problem.empty();
+  if (!usable_) reason_ = "cache dir " + problem;
 }
 
 std::optional<std::string> DiskCache::lookup(const std::string& key, const std::string& suffix) {
@@ -479,49 +490,42 @@ std::optional<std::string> DiskCache::install(const std::string& key, const std:
       produced_file.size() == tmp_prefix.size() || produced_file[tmp_prefix.size()] == '.') {
     throw std::invalid_argument("disk cache: install() takes a path from temp_path(), got " + produced_file);
   }
-  auto fail = [&]() -> std::optional<std::string> {
-    ::unlink(produced_file.c_str());
-    return std::nullopt;
-  };
-
   std::string shard = shard_dir(dir_, key);
-  if (!ensure_private_dir(shard).empty()) return fail();
+  if (!ensure_private_dir(shard).empty()) return std::nullopt;
 
   // Fix the mode first, then hash through the same descriptor: what we hash is what we name.
   Digest digest;
   {
     Fd fd(open_no_follow(produced_file));
     struct stat st;
-    if (!fd.ok() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return fail();
-    if (::fchmod(fd.get(), suffix == "so" ? 0700 : 0600) != 0) return fail();
+    if (!fd.ok() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+      return std::nullopt;
+    }
+    if (::fchmod(fd.get(), suffix == "so" ? 0700 : 0600) != 0) return std::nullopt;
     std::optional<Digest> hashed = hash_fd(fd.get());
-    if (!hashed) return fail();
+    if (!hashed) return std::nullopt;
     digest = *hashed;
   }
 
   // Content addressed: if the name exists and verifies, it already holds these bytes.
   std::string artifact = artifact_path(shard, key, digest.sha, suffix);
   struct stat existing;
-  if (check_artifact(artifact, digest, &existing) == Verdict::good) {
-    ::unlink(produced_file.c_str());
-  } else if (::rename(produced_file.c_str(), artifact.c_str()) != 0) {
-    return fail();
-  }
+  bool already_there = check_artifact(artifact, digest, &existing) == Verdict::good;
+  if (!already_there && ::rename(produced_file.c_str(), artifact.c_str()) != 0) return std::nullopt;
 
-  // Commit: the index appears whole or not at all.
-  std::string idx_tmp;
+  std::string index_tmp;
   try {
-    idx_tmp = temp_path("idx");
+    index_tmp = temp_path("idx");
   } catch (const std::exception&) {
+  }
+  if (index_tmp.empty() || !commit_index(index_tmp, index_path(shard, key, suffix), digest)) {
+    // Failure leaves produced_file in place, as promised: put it back if we moved it. If
+    // even that fails, the caller's load fails and it recompiles.
+    bool restored = already_there || ::link(artifact.c_str(), produced_file.c_str()) == 0;
+    (void)restored;
     return std::nullopt;
   }
-  Fd idx_fd(::open(idx_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  bool written = idx_fd.ok() && write_all(idx_fd.get(), format_index(digest)) && ::fsync(idx_fd.get()) == 0;
-  written = idx_fd.ok() && idx_fd.close() && written;
-  if (!written || ::rename(idx_tmp.c_str(), index_path(shard, key, suffix).c_str()) != 0) {
-    ::unlink(idx_tmp.c_str());
-    return std::nullopt;
-  }
+  if (already_there) ::unlink(produced_file.c_str());
   return artifact;
 }
 

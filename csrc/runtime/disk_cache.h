@@ -62,7 +62,8 @@ class DiskCache {
   // artifact's final path. produced_file must come from temp_path(): a file anywhere else
   // may have been opened for writing by someone else before we hashed it, so any other
   // path throws std::invalid_argument. Returns nullopt, never throws, when the cache is
-  // unusable or a file operation fails; produced_file is then removed.
+  // unusable or a file operation fails; produced_file is then still there, so the caller
+  // can load it directly (and remove it afterwards).
   std::optional<std::string> install(const std::string& key, const std::string& suffix,
                                      const std::string& produced_file);
 

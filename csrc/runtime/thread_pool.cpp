@@ -17,10 +17,11 @@ namespace ember {
 
 namespace {
 
-// Longer than a sleeping worker takes to wake up (5-35 us measured on a 16-core VM). With
-// a shorter spin, one late worker makes the others' spins run out while they wait for it,
-// they sleep too, and back-to-back loops settle at wake-up speed (~40 us instead of ~3 us
-// per loop at 16 threads, with 5 us of spin).
+// How long an idle worker spins before it sleeps. It must outlast a wake-up (8-25 us after
+// a short sleep, ~100 us after a long one, measured on a 16-core VM): with 5 us, one late
+// worker makes the others' spins run out while they wait for it, they sleep too, and
+// back-to-back loops settle at wake-up speed (~40 us per loop at 16 threads instead of
+// ~2.5 us). Much longer would take CPU from other thread pools (PyTorch's) between graphs.
 constexpr auto kSpinTime = std::chrono::microseconds(50);
 
 // True on pool workers always, and on a user thread while it runs a loop: parallel_for
@@ -56,6 +57,9 @@ bool spin_until(Done done) {
 // Sleeping workers wait on a futex rather than a condition variable: every worker woken
 // from a condition variable must re-take its mutex, which turns waking N workers into a
 // chain of N hand-offs; a futex wakes them all in one call.
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free,
+              "futex needs a plain 32-bit word");
+
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) {
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
 }

@@ -83,6 +83,7 @@ class ThreadPool {
   alignas(64) std::atomic<int> sleepers_{0};  // workers asleep, so busy loops skip the wake call
   std::atomic<uint32_t> wake_word_{0};        // the futex sleeping workers wait on
 
+  // Where the dispatcher sleeps when the workers' chunks outlast its spin.
   std::mutex done_mu_;
   std::condition_variable done_cv_;
 

@@ -66,6 +66,8 @@ def _from_env() -> Config:
         c.debug_dir = os.environ["EMBER_DEBUG_DIR"]
     if os.environ.get("EMBER_DISABLE_CACHE") == "1":
         c.disk_cache = False
+    if os.environ.get("EMBER_FALLBACK_ON_ERROR") == "0":
+        c.fallback_on_error = False
     return c
 
 

@@ -50,8 +50,8 @@ inline void fail(const char* file, int line, const std::string& what) {
 
 #define CHECK_EQ(a, b)                                                               \
   do {                                                                               \
-    auto&& _va = (a);                                                                \
-    auto&& _vb = (b);                                                                \
+    auto _va = (a);                                                                \
+    auto _vb = (b);                                                                \
     if (!(_va == _vb)) {                                                             \
       std::ostringstream _os;                                                        \
       _os << #a << " == " << #b << "\n  left:  " << _va << "\n  right: " << _vb;    \

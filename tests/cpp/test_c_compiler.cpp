@@ -26,7 +26,8 @@ struct ScratchDir {
   }
   ~ScratchDir() {
     std::string cmd = "rm -rf '" + path + "'";
-    (void)std::system(cmd.c_str());
+    int status = std::system(cmd.c_str());
+    (void)status;  // best effort: a leftover directory in /tmp is harmless
   }
 };
 
@@ -90,9 +91,15 @@ TEST(c_compiler_syntax_error) {
 }
 
 TEST(c_compiler_missing_compiler) {
+  const char* saved = std::getenv("EMBER_CC");
+  std::string saved_value = saved ? saved : "";
   ::setenv("EMBER_CC", "/nonexistent/bin/cc", 1);
   CCompiler cc;
-  ::unsetenv("EMBER_CC");
+  if (saved) {
+    ::setenv("EMBER_CC", saved_value.c_str(), 1);
+  } else {
+    ::unsetenv("EMBER_CC");
+  }
   CHECK_EQ(cc.path(), "/nonexistent/bin/cc");
   ScratchDir scratch;
   CompileResult r = cc.compile_shared_object("int f(void) { return 0; }\n", scratch.path + "/f.so");

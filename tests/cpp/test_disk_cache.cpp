@@ -364,3 +364,29 @@ TEST(disk_cache_clear) {
   CHECK(exists(notes));
   CHECK(!c.lookup(key_for("one"), "so").has_value());
 }
+
+// A failed install leaves the produced file for the caller to load directly.
+TEST(disk_cache_failed_install_keeps_produced_file) {
+  ScratchDir scratch;
+  DiskCache c(scratch.path);
+  std::string key = key_for("failed install");
+  std::string shard = c.dir() + "/" + key.substr(0, 2);
+  ::mkdir(shard.c_str(), 0700);
+  ::chmod(shard.c_str(), 0770);  // a shard we cannot trust
+  std::string produced = c.temp_path("so");
+  write_file(produced, "payload");
+  CHECK(!c.install(key, "so", produced).has_value());
+  CHECK_EQ(read_file(produced), "payload");
+  CHECK(!c.lookup(key, "so").has_value());
+  CHECK(!c.install(key, "so", c.temp_path("so")).has_value());  // nothing was produced
+
+  // Failing at the commit, after the artifact was moved: the produced file comes back.
+  std::string key2 = key_for("failed commit");
+  produced = c.temp_path("so");
+  write_file(produced, "payload 2");
+  ::chmod((c.dir() + "/tmp").c_str(), 0770);  // no index temp file can be made now
+  CHECK(!c.install(key2, "so", produced).has_value());
+  ::chmod((c.dir() + "/tmp").c_str(), 0700);
+  CHECK_EQ(read_file(produced), "payload 2");
+  CHECK(!c.lookup(key2, "so").has_value());
+}

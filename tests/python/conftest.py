@@ -13,6 +13,10 @@ if importlib.util.find_spec("ember") is None:
     sys.path.insert(0, os.path.join(_HERE, "..", "..", "python"))
 
 
+# A test must fail when ember fails: no silent eager fallback under test.
+os.environ.setdefault("EMBER_FALLBACK_ON_ERROR", "0")
+
+
 def pytest_report_header(config):
     from helpers import BACKEND
     return f"backend under test: {BACKEND} (set EMBER_TEST_BACKEND to change)"

@@ -1,0 +1,100 @@
+// The IR pieces: dtype promotion, expression folding and analysis, graph text.
+#include <cmath>
+
+#include "check.h"
+#include "ir/affine.h"
+#include "ir/dtype.h"
+#include "ir/expr.h"
+#include "ir/graph.h"
+
+using namespace ember;
+
+TEST(promotion_follows_torch_result_type) {
+  CHECK(promote_types(DType::F16, DType::BF16) == DType::F32);
+  CHECK(promote_types(DType::I32, DType::F16) == DType::F16);
+  CHECK(promote_types(DType::U8, DType::I8) == DType::I16);
+  CHECK(promote_types(DType::Bool, DType::I32) == DType::I32);
+  // int tensor + python float -> default float
+  Operand a[] = {{DType::I64, OperandKind::Tensor}, {DType::F64, OperandKind::Scalar}};
+  CHECK(result_type(a, 2) == DType::F32);
+  // f16 tensor + python float stays f16
+  Operand b[] = {{DType::F16, OperandKind::Tensor}, {DType::F64, OperandKind::Scalar}};
+  CHECK(result_type(b, 2) == DType::F16);
+  // f32 tensor + f64 0-dim tensor stays f32 (same category, tensor wins)
+  Operand c[] = {{DType::F32, OperandKind::Tensor}, {DType::F64, OperandKind::ZeroDim}};
+  CHECK(result_type(c, 2) == DType::F32);
+  // i32 tensor + f64 0-dim tensor -> f64 (higher category, zero-dim decides)
+  Operand d[] = {{DType::I32, OperandKind::Tensor}, {DType::F64, OperandKind::ZeroDim}};
+  CHECK(result_type(d, 2) == DType::F64);
+  // bool tensor + python int -> i64
+  Operand e[] = {{DType::Bool, OperandKind::Tensor}, {DType::I64, OperandKind::Scalar}};
+  CHECK(result_type(e, 2) == DType::I64);
+}
+
+TEST(index_arithmetic_folds) {
+  Expr i = var(0), j = var(1);
+  CHECK(add(int_const(2), int_const(3))->is_int_const(5));
+  CHECK(mul(i, 1) == i);
+  CHECK(mul(i, 0)->is_int_const(0));
+  CHECK(add(i, 0) == i);
+  // constants gather on the right: (i + 2) + 3 == i + 5
+  CHECK(equal(add(add(i, 2), 3), add(i, 5)));
+  CHECK_EQ(to_string(add(mul(i, 8), j)), "((v0 * 8) + v1)");
+}
+
+TEST(structural_equality_and_hash) {
+  Expr a = binary(ExprOp::Add, load(3, var(0), DType::F32), float_const(1.0), DType::F32);
+  Expr b = binary(ExprOp::Add, load(3, var(0), DType::F32), float_const(1.0), DType::F32);
+  Expr c = binary(ExprOp::Add, load(3, var(1), DType::F32), float_const(1.0), DType::F32);
+  CHECK(equal(a, b));
+  CHECK(a->hash == b->hash);
+  CHECK(!equal(a, c));
+}
+
+TEST(affine_analysis) {
+  Expr i = var(0), j = var(1);
+  Expr e = add(add(mul(i, 8), mul(j, 2)), 5);
+  CHECK_EQ(*coefficient(e, 0), 8);
+  CHECK_EQ(*coefficient(e, 1), 2);
+  auto f = affine_form(e);
+  CHECK(f.has_value());
+  CHECK_EQ(f->constant, 5);
+  // j*2 + i*8 + 5 addresses the same element as i*8 + j*2 + 5
+  CHECK(same_index(e, add(add(mul(j, 2), mul(i, 8)), 5)));
+  // a gather index is not affine in the var it reads through
+  Expr g = mul(cast(load(7, i, DType::I64), DType::I64), 4);
+  CHECK(!coefficient(g, 0).has_value());
+  CHECK(!affine_form(g).has_value());
+}
+
+TEST(substitute_returns_same_node_when_unchanged) {
+  Expr e = add(mul(var(0), 4), var(1));
+  CHECK(substitute(e, {{5, var(9)}}) == e);
+  Expr s = substitute(e, {{0, int_const(2)}});
+  CHECK_EQ(to_string(s), "(v1 + 8)");
+}
+
+TEST(graph_text_round_trips) {
+  const char* text = R"(graph {
+  %0 = input(0) : f32[4,8]{8,1}
+  %1 = aten.add.Tensor(%0, 1.5, 1) : f32[4,8]{8,1}
+  %2 = aten.var_mean.correction(%1, [1], 0, true) : (f32[4,1]{1,1}, f32[4,1]{1,1})
+  %3 = aten.full.default([2], -inf, "f32", none, "cpu", false) : f32[2]{1}
+  return (%1, %2.1, %3)
+}
+)";
+  Graph g = parse_graph(text);
+  CHECK_EQ(g.nodes.size(), 4u);
+  CHECK_EQ(g.nodes[2].outputs.size(), 2u);
+  CHECK(g.outputs[1].ref == (ValueRef{2, 1}));
+  CHECK(std::isinf(g.nodes[3].args[1].f) && g.nodes[3].args[1].f < 0);
+  CHECK_EQ(print_graph(g), std::string(text));
+  CHECK_EQ(print_graph(parse_graph(print_graph(g))), print_graph(g));
+}
+
+TEST(graph_parser_reports_errors) {
+  CHECK_THROWS(parse_graph("graph { %0 = input(0) : f32[2]{1} return (%1) "));
+  CHECK_THROWS(parse_graph("graph { %1 = input(0) : f32[2]{1}\n return (%1) }"));
+  CHECK_THROWS(parse_graph("graph { %0 = input(0) : q32[2]{1}\n return (%0) }"));
+  CHECK_THROWS(parse_graph("graph { %0 = aten.neg.default(%0) : f32[2]{1}\n return (%0) }"));
+}
