@@ -50,8 +50,8 @@ class DiskCache {
   const std::string& dir() const { return dir_; }
 
   // The path of the verified artifact for (key, suffix), or nullopt on a miss. A bad entry
-  // (wrong format, size or hash, a symlink, not ours, group/other-writable) is removed and
-  // reported as a miss so that the caller rebuilds it.
+  // (wrong format, size or hash, a symlink, not ours, group/other-writable) is a miss, so
+  // the caller rebuilds it; its files are removed if they are ours.
   std::optional<std::string> lookup(const std::string& key, const std::string& suffix);
 
   // A fresh path inside <dir>/tmp/ for a compiler to write to, unique across threads and

@@ -26,8 +26,6 @@ class Config:
     fallback_on_error: bool = True
     # Write, per graph, the graph/program/schedule text and the generated C here.
     debug_dir: str | None = None
-    # Check on every call that inputs have the strides the graph was compiled for.
-    check_input_layouts: bool = False
 
     def update(self, options: dict | None) -> "Config":
         """A copy with `options` applied (ember names or Inductor aliases)."""

@@ -1,7 +1,8 @@
 """Runs a CompiledGraph: allocates buffers, launches kernel groups, calls ATen for externs.
 
-Everything that can be decided once is decided in __init__, so a call is a flat
-loop over precomputed steps.
+Everything that can be decided once is decided in __init__, so that a call is a
+flat loop over precomputed steps: per kernel group one allocation per new buffer
+and one call into C++; per extern op one ATen call with prebuilt arguments.
 """
 from __future__ import annotations
 
@@ -9,6 +10,51 @@ import torch
 import torch.fx
 
 from .fx_import import TORCH_DTYPES, ImportedGraph
+
+
+def _view_fn(spec, layout):
+    """A function bufs -> tensor for a StridedView spec (identity views cost nothing)."""
+    b, _dtype, sizes, strides, offset = spec
+    sizes, strides = tuple(sizes), tuple(strides)
+    if offset == 0 and layout[b] == (sizes, strides):
+        return lambda bufs: bufs[b]
+    return lambda bufs: bufs[b].as_strided(sizes, strides, bufs[b].storage_offset() + offset)
+
+
+def _arg_builder(value, fetch):
+    """A function bufs -> value, with FX nodes replaced by runtime tensors."""
+    if isinstance(value, torch.fx.Node):
+        return fetch[value]
+    if isinstance(value, (list, tuple)):
+        parts = [_arg_builder(v, fetch) for v in value]
+        if all(p is None for p in parts):
+            return None
+        consts = list(value)
+        kind = type(value)
+
+        def build(bufs):
+            return kind(p(bufs) if p is not None else c for p, c in zip(parts, consts))
+
+        return build
+    return None  # a constant
+
+
+def _call_builder(node: torch.fx.Node, fetch):
+    target = node.target
+    arg_fns = [_arg_builder(a, fetch) for a in node.args]
+    kw_fns = {k: _arg_builder(v, fetch) for k, v in node.kwargs.items()}
+    consts = list(node.args)
+    kwconsts = dict(node.kwargs)
+    if not kw_fns or all(f is None for f in kw_fns.values()):
+        def call(bufs):
+            return target(*[f(bufs) if f is not None else c for f, c in zip(arg_fns, consts)], **kwconsts)
+        return call
+
+    def call(bufs):
+        kwargs = {k: (kw_fns[k](bufs) if kw_fns[k] is not None else v) for k, v in kwconsts.items()}
+        return target(*[f(bufs) if f is not None else c for f, c in zip(arg_fns, consts)], **kwargs)
+
+    return call
 
 
 class GraphRunner:
@@ -19,102 +65,65 @@ class GraphRunner:
         self.attr_tensors = [getattr(gm, t) for t in imported.attr_inputs]
         buffers = cg.buffers
         self.num_buffers = len(buffers)
-        self.inputs = []  # (buffer id, argument index)
-        alloc = {}  # buffer id -> (sizes, strides, dtype)
-        for b in buffers:
-            if b["kind"] == "input":
-                self.inputs.append((b["id"], b["input_index"]))
-            elif b["kind"] == "computed" and b["in_memory"]:
-                alloc[b["id"]] = (tuple(b["sizes"]), tuple(b["strides"]), TORCH_DTYPES[b["dtype"]])
-        self.expected_strides = {b["id"]: tuple(b["strides"]) for b in buffers if b["kind"] == "input"}
+        layout = {b["id"]: (tuple(b["sizes"]), tuple(b["strides"])) for b in buffers}
+        self.inputs = [(b["id"], b["input_index"]) for b in buffers if b["kind"] == "input"]
+        alloc = {b["id"]: (tuple(b["sizes"]), tuple(b["strides"]), TORCH_DTYPES[b["dtype"]])
+                 for b in buffers if b["kind"] == "computed" and b["in_memory"]}
 
-        externs = cg.externs
-        kernels = cg.kernels
-        steps = []
-        produced_at = {}
+        kernels, externs = cg.kernels, cg.externs
+        steps, uses = [], []
+        allocated = set()
         for si, (kind, payload, args) in enumerate(cg.steps):
             if kind == "kernels":
-                outs = sorted({b for k in payload for b in kernels[k]["args"] if b in alloc and b not in produced_at})
-                for b in outs:
-                    produced_at[b] = si
-                steps.append(("kernels", si, list(args), [(b,) + alloc[b] for b in outs]))
+                new = sorted({b for k in payload for b in kernels[k]["args"] if b in alloc and b not in allocated})
+                allocated.update(new)
+                steps.append((0, si, tuple(args), tuple((b,) + alloc[b] for b in new)))
+                uses.append(set(args))
             else:
                 e = externs[payload]
                 node = imported.nodes[e["node"]]
-                views = []
-                for nid, idx, view in e["tensor_args"]:
-                    fx = imported.refs.get((nid, idx))
-                    views.append((fx, view))
-                steps.append(("extern", node, views, list(e["output_buffers"])))
-        self.steps = steps
-        self.outputs = []
-        for fx_out, spec in zip(imported.output_args, cg.outputs):
-            if spec is None:
-                self.outputs.append(("const", fx_out))
-            else:
-                self.outputs.append(("view", spec))
-        # Release buffers after their last use (outputs are kept).
-        last_use = {}
-        for si, step in enumerate(steps):
-            if step[0] == "kernels":
-                for b in step[2]:
-                    last_use[b] = si
-            else:
-                for _, view in step[2]:
-                    last_use[view[0]] = si
-        keep = {spec[0] for kind, spec in self.outputs if kind == "view"}
-        self.release = [[] for _ in steps]
-        for b, si in last_use.items():
+                fetch = {imported.refs[(nid, idx)]: _view_fn(view, layout) for nid, idx, view in e["tensor_args"]}
+                outs = tuple(e["output_buffers"])
+                steps.append((1, _call_builder(node, fetch), outs, len(outs) == 1))
+                uses.append({view[0] for _, _, view in e["tensor_args"]})
+        self.outputs = [(False, out) if spec is None else (True, _view_fn(spec, layout))
+                        for out, spec in zip(imported.output_args, cg.outputs)]
+        # Drop each buffer after its last use (outputs are kept alive by the caller).
+        keep = {spec[0] for spec in cg.outputs if spec is not None}
+        last = {}
+        for si, used in enumerate(uses):
+            for b in used:
+                last[b] = si
+        release = [[] for _ in steps]
+        for b, si in last.items():
             if b not in keep:
-                self.release[si].append(b)
-        self.buffer_layout = {b["id"]: (tuple(b["sizes"]), tuple(b["strides"])) for b in buffers}
-
-    @staticmethod
-    def _view(bufs, layout, spec):
-        b, _dtype, sizes, strides, offset = spec
-        t = bufs[b]
-        if offset == 0 and layout[b] == (tuple(sizes), tuple(strides)):
-            return t
-        return t.as_strided(sizes, strides, t.storage_offset() + offset)
+                release[si].append(b)
+        self.steps = [s + (tuple(r),) for s, r in zip(steps, release)]
 
     def __call__(self, args):
-        args = list(args) + self.attr_tensors
         bufs = [None] * self.num_buffers
+        attrs = self.attr_tensors
+        nargs = len(args)
         for b, i in self.inputs:
-            bufs[b] = args[i]
-        if self.expected_strides and _check_layouts():
-            for b, _ in self.inputs:
-                if tuple(bufs[b].stride()) != self.expected_strides[b]:
-                    raise RuntimeError("ember: an input's strides differ from those the graph was compiled for")
-        layout = self.buffer_layout
+            bufs[b] = args[i] if i < nargs else attrs[i - nargs]
         run_step = self.cg.run_step
-        for si, step in enumerate(self.steps):
-            if step[0] == "kernels":
-                for b, sizes, strides, dtype in step[3]:
-                    bufs[b] = torch.empty_strided(sizes, strides, dtype=dtype)
-                run_step(step[1], [bufs[b].data_ptr() for b in step[2]])
+        empty = torch.empty_strided
+        for step in self.steps:
+            if step[0] == 0:
+                _, si, arg_ids, new, release = step
+                for b, sizes, strides, dtype in new:
+                    bufs[b] = empty(sizes, strides, dtype=dtype)
+                run_step(si, [bufs[b].data_ptr() for b in arg_ids])
             else:
-                _, node, views, outs = step
-                env = {fx: self._view(bufs, layout, view) for fx, view in views}
-                fargs = torch.fx.node.map_arg(node.args, lambda n: env[n])
-                fkwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
-                result = node.target(*fargs, **fkwargs)
-                if len(outs) == 1:
+                _, call, outs, single, release = step
+                result = call(bufs)
+                if single:
                     if outs[0] >= 0:
                         bufs[outs[0]] = result
                 else:
                     for b, r in zip(outs, result):
                         if b >= 0:
                             bufs[b] = r
-            for b in self.release[si]:
+            for b in release:
                 bufs[b] = None
-        out = []
-        for kind, spec in self.outputs:
-            out.append(spec if kind == "const" else self._view(bufs, layout, spec))
-        return out
-
-
-def _check_layouts() -> bool:
-    from .config import config
-
-    return config.check_input_layouts
+        return [fn(bufs) if is_tensor else fn for is_tensor, fn in self.outputs]
