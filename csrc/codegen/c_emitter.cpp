@@ -101,6 +101,8 @@ int CEmitter::level_of(const Expr& e) {
 std::string CEmitter::load_text(const Expr& e, const std::string& index) {
   auto it = buffers_.find(static_cast<int>(e->ival));
   if (it == buffers_.end()) throw std::logic_error("codegen: unknown buffer " + std::to_string(e->ival));
+  // An empty buffer is never read on a taken branch; its base may be null.
+  if (it->second.extent == 0) return "0";
   std::string ref = it->second.name + "[" + index + "]";
   switch (it->second.dtype) {
     case DType::F16: return "ember_h2f(" + ref + ")";
@@ -130,11 +132,13 @@ std::string CEmitter::emit(const Expr& e) {
   // cannot exist (it would have been placed at `level`), so print it now.
   std::vector<std::string> args;
   if (e->op == ExprOp::Where) {
-    // Only the taken branch may be evaluated: a branch that reads memory may be
-    // guarding an out-of-bounds index, so it is printed inline, not hoisted.
     args = {emit(e->args[0]), guarded(e->args[1]), guarded(e->args[2])};
   } else {
     for (const auto& a : e->args) args.push_back(emit(a));
+  }
+  if (e->op == ExprOp::Load && guarded_depth_ > 0) {
+    int64_t extent = buffers_.at(static_cast<int>(e->ival)).extent;
+    args[0] = "ember_clamp_index(" + args[0] + ", " + std::to_string(std::max<int64_t>(extent - 1, 0)) + "LL)";
   }
   std::string name = "t" + std::to_string(counter_++);
   scopes_[level].lines.push_back("const " + c_type(e->dtype) + " " + name + " = " + print(e, args) + ";");
@@ -142,36 +146,14 @@ std::string CEmitter::emit(const Expr& e) {
   return name;
 }
 
-bool CEmitter::reads_memory(const Expr& e) const {
-  if (e->op == ExprOp::Load && !locals_.count(static_cast<int>(e->ival))) return true;
-  for (const auto& a : e->args)
-    if (reads_memory(a)) return true;
-  return false;
-}
-
 std::string CEmitter::guarded(const Expr& e) {
-  if (!reads_memory(e)) return emit(e);
-  return inline_text(e);
-}
-
-std::string CEmitter::inline_text(const Expr& e) {
-  if (e->op == ExprOp::Const) return literal(e);
-  if (e->op == ExprOp::Var) return var_name_.at(static_cast<int>(e->ival));
-  if (e->op == ExprOp::Load) {
-    auto l = locals_.find(static_cast<int>(e->ival));
-    if (l != locals_.end()) return l->second.first;
-  }
-  for (int s = depth(); s >= 0; --s) {
-    auto it = scopes_[s].memo.find(e);
-    if (it != scopes_[s].memo.end()) return it->second;
-  }
-  std::vector<std::string> args;
-  if (e->op == ExprOp::Where) {
-    args = {inline_text(e->args[0]), inline_text(e->args[1]), inline_text(e->args[2])};
-  } else {
-    for (const auto& a : e->args) args.push_back(inline_text(a));
-  }
-  return "((" + c_type(e->dtype) + ")(" + print(e, args) + "))";
+  // A Where branch may read an index that is out of bounds when the branch is not
+  // taken (padding, cat, pooling windows). Its loads clamp the index into the
+  // buffer, so the branch can be evaluated unconditionally and vectorized.
+  ++guarded_depth_;
+  std::string r = emit(e);
+  --guarded_depth_;
+  return r;
 }
 
 std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
@@ -233,10 +215,10 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
     case ExprOp::Pow: return fn2("pow");
     case ExprOp::Atan2: return fn2("atan2");
     case ExprOp::Max:
-      if (flt) return "(" + a[0] + " > " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1];
+      if (flt) return std::string(f64 ? "ember_max_f64(" : "ember_max_f32(") + a[0] + ", " + a[1] + ")";
       return a[0] + " > " + a[1] + " ? " + a[0] + " : " + a[1];
     case ExprOp::Min:
-      if (flt) return "(" + a[0] + " < " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1];
+      if (flt) return std::string(f64 ? "ember_min_f64(" : "ember_min_f32(") + a[0] + ", " + a[1] + ")";
       return a[0] + " < " + a[1] + " ? " + a[0] + " : " + a[1];
     case ExprOp::Eq: return a[0] + " == " + a[1];
     case ExprOp::Ne: return a[0] + " != " + a[1];

@@ -19,6 +19,7 @@ class CEmitter {
   struct BufferRef {
     std::string name;
     DType dtype;
+    int64_t extent = 0;  // elements addressable from the base pointer
   };
 
   explicit CEmitter(std::unordered_map<int, BufferRef> buffers) : buffers_(std::move(buffers)) {}
@@ -57,9 +58,7 @@ class CEmitter {
   };
   int level_of(const Expr& e);
   std::string print(const Expr& e, const std::vector<std::string>& a);
-  bool reads_memory(const Expr& e) const;
   std::string guarded(const Expr& e);
-  std::string inline_text(const Expr& e);
   std::string load_text(const Expr& e, const std::string& index);
 
   std::unordered_map<int, BufferRef> buffers_;
@@ -70,6 +69,7 @@ class CEmitter {
   std::unordered_map<int, int> min_load_level_;
   std::unordered_map<const ExprNode*, int> level_cache_;
   int counter_ = 0;
+  int guarded_depth_ = 0;  // > 0 while printing the branch of a Where
 };
 
 }  // namespace ember

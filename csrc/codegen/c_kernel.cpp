@@ -109,7 +109,7 @@ class KernelPrinter {
       bool written = buf.kind == Buffer::Kind::Computed && m_.producer[b].kernel == ki_;
       head << "  " << (written ? "" : "const ") << dtype_c_type(buf.dtype) << "* restrict " << name << " = ("
            << (written ? "" : "const ") << dtype_c_type(buf.dtype) << "*)args[" << i << "];\n";
-      refs[b] = {name, buf.dtype};
+      refs[b] = {name, buf.dtype, buf.extent()};
     }
     em_ = std::make_unique<CEmitter>(refs);
 

@@ -1,5 +1,7 @@
 #include "lower/lowering.h"
 
+#include "ir/simplify.h"
+
 #include <algorithm>
 #include <numeric>
 #include <set>
@@ -91,6 +93,15 @@ std::vector<int> memory_order(const std::vector<int64_t>& sizes, const std::vect
   });
   return order;
 }
+// Each loop var's trip count, for range-based simplification.
+std::unordered_map<int, int64_t> var_extents(const ComputedBuffer& c) {
+  std::unordered_map<int, int64_t> e;
+  for (size_t d = 0; d < c.vars.size(); ++d)
+    if (c.vars[d] >= 0) e[c.vars[d]] = c.sizes[d];
+  for (size_t d = 0; d < c.reduce_vars.size(); ++d)
+    if (c.reduce_vars[d] >= 0) e[c.reduce_vars[d]] = c.reduce_sizes[d];
+  return e;
+}
 }  // namespace
 
 TensorIR LowerCtx::realize(const TensorIR& t, std::vector<int64_t> strides) {
@@ -119,7 +130,7 @@ TensorIR LowerCtx::realize(const TensorIR& t, std::vector<int64_t> strides) {
     }
   }
   c.iter_order = memory_order(t.sizes, strides);
-  c.body = cast(t.fn(idx), t.dtype);
+  c.body = simplify_bounds(cast(t.fn(idx), t.dtype), var_extents(c));
   c.origins = t.origins;
   if (t.view && node_) c.origins.push_back(node_->id);
   prog_.steps.push_back({Step::Kind::Compute, static_cast<int>(prog_.computed.size())});
@@ -175,6 +186,7 @@ TensorIR LowerCtx::reduce(const TensorIR& in, const std::vector<int64_t>& dims, 
   Expr body = in.fn(idx);
   // ArgMax/ArgMin compare in the input's type; others accumulate in `acc`.
   c.body = (op == ReduceOp::ArgMax || op == ReduceOp::ArgMin) ? cast(body, compute_type(in.dtype)) : cast(body, acc);
+  c.body = simplify_bounds(c.body, var_extents(c));
   c.origins = in.origins;
   if (node_) c.origins.push_back(node_->id);
   std::sort(c.origins.begin(), c.origins.end());

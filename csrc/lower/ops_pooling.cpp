@@ -62,6 +62,29 @@ TensorIR windows(LowerCtx& ctx, const TensorIR& in, const std::vector<int64_t>& 
   }, {&in});
 }
 
+// Windows up to this many elements are unrolled into a pointwise op over the
+// output (vectorized along the output width) instead of a reduction loop.
+constexpr int64_t kUnrollWindow = 25;
+
+// The value of window position (kh, kw) for output index idx, `fill` outside the input.
+Expr window_value(const TensorIR& in, const Window& w, int64_t H, int64_t W, const std::vector<Expr>& idx, int64_t kh,
+                  int64_t kw, double fill, DType t) {
+  size_t lead = idx.size() - 2;
+  std::vector<Expr> src(idx.begin(), idx.begin() + lead);
+  Expr ih = add(mul(idx[lead], w.s[0]), kh * w.d[0] - w.p[0]);
+  Expr iw = add(mul(idx[lead + 1], w.s[1]), kw * w.d[1] - w.p[1]);
+  src.push_back(ih);
+  src.push_back(iw);
+  Expr x = cast(in.fn(src), t);
+  Expr ok;
+  auto both = [&](Expr c) { ok = ok ? binary(ExprOp::LogicalAnd, ok, c, DType::Bool) : c; };
+  if (kh * w.d[0] - w.p[0] < 0) both(cmp(ExprOp::Ge, ih, int_const(0)));
+  both(cmp(ExprOp::Lt, ih, int_const(H)));
+  if (kw * w.d[1] - w.p[1] < 0) both(cmp(ExprOp::Ge, iw, int_const(0)));
+  both(cmp(ExprOp::Lt, iw, int_const(W)));
+  return where(ok, x, const_of(fill, t));
+}
+
 // Drops the two trailing unit dims of a keepdim window reduction.
 TensorIR drop_window_dims(LowerCtx& ctx, const TensorIR& r) {
   StridedView v = *r.view;
@@ -86,7 +109,22 @@ void register_pooling_ops(LoweringTable& t) {
     std::vector<int64_t> out_hw = last2(ctx.out_type(0).sizes);
     TensorIR win = windows(ctx, in, out_hw, w, -INFINITY, ct);
     int64_t r = win.rank();
-    TensorIR vals = ctx.reduce(win, {r - 2, r - 1}, ReduceOp::Max, dt, ct);
+    int64_t H = in.sizes[in.rank() - 2];
+    TensorIR values;
+    if (w.k[0] * w.k[1] <= kUnrollWindow) {
+      int64_t Wd = in.sizes[in.rank() - 1];
+      values = ctx.lazy(dt, ctx.out_type(0).sizes, [in, w, H, Wd, ct, dt](const std::vector<Expr>& idx) {
+        Expr m;
+        for (int64_t kh = 0; kh < w.k[0]; ++kh)
+          for (int64_t kw = 0; kw < w.k[1]; ++kw) {
+            Expr v = window_value(in, w, H, Wd, idx, kh, kw, -INFINITY, ct);
+            m = m ? binary(ExprOp::Max, m, v, ct) : v;
+          }
+        return cast(m, dt);
+      }, {&in});
+    } else {
+      values = drop_window_dims(ctx, ctx.reduce(win, {r - 2, r - 1}, ReduceOp::Max, dt, ct));
+    }
     TensorIR pos = ctx.reduce(win, {r - 2, r - 1}, ReduceOp::ArgMax, DType::I64, DType::I64);
     // Window position -> flat index into the input's H*W plane.
     int64_t W = in.sizes[in.rank() - 1];
@@ -100,7 +138,7 @@ void register_pooling_ops(LoweringTable& t) {
       Expr iw = add(add(mul(idx[lead + 1], w.s[1]), mul(kw, w.d[1])), -w.p[1]);
       return add(mul(ih, W), iw);
     }, {&posv});
-    return std::vector<TensorIR>{drop_window_dims(ctx, vals), flat};
+    return std::vector<TensorIR>{values, flat};
   };
   t["aten.avg_pool2d.default"] = [](LowerCtx& ctx, const Node& n) {
     const TensorIR& in = ctx.tensor(n.args[0]);
@@ -114,9 +152,22 @@ void register_pooling_ops(LoweringTable& t) {
     if (!is_float(ct)) throw Unsupported("avg_pool2d of integers");
     std::vector<int64_t> out_hw = last2(ctx.out_type().sizes);
     int64_t H = in.sizes[in.rank() - 2], W = in.sizes[in.rank() - 1];
-    TensorIR win = windows(ctx, in, out_hw, w, 0.0, ct);
-    int64_t r = win.rank();
-    TensorIR sum = drop_window_dims(ctx, ctx.reduce(win, {r - 2, r - 1}, ReduceOp::Sum, ct, ct));
+    TensorIR sum;
+    if (w.k[0] * w.k[1] <= kUnrollWindow) {
+      sum = ctx.lazy(ct, ctx.out_type().sizes, [in, w, H, W, ct](const std::vector<Expr>& idx) {
+        Expr total;
+        for (int64_t kh = 0; kh < w.k[0]; ++kh)
+          for (int64_t kw = 0; kw < w.k[1]; ++kw) {
+            Expr v = window_value(in, w, H, W, idx, kh, kw, 0.0, ct);
+            total = total ? binary(ExprOp::Add, total, v, ct) : v;
+          }
+        return total;
+      }, {&in});
+    } else {
+      TensorIR win = windows(ctx, in, out_hw, w, 0.0, ct);
+      int64_t r = win.rank();
+      sum = drop_window_dims(ctx, ctx.reduce(win, {r - 2, r - 1}, ReduceOp::Sum, ct, ct));
+    }
     return std::vector<TensorIR>{ctx.lazy(dt, sum.sizes, [sum, w, H, W, count_include_pad, divisor, ct, dt](const std::vector<Expr>& idx) {
       Expr total = sum.fn(idx);
       if (divisor) return cast(op2(ExprOp::Div, total, const_of(static_cast<double>(*divisor), ct)), dt);

@@ -17,6 +17,7 @@
 #include "runtime/thread_pool.h"
 #include "schedule/dead_code.h"
 #include "schedule/fuse.h"
+#include "schedule/merge_dims.h"
 
 #ifndef EMBER_VERSION
 #define EMBER_VERSION "dev"
@@ -73,6 +74,7 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_t
   FuseOptions fo;
   fo.enabled = opts.fuse;
   cg->schedule_ = fuse(cg->program_, fo);
+  merge_inner_dims(cg->schedule_);
   cg->times_.schedule = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();

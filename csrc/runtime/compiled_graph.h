@@ -1,7 +1,7 @@
 // A compiled graph: the pipeline from graph text to loaded kernels, and the
 // launcher Python calls between extern ops.
 //
-//   parse -> lower -> eliminate dead code -> fuse -> generate C -> compile
+//   parse -> lower -> eliminate dead code -> fuse -> merge inner dims -> generate C -> compile
 //   (memory cache, then disk cache, then the C compiler) -> load
 //
 // Execution is a list of steps: groups of consecutive kernels (one call from

@@ -9,6 +9,7 @@
 #include "lower/lowering.h"
 #include "schedule/dead_code.h"
 #include "schedule/fuse.h"
+#include "schedule/merge_dims.h"
 
 namespace ember_test {
 
@@ -25,6 +26,7 @@ struct Pipeline {
     ember::FuseOptions o;
     o.enabled = fuse;
     schedule = ember::fuse(program, o);
+    ember::merge_inner_dims(schedule);
     code = ember::generate_c(program, schedule);
   }
   std::string program_text() const { return ember::print_program(program, graph); }

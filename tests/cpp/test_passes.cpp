@@ -111,10 +111,11 @@ TEST(unused_pool_indices_are_dead) {
   return (%1)
 }
 )");
-  // Only the max reduction survives; the argmax feeding the unused indices is gone.
+  // A 2x2 window is unrolled into one pointwise kernel vectorized along the output
+  // width; the argmax reduction feeding the unused indices is gone.
   CHECK_EQ(p.schedule_text(),
-           "kernel ember_k0 outer=[2,2,2]\n"
-           "  stage 0 inner=[2,2]: buf1(max)\n");
+           "kernel ember_k0 outer=[2,2]\n"
+           "  stage 0 inner=[2]: buf2\n");
 }
 
 TEST(views_of_inputs_stay_strided) {
@@ -145,4 +146,30 @@ TEST(generated_code_golden_max_pool) {
 }
 )");
   CHECK(ember_test::matches_golden("max_pool.c", p.code.source));
+}
+
+TEST(contiguous_inner_dims_merge) {
+  // Global average pooling: the [H, W] reduction becomes one 64-long loop.
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[2,3,8,8]{192,64,8,1}
+  %1 = aten.mean.dim(%0, [-1, -2], true) : f32[2,3,1,1]{3,1,1,1}
+  return (%1)
+}
+)");
+  CHECK_EQ(p.schedule_text(),
+           "kernel ember_k0 outer=[2,3]\n"
+           "  stage 0 inner=[64]: buf1(sum)\n"
+           "  stage 1 inner=[]: buf2\n");
+}
+
+TEST(padded_dims_do_not_merge) {
+  // The bounds test uses the loop vars outside a memory index: no merge.
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[4,6]{6,1}
+  %1 = aten.constant_pad_nd.default(%0, [1, 1, 1, 1], 0.0) : f32[6,8]{8,1}
+  %2 = aten.sum.dim_IntList(%1, [0, 1], true, none) : f32[1,1]{1,1}
+  return (%2)
+}
+)");
+  CHECK_EQ(p.schedule.kernels[0].stages[0].inner.size(), 2u);
 }

@@ -28,6 +28,15 @@ static inline uint16_t ember_f2bf(float x) {
 static inline float ember_round_h(float x) { return ember_h2f(ember_f2h(x)); }
 static inline float ember_round_bf(float x) { return ember_bf2f(ember_f2bf(x)); }
 
+/* NaN-propagating max/min (torch.maximum): a NaN operand wins. Two plain selects,
+   because GCC's vectorizer gives up on the `||` form (and on fmaxf). */
+static inline float ember_max_f32(float a, float b) { float m = a > b ? a : b; return a != a ? a : m; }
+static inline float ember_min_f32(float a, float b) { float m = a < b ? a : b; return a != a ? a : m; }
+static inline double ember_max_f64(double a, double b) { double m = a > b ? a : b; return a != a ? a : m; }
+static inline double ember_min_f64(double a, double b) { double m = a < b ? a : b; return a != a ? a : m; }
+/* Loads under a Where branch read a clamped index: in bounds whether or not taken. */
+static inline int64_t ember_clamp_index(int64_t i, int64_t hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
+
 /* Integer division never traps: x/0 is 0 and INT64_MIN/-1 wraps. */
 static inline int64_t ember_tdiv(int64_t a, int64_t b) { return b == 0 ? 0 : b == -1 ? (int64_t)(0ull - (uint64_t)a) : a / b; }
 static inline int64_t ember_tmod(int64_t a, int64_t b) { return (b == 0 || b == -1) ? 0 : a % b; }

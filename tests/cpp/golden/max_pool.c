@@ -28,6 +28,15 @@ static inline uint16_t ember_f2bf(float x) {
 static inline float ember_round_h(float x) { return ember_h2f(ember_f2h(x)); }
 static inline float ember_round_bf(float x) { return ember_bf2f(ember_f2bf(x)); }
 
+/* NaN-propagating max/min (torch.maximum): a NaN operand wins. Two plain selects,
+   because GCC's vectorizer gives up on the `||` form (and on fmaxf). */
+static inline float ember_max_f32(float a, float b) { float m = a > b ? a : b; return a != a ? a : m; }
+static inline float ember_min_f32(float a, float b) { float m = a < b ? a : b; return a != a ? a : m; }
+static inline double ember_max_f64(double a, double b) { double m = a > b ? a : b; return a != a ? a : m; }
+static inline double ember_min_f64(double a, double b) { double m = a < b ? a : b; return a != a ? a : m; }
+/* Loads under a Where branch read a clamped index: in bounds whether or not taken. */
+static inline int64_t ember_clamp_index(int64_t i, int64_t hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
+
 /* Integer division never traps: x/0 is 0 and INT64_MIN/-1 wraps. */
 static inline int64_t ember_tdiv(int64_t a, int64_t b) { return b == 0 ? 0 : b == -1 ? (int64_t)(0ull - (uint64_t)a) : a / b; }
 static inline int64_t ember_tmod(int64_t a, int64_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
@@ -52,52 +61,104 @@ static inline double ember_pymod(double a, double b) {
 
 void ember_k0(int64_t begin, int64_t end, char* const* args) {
   const float* restrict b0 = (const float*)args[0];
-  float* restrict b1 = (float*)args[1];
+  float* restrict b2 = (float*)args[1];
   int64_t* restrict b3 = (int64_t*)args[2];
   for (int64_t x = begin; x < end; ++x) {
     const int64_t o0 = (x / 9LL);
     const int64_t o1 = (x / 3LL) % 3LL;
     const int64_t o2 = x % 3LL;
     float acc0 = -INFINITY;
-    int nan1 = 0;
-    float acc2 = -INFINITY;
-    int64_t arg3 = 0;
-    const int64_t t4 = o1 * 2LL;
-    const int64_t t10 = o2 * 2LL;
+    int64_t arg1 = 0;
+    const int64_t t2 = o1 * 2LL;
+    const int64_t t8 = o2 * 2LL;
+    const int64_t t15 = o0 * 25LL;
     for (int64_t i0 = 0; i0 < 3LL; ++i0) {
-      const int64_t t5 = t4 + i0;
-      const int64_t t6 = t5 + -1LL;
-      const bool t7 = t6 >= 0LL;
-      const bool t8 = t6 < 5LL;
-      const bool t9 = t7 && t8;
+      const int64_t t3 = t2 + i0;
+      const int64_t t4 = t3 + -1LL;
+      const bool t5 = t4 >= 0LL;
+      const bool t6 = t4 < 5LL;
+      const bool t7 = t5 && t6;
+      const int64_t t16 = t4 * 5LL;
+      const int64_t t17 = t15 + t16;
       for (int64_t i1 = 0; i1 < 3LL; ++i1) {
-        const int64_t t11 = t10 + i1;
-        const int64_t t12 = t11 + -1LL;
-        const bool t13 = t12 >= 0LL;
-        const bool t14 = t9 && t13;
-        const bool t15 = t12 < 5LL;
-        const bool t16 = t14 && t15;
-        const float t17 = t16 ? ((float)(b0[((int64_t)(((int64_t)(((int64_t)(o0 * 25LL)) + ((int64_t)(t6 * 5LL)))) + t12))])) : -INFINITY;
-        acc0 = t17 > acc0 ? t17 : acc0;
-        nan1 |= t17 != t17;
-        if ((t17 > acc2) || (t17 != t17 && acc2 == acc2)) { acc2 = t17; arg3 = i0 * 3LL + i1; }
+        const int64_t t9 = t8 + i1;
+        const int64_t t10 = t9 + -1LL;
+        const bool t11 = t10 >= 0LL;
+        const bool t12 = t7 && t11;
+        const bool t13 = t10 < 5LL;
+        const bool t14 = t12 && t13;
+        const int64_t t18 = t17 + t10;
+        const float t19 = b0[ember_clamp_index(t18, 49LL)];
+        const float t20 = t14 ? t19 : -INFINITY;
+        if ((t20 > acc0) || (t20 != t20 && acc0 == acc0)) { acc0 = t20; arg1 = i0 * 3LL + i1; }
       }
     }
-    if (nan1) acc0 = NAN;
-    const int64_t t18 = o0 * 9LL;
-    const int64_t t19 = o1 * 3LL;
-    const int64_t t20 = t18 + t19;
-    const int64_t t21 = t20 + o2;
-    b1[t21] = acc0;
-    const int64_t t22 = ember_fdiv(arg3, 3LL);
-    const int64_t t23 = t4 + t22;
-    const int64_t t24 = t23 + -1LL;
-    const int64_t t25 = t24 * 5LL;
-    const int64_t t26 = ember_fmod_py(arg3, 3LL);
-    const int64_t t27 = t10 + t26;
-    const int64_t t28 = t27 + -1LL;
-    const int64_t t29 = t25 + t28;
-    b3[t21] = t29;
+    const int64_t t21 = t2 + -1LL;
+    const bool t22 = t21 >= 0LL;
+    const int64_t t23 = t8 + -1LL;
+    const bool t24 = t23 >= 0LL;
+    const bool t25 = t22 && t24;
+    const int64_t t26 = t21 * 5LL;
+    const int64_t t27 = t15 + t26;
+    const int64_t t28 = t27 + t23;
+    const float t29 = b0[ember_clamp_index(t28, 49LL)];
+    const float t30 = t25 ? t29 : -INFINITY;
+    const int64_t t31 = t27 + t8;
+    const float t32 = b0[ember_clamp_index(t31, 49LL)];
+    const float t33 = t22 ? t32 : -INFINITY;
+    const float t34 = ember_max_f32(t30, t33);
+    const int64_t t35 = t8 + 1LL;
+    const bool t36 = t35 < 5LL;
+    const bool t37 = t22 && t36;
+    const int64_t t38 = t27 + t35;
+    const float t39 = b0[ember_clamp_index(t38, 49LL)];
+    const float t40 = t37 ? t39 : -INFINITY;
+    const float t41 = ember_max_f32(t34, t40);
+    const int64_t t42 = t2 * 5LL;
+    const int64_t t43 = t15 + t42;
+    const int64_t t44 = t43 + t23;
+    const float t45 = b0[ember_clamp_index(t44, 49LL)];
+    const float t46 = t24 ? t45 : -INFINITY;
+    const float t47 = ember_max_f32(t41, t46);
+    const int64_t t48 = t43 + t8;
+    const float t49 = b0[t48];
+    const float t50 = ember_max_f32(t47, t49);
+    const int64_t t51 = t43 + t35;
+    const float t52 = b0[ember_clamp_index(t51, 49LL)];
+    const float t53 = t36 ? t52 : -INFINITY;
+    const float t54 = ember_max_f32(t50, t53);
+    const int64_t t55 = t2 + 1LL;
+    const bool t56 = t55 < 5LL;
+    const bool t57 = t56 && t24;
+    const int64_t t58 = t55 * 5LL;
+    const int64_t t59 = t15 + t58;
+    const int64_t t60 = t59 + t23;
+    const float t61 = b0[ember_clamp_index(t60, 49LL)];
+    const float t62 = t57 ? t61 : -INFINITY;
+    const float t63 = ember_max_f32(t54, t62);
+    const int64_t t64 = t59 + t8;
+    const float t65 = b0[ember_clamp_index(t64, 49LL)];
+    const float t66 = t56 ? t65 : -INFINITY;
+    const float t67 = ember_max_f32(t63, t66);
+    const bool t68 = t56 && t36;
+    const int64_t t69 = t59 + t35;
+    const float t70 = b0[ember_clamp_index(t69, 49LL)];
+    const float t71 = t68 ? t70 : -INFINITY;
+    const float t72 = ember_max_f32(t67, t71);
+    const int64_t t73 = o0 * 9LL;
+    const int64_t t74 = o1 * 3LL;
+    const int64_t t75 = t73 + t74;
+    const int64_t t76 = t75 + o2;
+    b2[t76] = t72;
+    const int64_t t77 = ember_fdiv(arg1, 3LL);
+    const int64_t t78 = t2 + t77;
+    const int64_t t79 = t78 + -1LL;
+    const int64_t t80 = t79 * 5LL;
+    const int64_t t81 = ember_fmod_py(arg1, 3LL);
+    const int64_t t82 = t8 + t81;
+    const int64_t t83 = t82 + -1LL;
+    const int64_t t84 = t80 + t83;
+    b3[t76] = t84;
   }
 }
 

@@ -1,0 +1,73 @@
+#include "schedule/merge_dims.h"
+
+#include <functional>
+
+#include "ir/affine.h"
+
+namespace ember {
+
+namespace {
+
+// Whether inner dims k and k+1 of `stage` can be merged.
+bool mergeable(const Stage& stage, int k) {
+  const int a = inner_var(k), b = inner_var(k + 1);
+  const int64_t size_b = stage.inner[k + 1];
+  bool ok = true;
+  auto check_index = [&](const Expr& index) {
+    auto f = affine_form(index);
+    if (!f) {
+      ok = ok && !depends_on(index, a) && !depends_on(index, b);
+      return;
+    }
+    int64_t ca = f->coef.count(a) ? f->coef.at(a) : 0;
+    int64_t cb = f->coef.count(b) ? f->coef.at(b) : 0;
+    ok = ok && ca == cb * size_b;
+  };
+  // Vars may appear only inside memory indices (not in bounds tests or values).
+  std::function<void(const Expr&)> walk = [&](const Expr& e) {
+    if (!ok) return;
+    if (e->op == ExprOp::Var && (e->ival == a || e->ival == b)) {
+      ok = false;
+      return;
+    }
+    if (e->op == ExprOp::Load) {
+      check_index(e->args[0]);
+      // The index itself may read memory (gather): look inside for stray uses.
+      for (const auto& x : e->args[0]->args)
+        if (x->op == ExprOp::Load) walk(x);
+      return;
+    }
+    for (const auto& x : e->args) walk(x);
+  };
+  for (const auto& item : stage.items) {
+    walk(item.value);
+    if (!item.is_reduction) check_index(item.store_index);
+    else ok = ok && !depends_on(item.store_index, a) && !depends_on(item.store_index, b);
+  }
+  return ok;
+}
+
+// Rewrites vars after merging dims k and k+1: a := 0, b := merged, later dims shift down.
+void apply_merge(Stage& stage, int k) {
+  std::unordered_map<int, Expr> sub;
+  sub[inner_var(k)] = int_const(0);
+  sub[inner_var(k + 1)] = var(inner_var(k));
+  for (size_t d = k + 2; d < stage.inner.size(); ++d) sub[inner_var(static_cast<int>(d))] = var(inner_var(static_cast<int>(d) - 1));
+  for (auto& item : stage.items) {
+    item.value = substitute(item.value, sub);
+    item.store_index = substitute(item.store_index, sub);
+  }
+  stage.inner[k] *= stage.inner[k + 1];
+  stage.inner.erase(stage.inner.begin() + k + 1);
+}
+
+}  // namespace
+
+void merge_inner_dims(Schedule& s) {
+  for (auto& kernel : s.kernels)
+    for (auto& stage : kernel.stages)
+      for (int k = static_cast<int>(stage.inner.size()) - 2; k >= 0; --k)
+        if (mergeable(stage, k)) apply_merge(stage, k);
+}
+
+}  // namespace ember
