@@ -35,6 +35,7 @@ void define_runtime(nb::module_& m) {
       .def_prop_ro("cache_status", &CompiledGraph::cache_status)
       .def_prop_ro("cache_note", &CompiledGraph::cache_note)
       .def_prop_ro("cache_key", &CompiledGraph::cache_key)
+      .def_prop_ro("arena_bytes", &CompiledGraph::arena_bytes)
       .def_prop_ro("times", [](const CompiledGraph& g) {
         const auto& t = g.times();
         nb::dict d;
@@ -57,6 +58,7 @@ void define_runtime(nb::module_& m) {
           d["sizes"] = nb::cast(b.sizes);
           d["strides"] = nb::cast(b.strides);
           d["input_index"] = b.input_index;
+          d["arena_offset"] = g.arena_offset(b.id);
           d["in_memory"] = static_cast<bool>(g.code().buffer_in_memory.empty() ? true : g.code().buffer_in_memory[b.id]);
           out.append(d);
         }

@@ -167,7 +167,7 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
     case ExprOp::Load: return load_text(e, a[0]);
     case ExprOp::Neg: return "-" + a[0];
     case ExprOp::Abs: return flt ? fn("fabs") : "(" + a[0] + " < 0 ? -" + a[0] + " : " + a[0] + ")";
-    case ExprOp::Exp: return fn("exp");
+    case ExprOp::Exp: return std::string(f64 ? "ember_exp(" : "ember_expf(") + a[0] + (f64 ? ", exp_lo_f64)" : ", exp_lo_f32)");
     case ExprOp::Exp2: return fn("exp2");
     case ExprOp::Expm1: return fn("expm1");
     case ExprOp::Log: return fn("log");
@@ -190,7 +190,8 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
     case ExprOp::Atanh: return fn("atanh");
     case ExprOp::Erf: return fn("erf");
     case ExprOp::Erfc: return fn("erfc");
-    case ExprOp::Sigmoid: return one + " / (" + one + " + " + std::string(f64 ? "exp" : "expf") + "(-" + a[0] + "))";
+    case ExprOp::Sigmoid:
+      return one + " / (" + one + " + " + std::string(f64 ? "ember_exp(-" : "ember_expf(-") + a[0] + (f64 ? ", exp_lo_f64))" : ", exp_lo_f32))");
     case ExprOp::Floor: return fn("floor");
     case ExprOp::Ceil: return fn("ceil");
     case ExprOp::Round: return fn("nearbyint");

@@ -102,6 +102,7 @@ class KernelPrinter {
     std::unordered_map<int, CEmitter::BufferRef> refs;
     std::ostringstream head;
     head << "void " << k_.name << "(int64_t begin, int64_t end, char* const* args) {\n";
+    head << "  EMBER_EXP_BOUNDS\n";
     for (size_t i = 0; i < info.args.size(); ++i) {
       int b = info.args[i];
       const Buffer& buf = p_.buffers[b];

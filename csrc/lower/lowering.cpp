@@ -146,7 +146,7 @@ TensorIR LowerCtx::realize(const TensorIR& t, std::vector<int64_t> strides) {
 
 TensorIR LowerCtx::stored(const TensorIR& t) {
   if (t.view) return t;
-  return realize(t);
+  return realize(t, t.preferred_strides);
 }
 
 TensorIR LowerCtx::reduce(const TensorIR& in, const std::vector<int64_t>& dims, ReduceOp op, DType out, DType acc) {
@@ -299,6 +299,9 @@ void LowerCtx::run(const Node& n) {
       const TensorType& t = n.outputs[k];
       if (t.is_tensor && (outs[k].sizes != t.sizes || outs[k].dtype != t.dtype))
         throw Unsupported("lowering disagrees with eager on the output type");
+      bool dense = t.is_tensor && std::none_of(t.strides.begin(), t.strides.end(), [](int64_t s) { return s <= 0; }) &&
+                   t.sizes.size() == t.strides.size();
+      if (!outs[k].view && dense) outs[k].preferred_strides = t.strides;
     }
     values_[n.id] = std::move(outs);
   } catch (const Unsupported& e) {

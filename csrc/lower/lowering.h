@@ -32,6 +32,10 @@ struct TensorIR {
   IndexFn fn;                          // value at a logical index
   std::optional<StridedView> view;     // set when the value lives in memory
   std::vector<int> origins;            // graph nodes whose work `fn` does
+  // Eager's strides for this value when it is a node's output: realizing with
+  // them keeps later views and extern operands (a transposed bmm input) as eager
+  // has them, instead of forcing a transposing copy.
+  std::vector<int64_t> preferred_strides;
 
   int64_t numel() const;
   int rank() const { return static_cast<int>(sizes.size()); }

@@ -90,6 +90,16 @@ TensorIR reshape(LowerCtx& ctx, const TensorIR& in, const std::vector<int64_t>& 
       return in.fn(src_idx);
     }, {&in});
   }
+  // Realize in eager's layout when that keeps the reshape a view (no copy later).
+  if (!in.preferred_strides.empty()) {
+    if (auto st = view_strides(in.sizes, in.preferred_strides, shape)) {
+      TensorIR s = ctx.realize(in, in.preferred_strides);
+      StridedView v = *s.view;
+      v.sizes = shape;
+      v.strides = *st;
+      return with_view(ctx, in, v);
+    }
+  }
   TensorIR s = ctx.realize(in);
   StridedView v = *s.view;
   v.sizes = shape;

@@ -88,6 +88,7 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_t
     write_file(opts.debug_dir + "/3_kernels.c", cg->code_.source);
   }
   cg->build_steps();
+  cg->plan_memory();
   if (!cg->code_.kernels.empty()) cg->load_kernels(opts);
   return cg;
 }
@@ -127,6 +128,33 @@ void CompiledGraph::build_steps() {
     // Rows per task: enough work (~32k inner iterations) to pay for a thread wake-up.
     grains_[k] = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, info.work_per_row));
   }
+}
+
+void CompiledGraph::plan_memory() {
+  // Arena candidates: computed buffers in memory that are not graph outputs.
+  std::vector<bool> is_output(program_.buffers.size(), false);
+  for (const auto& o : program_.outputs)
+    if (o.is_tensor) is_output[o.view.buffer] = true;
+  std::vector<int> first(program_.buffers.size(), -1), last(program_.buffers.size(), -1);
+  auto touch = [&](int b, int step) {
+    if (first[b] < 0) first[b] = step;
+    last[b] = step;
+  };
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    const ExecStep& st = steps_[si];
+    if (st.kind == ExecStep::Kind::Kernels) {
+      for (int b : st.args) touch(b, static_cast<int>(si));
+    } else {
+      for (const auto& v : program_.externs[st.extern_call].tensor_views) touch(v.buffer, static_cast<int>(si));
+    }
+  }
+  std::vector<Lifetime> candidates;
+  for (const auto& b : program_.buffers) {
+    if (b.kind != Buffer::Kind::Computed || is_output[b.id] || first[b.id] < 0) continue;
+    if (!code_.buffer_in_memory.empty() && !code_.buffer_in_memory[b.id]) continue;
+    candidates.push_back({b.id, b.extent() * dtype_size(b.dtype), first[b.id], last[b.id]});
+  }
+  arena_ = plan_arena(candidates, static_cast<int>(program_.buffers.size()));
 }
 
 void CompiledGraph::load_kernels(const CompileOptions& opts) {

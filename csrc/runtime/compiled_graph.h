@@ -17,6 +17,7 @@
 #include "ir/graph.h"
 #include "lower/program.h"
 #include "schedule/kernel.h"
+#include "schedule/memory_plan.h"
 
 namespace ember {
 
@@ -53,6 +54,10 @@ class CompiledGraph {
   const std::vector<ExecStep>& steps() const { return steps_; }
   const PhaseTimes& times() const { return times_; }
   const std::string& cache_key() const { return key_; }
+  // Intermediates that never leave the graph live in one arena of this size,
+  // reused across calls; arena_offset(b) is -1 for buffers allocated per call.
+  int64_t arena_bytes() const { return arena_.arena_bytes; }
+  int64_t arena_offset(int buffer) const { return arena_.offset.empty() ? -1 : arena_.offset[buffer]; }
   // "memory", "disk" or "miss" (compiled now); "none" when there are no kernels.
   const std::string& cache_status() const { return cache_status_; }
   const std::string& cache_note() const { return cache_note_; }  // why the disk cache was bypassed
@@ -66,6 +71,7 @@ class CompiledGraph {
  private:
   CompiledGraph() = default;
   void build_steps();
+  void plan_memory();
   void load_kernels(const CompileOptions& opts);
 
   Graph graph_;
@@ -73,6 +79,7 @@ class CompiledGraph {
   Schedule schedule_;
   GeneratedCode code_;
   std::vector<ExecStep> steps_;
+  MemoryPlan arena_;
   PhaseTimes times_;
   std::string key_;
   std::string cache_status_ = "none";

@@ -67,8 +67,15 @@ class GraphRunner:
         self.num_buffers = len(buffers)
         layout = {b["id"]: (tuple(b["sizes"]), tuple(b["strides"])) for b in buffers}
         self.inputs = [(b["id"], b["input_index"]) for b in buffers if b["kind"] == "input"]
+        # Intermediates live in an arena planned by C++ and reused across calls;
+        # only graph outputs are allocated per call.
+        self.arena_bytes = cg.arena_bytes
+        self.arena_views = [(b["id"], b["arena_offset"], tuple(b["sizes"]), tuple(b["strides"]),
+                             TORCH_DTYPES[b["dtype"]]) for b in buffers if b["arena_offset"] >= 0]
+        in_arena = {b for b, *_ in self.arena_views}
         alloc = {b["id"]: (tuple(b["sizes"]), tuple(b["strides"]), TORCH_DTYPES[b["dtype"]])
-                 for b in buffers if b["kind"] == "computed" and b["in_memory"]}
+                 for b in buffers if b["kind"] == "computed" and b["in_memory"] and b["id"] not in in_arena}
+        self._workspaces = []  # free workspaces: one is taken per concurrent call
 
         kernels, externs = cg.kernels, cg.externs
         steps, uses = [], []
@@ -89,7 +96,7 @@ class GraphRunner:
         self.outputs = [(False, out) if spec is None else (True, _view_fn(spec, layout))
                         for out, spec in zip(imported.output_args, cg.outputs)]
         # Drop each buffer after its last use (outputs are kept alive by the caller).
-        keep = {spec[0] for spec in cg.outputs if spec is not None}
+        keep = {spec[0] for spec in cg.outputs if spec is not None} | in_arena
         last = {}
         for si, used in enumerate(uses):
             for b in used:
@@ -100,8 +107,22 @@ class GraphRunner:
                 release[si].append(b)
         self.steps = [s + (tuple(r),) for s, r in zip(steps, release)]
 
+    def _new_workspace(self):
+        """A buffer list template with every arena buffer as a view of one allocation."""
+        template = [None] * self.num_buffers
+        arena = torch.empty(self.arena_bytes, dtype=torch.uint8)
+        for b, offset, sizes, strides, dtype in self.arena_views:
+            item = torch.empty((), dtype=dtype).element_size()
+            template[b] = arena[offset:].view(dtype).as_strided(sizes, strides)
+            assert offset % item == 0
+        return template
+
     def __call__(self, args):
-        bufs = [None] * self.num_buffers
+        try:
+            template = self._workspaces.pop()
+        except IndexError:
+            template = self._new_workspace()
+        bufs = list(template)
         attrs = self.attr_tensors
         nargs = len(args)
         for b, i in self.inputs:
@@ -126,4 +147,6 @@ class GraphRunner:
                             bufs[b] = r
             for b in release:
                 bufs[b] = None
-        return [fn(bufs) if is_tensor else fn for is_tensor, fn in self.outputs]
+        out = [fn(bufs) if is_tensor else fn for is_tensor, fn in self.outputs]
+        self._workspaces.append(template)
+        return out

@@ -28,6 +28,21 @@ static inline uint16_t ember_f2bf(float x) {
 static inline float ember_round_h(float x) { return ember_h2f(ember_f2h(x)); }
 static inline float ember_round_bf(float x) { return ember_bf2f(ember_f2bf(x)); }
 
+/* exp that stays on libmvec's fast path. Vector expf takes a ~15x slower scalar
+   path when any lane is below about -87.3 (e.g. -inf from an attention mask), so
+   the argument is clamped and the result zeroed below the bound: exact 0 where
+   eager gives 0, NaN stays NaN, only denormal results (< 1.6e-38) become 0. The
+   bound is a global, not a constant, so that GCC cannot fold expf(bound) and go
+   back to calling expf on the unclamped lanes; each kernel reads it once into a
+   local (EMBER_EXP_BOUNDS), since a global read inside the loop blocks
+   if-conversion. */
+float ember_exp_lo_f32 = -87.0f;
+double ember_exp_lo_f64 = -708.0;
+#define EMBER_EXP_BOUNDS const float exp_lo_f32 = ember_exp_lo_f32; const double exp_lo_f64 = ember_exp_lo_f64; \
+  (void)exp_lo_f32; (void)exp_lo_f64;
+static inline float ember_expf(float x, float lo) { return expf(x < lo ? lo : x) * (float)(x >= lo); }
+static inline double ember_exp(double x, double lo) { return exp(x < lo ? lo : x) * (double)(x >= lo); }
+
 /* NaN-propagating max/min (torch.maximum): a NaN operand wins. Two plain selects,
    because GCC's vectorizer gives up on the `||` form (and on fmaxf). */
 static inline float ember_max_f32(float a, float b) { float m = a > b ? a : b; return a != a ? a : m; }
@@ -60,6 +75,7 @@ static inline double ember_pymod(double a, double b) {
 }
 
 void ember_k0(int64_t begin, int64_t end, char* const* args) {
+  EMBER_EXP_BOUNDS
   const float* restrict b0 = (const float*)args[0];
   const float* restrict b1 = (const float*)args[1];
   float* restrict b4 = (float*)args[2];
