@@ -1,6 +1,7 @@
 #include "lower/lowering.h"
 
 #include "ir/simplify.h"
+#include "lower/extern_layouts.h"
 
 #include <algorithm>
 #include <numeric>
@@ -223,16 +224,22 @@ void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
   ExternCall call;
   call.node = n.id;
   call.reason = reason;
+  int arg_index = 0;
   std::function<void(const Arg&)> collect = [&](const Arg& a) {
     if (a.is_tensor()) {
-      TensorIR s = stored(value(a.ref));
-      values_[a.ref.node][a.ref.index] = s;  // later users read the stored copy
+      const TensorIR& v = value(a.ref);
+      auto layout = extern_input_layout(n, arg_index, v.sizes);
+      TensorIR s = layout ? realize(v, *layout) : stored(v);
+      if (!layout) values_[a.ref.node][a.ref.index] = s;  // later users read the stored copy
       call.tensor_args.push_back(a.ref);
       call.tensor_views.push_back(*s.view);
     }
     for (const auto& x : a.list) collect(x);
   };
-  for (const auto& a : n.args) collect(a);
+  for (const auto& a : n.args) {
+    collect(a);
+    ++arg_index;
+  }
   int call_index = static_cast<int>(prog_.externs.size());
   for (size_t k = 0; k < n.outputs.size(); ++k) {
     const TensorType& t = n.outputs[k];
@@ -245,12 +252,12 @@ void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
     b.kind = Buffer::Kind::Extern;
     b.dtype = t.dtype;
     b.sizes = t.sizes;
-    b.strides = t.strides;
+    b.strides = extern_output_layout(n, static_cast<int>(k)).value_or(t.strides);
     b.extern_call = call_index;
     b.extern_output = static_cast<int>(k);
     int id = prog_.add_buffer(b);
     call.output_buffers.push_back(id);
-    values_[n.id].push_back(from_view(StridedView{id, t.dtype, t.sizes, t.strides, 0}));
+    values_[n.id].push_back(from_view(StridedView{id, t.dtype, t.sizes, b.strides, 0}));
   }
   prog_.steps.push_back({Step::Kind::Extern, call_index});
   prog_.externs.push_back(std::move(call));

@@ -91,7 +91,11 @@ class GraphRunner:
                 node = imported.nodes[e["node"]]
                 fetch = {imported.refs[(nid, idx)]: _view_fn(view, layout) for nid, idx, view in e["tensor_args"]}
                 outs = tuple(e["output_buffers"])
-                steps.append((1, _call_builder(node, fetch), outs, len(outs) == 1))
+                # Kernels read extern results with the strides ember compiled for;
+                # ATen is checked on every call and its result copied if it differs.
+                expect = tuple((b, layout[b][0], layout[b][1], TORCH_DTYPES[buffers[b]["dtype"]]) if b >= 0 else None
+                               for b in outs)
+                steps.append((1, _call_builder(node, fetch), outs, expect))
                 uses.append({view[0] for _, _, view in e["tensor_args"]})
         self.outputs = [(False, out) if spec is None else (True, _view_fn(spec, layout))
                         for out, spec in zip(imported.output_args, cg.outputs)]
@@ -136,15 +140,16 @@ class GraphRunner:
                     bufs[b] = empty(sizes, strides, dtype=dtype)
                 run_step(si, [bufs[b].data_ptr() for b in arg_ids])
             else:
-                _, call, outs, single, release = step
+                _, call, outs, expect, release = step
                 result = call(bufs)
-                if single:
-                    if outs[0] >= 0:
-                        bufs[outs[0]] = result
-                else:
-                    for b, r in zip(outs, result):
-                        if b >= 0:
-                            bufs[b] = r
+                if len(outs) == 1:
+                    result = (result,)
+                for e, r in zip(expect, result):
+                    if e is not None:
+                        b, sizes, strides, dtype = e
+                        if r.stride() != strides and r.numel() > 1:
+                            r = torch.empty_strided(sizes, strides, dtype=dtype).copy_(r)
+                        bufs[b] = r
             for b in release:
                 bufs[b] = None
         out = [fn(bufs) if is_tensor else fn for is_tensor, fn in self.outputs]
