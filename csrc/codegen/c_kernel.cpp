@@ -155,6 +155,10 @@ class KernelPrinter {
 
   void print_stage(int st) {
     const Stage& stage = k_.stages[st];
+    if (stage.vector_reduce) {
+      print_vector_stage(st);
+      return;
+    }
     const int row_level = em_->depth();
     // Accumulators live in the row scope.
     std::vector<Acc> accs(stage.items.size());
@@ -165,8 +169,10 @@ class KernelPrinter {
       accs[i] = declare_acc(c, clauses);
     }
     // Inner loop nest.
-    for (size_t d = 0; d < stage.inner.size(); ++d)
+    for (size_t d = 0; d < stage.inner.size(); ++d) {
       em_->open_scope({{inner_var(static_cast<int>(d)), "i" + std::to_string(d)}});
+      if (d == 0) bind_vector_locals();
+    }
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const KernelItem& item = stage.items[i];
       const auto& c = p_.computed[item.computed];
@@ -202,6 +208,91 @@ class KernelPrinter {
       if (m_.in_memory[c.buffer]) em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, result));
       em_->bind_local(c.buffer, result, row_level);
     }
+  }
+
+  // Results of earlier vector reductions, readable as acc[i0] inside loops over i0.
+  void bind_vector_locals() {
+    for (const auto& [buffer, acc] : vector_locals_) em_->bind_local(buffer, acc + "[i0]", em_->depth());
+  }
+
+  void print_vector_stage(int st) {
+    const Stage& stage = k_.stages[st];
+    const std::string K = std::to_string(stage.inner[0]) + "LL";
+    std::vector<Acc> accs(stage.items.size());
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const auto& c = p_.computed[stage.items[i].computed];
+      Acc& a = accs[i];
+      bool flt = is_float(c.acc_dtype);
+      bool any_all = c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All;
+      std::string ct = any_all ? "int" : CEmitter::c_type(c.acc_dtype);
+      std::string init;
+      switch (c.reduce_op) {
+        case ReduceOp::Sum: case ReduceOp::Any: init = "0"; break;
+        case ReduceOp::Prod: case ReduceOp::All: init = "1"; break;
+        case ReduceOp::Max: init = flt ? "-INFINITY" : lowest_or_highest(c.acc_dtype, true); break;
+        default: init = flt ? "INFINITY" : lowest_or_highest(c.acc_dtype, false); break;
+      }
+      a.acc = em_->fresh("vacc");
+      em_->line(ct + " " + a.acc + "[" + std::to_string(stage.inner[0]) + "];");
+      std::string init_line = "for (int64_t i0 = 0; i0 < " + K + "; ++i0) " + a.acc + "[i0] = " + init + ";";
+      if (flt && (c.reduce_op == ReduceOp::Max || c.reduce_op == ReduceOp::Min)) {
+        a.flag = em_->fresh("vnan");
+        em_->line("int " + a.flag + "[" + std::to_string(stage.inner[0]) + "];");
+        init_line = "for (int64_t i0 = 0; i0 < " + K + "; ++i0) { " + a.acc + "[i0] = " + init + "; " + a.flag + "[i0] = 0; }";
+      }
+      em_->line(init_line);
+    }
+    // Reduced dims outside, the kept dim innermost.
+    for (size_t d = 1; d < stage.inner.size(); ++d)
+      em_->open_scope({{inner_var(static_cast<int>(d)), "i" + std::to_string(d)}});
+    em_->open_scope({{inner_var(0), "i0"}});
+    bind_vector_locals();
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const auto& c = p_.computed[stage.items[i].computed];
+      std::string v = em_->emit(stage.items[i].value);
+      const Acc& a = accs[i];
+      std::string slot = a.acc + "[i0]";
+      switch (c.reduce_op) {
+        case ReduceOp::Sum: em_->line(slot + " += " + v + ";"); break;
+        case ReduceOp::Prod: em_->line(slot + " *= " + v + ";"); break;
+        case ReduceOp::Any: em_->line(slot + " |= (" + v + " != 0);"); break;
+        case ReduceOp::All: em_->line(slot + " &= (" + v + " != 0);"); break;
+        default: {
+          std::string cmp = c.reduce_op == ReduceOp::Max ? " > " : " < ";
+          em_->line(slot + " = " + v + cmp + slot + " ? " + v + " : " + slot + ";");
+          if (!a.flag.empty()) em_->line(a.flag + "[i0] |= " + v + " != " + v + ";");
+        }
+      }
+    }
+    // Scopes were opened as i1, ..., i(n-1), then i0: close i0 first, then i(n-1) ... i1.
+    for (size_t step = 0; step < stage.inner.size(); ++step) {
+      int closing = step == 0 ? 0 : static_cast<int>(stage.inner.size() - step);
+      std::vector<std::string> body = em_->close_scope();
+      std::string iv = "i" + std::to_string(closing);
+      if (closing == 0) em_->line("#pragma omp simd");
+      em_->line("for (int64_t " + iv + " = 0; " + iv + " < " + std::to_string(stage.inner[closing]) + "LL; ++" + iv + ") {");
+      for (const auto& l : body) em_->line("  " + l);
+      em_->line("}");
+    }
+    // Finish: NaN, rounding to the stored type, stores; results stay in the arrays.
+    em_->open_scope({{inner_var(0), "i0"}});
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const KernelItem& item = stage.items[i];
+      const auto& c = p_.computed[item.computed];
+      const Buffer& buf = p_.buffers[c.buffer];
+      std::string slot = accs[i].acc + "[i0]";
+      if (!accs[i].flag.empty()) em_->line(slot + " = " + accs[i].flag + "[i0] ? NAN : " + slot + ";");
+      if (buf.dtype == DType::F16) em_->line(slot + " = ember_round_h(" + slot + ");");
+      if (buf.dtype == DType::BF16) em_->line(slot + " = ember_round_bf(" + slot + ");");
+      if (m_.in_memory[c.buffer]) em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, slot));
+      vector_locals_.push_back({c.buffer, accs[i].acc});
+    }
+    std::vector<std::string> body = em_->close_scope();
+    if (body.empty()) return;
+    em_->line("#pragma omp simd");
+    em_->line("for (int64_t i0 = 0; i0 < " + K + "; ++i0) {");
+    for (const auto& l : body) em_->line("  " + l);
+    em_->line("}");
   }
 
   Acc declare_acc(const ComputedBuffer& c, std::vector<std::string>& clauses) {
@@ -337,6 +428,7 @@ class KernelPrinter {
   const Kernel& k_;
   std::unique_ptr<CEmitter> em_;
   std::set<int> origins_;
+  std::vector<std::pair<int, std::string>> vector_locals_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 
 #include "ir/affine.h"
@@ -31,6 +32,35 @@ Shape shape_of(const ComputedBuffer& c) {
       s.rvars.push_back(c.reduce_vars[d]);
     }
   return s;
+}
+
+// A reduction whose input is contiguous along its last kept dim and strided along
+// every reduced dim (a channels-last spatial mean, a column sum) is better computed
+// as a vector reduction over that kept dim (see Stage::vector_reduce).
+bool prefers_vector_reduce(const ComputedBuffer& c, const Shape& shape) {
+  if (!c.is_reduction || shape.dims.empty() || shape.rdims.empty()) return false;
+  if (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin) return false;
+  if (shape.dims.back() < 8 || shape.dims.back() > 4096) return false;
+  const int kept = shape.vars.back();
+  std::optional<bool> verdict;
+  std::function<void(const Expr&)> walk = [&](const Expr& e) {
+    if (verdict) return;
+    if (e->op == ExprOp::Load) {
+      auto ck = coefficient(e->args[0], kept);
+      if (ck && *ck == 1) {
+        bool strided = true;
+        for (int r : shape.rvars) {
+          auto cr = coefficient(e->args[0], r);
+          strided = strided && cr && *cr != 1 && *cr != 0;
+        }
+        verdict = strided;
+        return;
+      }
+    }
+    for (const auto& a : e->args) walk(a);
+  };
+  walk(c.body);
+  return verdict.value_or(false);
 }
 
 struct Where {
@@ -77,6 +107,7 @@ class Fuser {
     Kernel k;
     if (c.is_reduction) {
       k.outer = shape.dims;
+      if (prefers_vector_reduce(c, shape)) k.outer.pop_back();
     } else if (shape.dims.size() >= 2) {
       k.outer.assign(shape.dims.begin(), shape.dims.end() - 1);
     } else {
@@ -94,11 +125,25 @@ class Fuser {
     // Loop shape.
     std::vector<int64_t> inner;
     std::unordered_map<int, Expr> sub;
+    bool vector = false;
     if (c.is_reduction) {
-      if (shape.dims != k.outer) return false;
-      for (size_t i = 0; i < shape.dims.size(); ++i) sub[shape.vars[i]] = var(outer_var(static_cast<int>(i)));
-      inner = shape.rdims;
-      for (size_t i = 0; i < shape.rdims.size(); ++i) sub[shape.rvars[i]] = var(inner_var(static_cast<int>(i)));
+      if (shape.dims == k.outer) {
+        for (size_t i = 0; i < shape.dims.size(); ++i) sub[shape.vars[i]] = var(outer_var(static_cast<int>(i)));
+        inner = shape.rdims;
+        for (size_t i = 0; i < shape.rdims.size(); ++i) sub[shape.rvars[i]] = var(inner_var(static_cast<int>(i)));
+      } else if (shape.dims.size() == k.outer.size() + 1 && std::equal(k.outer.begin(), k.outer.end(), shape.dims.begin()) &&
+                 prefers_vector_reduce(c, shape)) {
+        vector = true;
+        for (size_t i = 0; i < k.outer.size(); ++i) sub[shape.vars[i]] = var(outer_var(static_cast<int>(i)));
+        sub[shape.vars.back()] = var(inner_var(0));
+        inner.push_back(shape.dims.back());
+        for (size_t i = 0; i < shape.rdims.size(); ++i) {
+          sub[shape.rvars[i]] = var(inner_var(static_cast<int>(i) + 1));
+          inner.push_back(shape.rdims[i]);
+        }
+      } else {
+        return false;
+      }
     } else {
       if (shape.dims.size() < k.outer.size() || !std::equal(k.outer.begin(), k.outer.end(), shape.dims.begin())) return false;
       for (size_t i = 0; i < shape.dims.size(); ++i) {
@@ -130,7 +175,11 @@ class Fuser {
             legal = false;
             return;
           }
-          if (producer.is_reduction) {
+          if (st.vector_reduce) {
+            // Readable only as acc[i0] by stages looping over the same kept dim.
+            if (inner.empty() || inner[0] != st.inner[0]) legal = false;
+            min_stage = std::max(min_stage, w.stage + 1);
+          } else if (producer.is_reduction) {
             min_stage = std::max(min_stage, w.stage + 1);
           } else if (!st.inner.empty()) {
             // A pointwise element with inner loops is only addressable with the same loops.
@@ -149,14 +198,14 @@ class Fuser {
     // could share that stage; any stage from min_stage on with equal inner works.
     int stage = -1;
     for (int s = min_stage; s < static_cast<int>(k.stages.size()); ++s)
-      if (k.stages[s].inner == inner) {
+      if (k.stages[s].inner == inner && k.stages[s].vector_reduce == vector) {
         stage = s;
         break;
       }
     // Keep reductions that read pointwise items of the same stage legal: the
     // pointwise item comes earlier in the stage, so its local is ready.
     if (stage < 0) {
-      k.stages.push_back(Stage{inner, {}});
+      k.stages.push_back(Stage{inner, {}, vector});
       stage = static_cast<int>(k.stages.size()) - 1;
     }
     k.stages[stage].items.push_back(std::move(item));

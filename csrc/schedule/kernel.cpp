@@ -38,7 +38,7 @@ std::string print_schedule(const Schedule& s, const Program& p, const Graph& g) 
     ints(k.outer);
     os << '\n';
     for (size_t i = 0; i < k.stages.size(); ++i) {
-      os << "  stage " << i << " inner=";
+      os << "  stage " << i << (k.stages[i].vector_reduce ? " vector" : "") << " inner=";
       ints(k.stages[i].inner);
       os << ':';
       for (const auto& it : k.stages[i].items) {

@@ -11,7 +11,8 @@
 // - an item reads a buffer produced in the same kernel only at that buffer's own
 //   store index (the same element, so the same thread produced it);
 // - a reduction's result is read only by later stages; a pointwise item is read
-//   in its own stage (as a local) or by a later stage with the same inner sizes.
+//   in its own stage (as a local) or by a later stage with the same inner sizes;
+//   a vector reduction's result only by later stages with the same inner[0].
 #pragma once
 #include <cstdint>
 #include <string>
@@ -38,6 +39,11 @@ struct KernelItem {
 struct Stage {
   std::vector<int64_t> inner;
   std::vector<KernelItem> items;
+  // A vector reduction: inner[0] is a kept (not reduced) dim, contiguous in
+  // memory, looped innermost and vectorized; inner[1..] are reduced dims looped
+  // outside it. Reductions accumulate into arrays indexed by inner var 0, and later
+  // stages whose inner[0] is the same dim read them as acc[i0]. Only reductions.
+  bool vector_reduce = false;
 };
 
 struct Kernel {

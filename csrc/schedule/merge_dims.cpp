@@ -66,7 +66,8 @@ void apply_merge(Stage& stage, int k) {
 void merge_inner_dims(Schedule& s) {
   for (auto& kernel : s.kernels)
     for (auto& stage : kernel.stages)
-      for (int k = static_cast<int>(stage.inner.size()) - 2; k >= 0; --k)
+      // A vector reduction's dim 0 is the kept vector dim: only its reduced dims merge.
+      for (int k = static_cast<int>(stage.inner.size()) - 2; k >= (stage.vector_reduce ? 1 : 0); --k)
         if (mergeable(stage, k)) apply_merge(stage, k);
 }
 

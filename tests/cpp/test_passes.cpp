@@ -173,3 +173,30 @@ TEST(padded_dims_do_not_merge) {
 )");
   CHECK_EQ(p.schedule.kernels[0].stages[0].inner.size(), 2u);
 }
+
+TEST(channels_last_spatial_mean_is_a_vector_reduction) {
+  // NHWC input: C is contiguous, so C is the vectorized loop and H*W loops outside.
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[2,32,8,8]{2048,1,256,32}
+  %1 = aten.relu.default(%0) : f32[2,32,8,8]{2048,1,256,32}
+  %2 = aten.mean.dim(%1, [-1, -2], true) : f32[2,32,1,1]{32,1,1,1}
+  return (%2)
+}
+)");
+  CHECK_EQ(p.schedule_text(),
+           "kernel ember_k0 outer=[2]\n"
+           "  stage 0 vector inner=[32,64]: buf1(sum)\n"
+           "  stage 1 inner=[32]: buf2\n");
+}
+
+TEST(column_sum_is_a_vector_reduction) {
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[100,64]{64,1}
+  %1 = aten.sum.dim_IntList(%0, [0], false, none) : f32[64]{1}
+  return (%1)
+}
+)");
+  CHECK_EQ(p.schedule_text(),
+           "kernel ember_k0 outer=[]\n"
+           "  stage 0 vector inner=[64,100]: buf1(sum)\n");
+}

@@ -112,3 +112,15 @@ TEST(vectorizes_batch_norm_relu_max_pool) {
 }
 )");
 }
+
+TEST(vectorizes_channels_last_mean_and_column_max) {
+  check_all_simd_loops_vectorize(R"(graph {
+  %0 = input(0) : f32[8,32,16,16]{8192,1,512,32}
+  %1 = aten.relu.default(%0) : f32[8,32,16,16]{8192,1,512,32}
+  %2 = aten.mean.dim(%1, [-1, -2], true) : f32[8,32,1,1]{32,1,1,1}
+  %3 = input(1) : f32[100,64]{64,1}
+  %4 = aten.amax.default(%3, [0], false) : f32[64]{1}
+  return (%2, %4)
+}
+)");
+}

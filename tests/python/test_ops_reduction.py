@@ -177,3 +177,21 @@ def test_reduction_fused_with_pointwise():
 
 def test_two_reductions_same_input():
     check_compiled(lambda a: (a.sum(0), a.sum(-1), a.amax(1), a.mean()), rand(SHAPE))
+
+
+def _tol(dtype):
+    return {torch.float16: dict(rtol=5e-3, atol=5e-3)}.get(dtype, {})
+
+
+# Reductions whose input is contiguous along a kept dim run as vector reductions
+# (the kept dim vectorized, the reduced dims looped outside): channels-last
+# spatial means, column sums, NaN-propagating column max/min, f16 results.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64], ids=str)
+def test_vector_reductions(dtype):
+    x = torch.randn(4, 24, 9, 7, dtype=dtype).to(memory_format=torch.channels_last)
+    check_compiled(lambda t: torch.relu(t).mean((-1, -2), keepdim=True), x, **_tol(dtype))
+    m = torch.randn(37, 64, dtype=dtype)
+    m[5, 3] = float("nan")
+    check_compiled(lambda t: (t.sum(0), t.amax(0), t.amin(0), (t * 2).sum(0, keepdim=True) + 1), m, **_tol(dtype))
+    b = torch.rand(50, 40) > 0.5
+    check_compiled(lambda t: (t.any(0), t.all(0)), b)
