@@ -147,7 +147,78 @@ def child(model_name, backend, iters, warmup):
     print(RESULT_TAG + json.dumps(result), flush=True)
 
 
+def steady_child(model_name, backends, rounds, per_round, warmup):
+    """Steady state of every backend in one process, in interleaved rounds.
+
+    Machine speed drifts (shared hosts, frequency changes); timing the backends one
+    after another in separate processes turns that drift into fake speedups. Here
+    each round runs every backend (order rotating), so all see the same conditions.
+    """
+    _use_source_tree_if_not_installed()
+    import torch
+
+    if "ember" in backends:
+        import ember  # noqa: F401
+    examples = _load_examples()
+    fns, refs, errs = {}, {}, {}
+    for backend in backends:
+        model, inputs = examples.get(model_name)  # same seed: identical weights and inputs
+        with torch.no_grad():
+            refs[backend] = model(*inputs)
+        fns[backend] = (model if backend == "eager" else torch.compile(model, backend=backend), inputs)
+    times = {b: [] for b in backends}
+    with torch.no_grad():
+        for backend, (fn, inputs) in fns.items():
+            out = fn(*inputs)
+            errs[backend] = _max_rel_err(out, refs[backend])
+            for _ in range(warmup):
+                fn(*inputs)
+        for r in range(rounds):
+            order = backends[r % len(backends):] + backends[:r % len(backends)]
+            for backend in order:
+                fn, inputs = fns[backend]
+                for _ in range(per_round):
+                    t0 = time.perf_counter()
+                    fn(*inputs)
+                    times[backend].append(time.perf_counter() - t0)
+    result = {b: {"median_ms": 1000 * statistics.median(t), "min_ms": 1000 * min(t), "max_ms": 1000 * max(t),
+                  "calls": len(t), "max_rel_err": errs[b]} for b, t in times.items()}
+    print(RESULT_TAG + json.dumps({"model": model_name, "steady": result, "rounds": rounds,
+                                   "per_round": per_round, "threads": torch.get_num_threads()}), flush=True)
+
+
 # ----------------------------------------------------------------------------- orchestrator
+
+def run_process(cmd, env, timeout):
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        return {"error": f"timeout after {timeout} s", "process_wall_s": time.perf_counter() - t0}
+    wall = time.perf_counter() - t0
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT_TAG):
+            result = json.loads(line[len(RESULT_TAG):])
+            result["process_wall_s"] = wall
+            return result
+    return {"error": f"exit {proc.returncode}: " + (stderr or stdout)[-1500:], "process_wall_s": wall}
+
+
+def measure_steady(model, backends, args):
+    cache_dir = tempfile.mkdtemp(prefix=f"bench_{model}_steady_")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TORCHINDUCTOR_CACHE_DIR=os.path.join(cache_dir, "inductor"),
+               EMBER_CACHE_DIR=os.path.join(cache_dir, "ember"))
+    cmd = [sys.executable, os.path.abspath(__file__), "steady", model, ",".join(backends),
+           "--rounds", str(args.rounds), "--iters", str(args.iters), "--warmup", str(args.warmup)]
+    try:
+        return run_process(cmd, env, args.timeout)
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
 
 def run_child(model, backend, cache_dir, args):
     env = dict(os.environ, PYTHONUNBUFFERED="1",
@@ -207,8 +278,7 @@ def fmt(value, spec):
 
 def table(rows):
     def steady(row):
-        # Steady state comes from the warm process; the cold one's figure is in the JSON.
-        return row["warm"].get("median_ms") or row["cold"].get("median_ms")
+        return row.get("steady", {}).get("median_ms")
 
     baseline = {}
     for row in rows:
@@ -228,12 +298,12 @@ def table(rows):
             lines.append(f"| {row['model']} | {row['backend']} | error: {first_line} | | | | | | | |")
             continue
         median = steady(row)
-        src = warm if "median_ms" in warm else cold
+        src = row["steady"]
         ratios = []
         for base in ("eager", "inductor"):
             b = baseline.get((row["model"], base))
             ratios.append(f"{b / median:.2f}x" if b and median else "n/a")
-        err = max(r.get("max_rel_err", 0.0) for r in (cold, warm) if "error" not in r)
+        err = max([r.get("max_rel_err", 0.0) for r in (cold, warm) if "error" not in r] + [src["max_rel_err"]])
         lines.append(
             f"| {row['model']} | {row['backend']} | {fmt(cold.get('first_call_s'), '.3f')} "
             f"| {fmt(warm.get('first_call_s'), '.3f')} | {fmt(cold.get('dynamo_backend_s'), '.2f')} "
@@ -248,7 +318,8 @@ def main(argv):
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
                         help="comma-separated names from ember.examples.MODELS")
     parser.add_argument("--backends", default=",".join(DEFAULT_BACKENDS))
-    parser.add_argument("--iters", type=int, default=30, help="timed steady-state calls")
+    parser.add_argument("--iters", type=int, default=10, help="timed calls per backend per round")
+    parser.add_argument("--rounds", type=int, default=10, help="interleaved steady-state rounds")
     parser.add_argument("--warmup", type=int, default=5, help="untimed calls before timing")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per child process")
     parser.add_argument("--out", default=os.path.join(REPO, "benchmarks", "results", "cpu_models.json"))
@@ -259,8 +330,13 @@ def main(argv):
     rows = []
     for model in models:
         for backend in backends:
-            print(f"# {model} / {backend} ...", file=sys.stderr, flush=True)
+            print(f"# {model} / {backend}: cold and warm first call ...", file=sys.stderr, flush=True)
             rows.append(measure(model, backend, args))
+        print(f"# {model}: steady state, all backends interleaved ...", file=sys.stderr, flush=True)
+        steady = measure_steady(model, backends, args)
+        for row in rows:
+            if row["model"] == model:
+                row["steady"] = steady.get("steady", {}).get(row["backend"], {"error": steady.get("error")})
 
     import torch
     report = {
@@ -270,15 +346,18 @@ def main(argv):
         "python": platform.python_version(),
         "command": " ".join([os.path.relpath(sys.argv[0], REPO)] + argv),
         "iters": args.iters,
+        "rounds": args.rounds,
         "warmup": args.warmup,
         "results": rows,
     }
     print(f"{report['machine']['cpu']}, {report['machine']['cores']} cores, torch {report['torch']}, "
-          f"{args.iters} timed calls after {args.warmup} warmup\n")
+          f"steady state: {args.rounds} interleaved rounds x {args.iters} calls per backend, "
+          f"after {args.warmup} warmup calls\n")
     print(table(rows))
     print("\nin backend s: Dynamo's time inside the backend (AOTAutograd + compiler), cold process."
           "\nin compiler s: the compiler's own figure (ember.last_compile_stats(), Inductor's"
-          " compile_fx_inner), cold process.\nSteady state and speedups come from the warm process.")
+          " compile_fx_inner), cold process.\nSteady state (median, min-max) and speedups: all backends in one"
+          " process, interleaved rounds.")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=2)
@@ -295,8 +374,21 @@ def child_main(argv):
     child(args.model, args.backend, args.iters, args.warmup)
 
 
+def steady_main(argv):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("backends")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=5)
+    args = parser.parse_args(argv)
+    steady_child(args.model, args.backends.split(","), args.rounds, args.iters, args.warmup)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "child":
         child_main(sys.argv[2:])
+    elif len(sys.argv) > 1 and sys.argv[1] == "steady":
+        steady_main(sys.argv[2:])
     else:
         main(sys.argv[1:])

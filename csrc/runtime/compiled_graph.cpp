@@ -242,6 +242,8 @@ void CompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs) const
       ThreadPool::global().parallel_for(rows, grains_[k], [fn, a](int64_t b, int64_t e) { fn(b, e, a); });
     }
   }
+  // A kernel group is followed by an ATen op or the end of the graph.
+  ThreadPool::global().park();
 }
 
 std::string CompiledGraph::program_text() const { return print_program(program_, graph_); }

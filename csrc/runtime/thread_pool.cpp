@@ -185,6 +185,8 @@ void ThreadPool::run_chunk(int index, int num_chunks) {
   }
 }
 
+void ThreadPool::park() { park_ticket_.store(ticket_.load()); }
+
 void ThreadPool::wait_for_workers() {
   auto done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
   if (spin_until(done)) return;
@@ -213,7 +215,9 @@ uint64_t ThreadPool::wait_for_new_ticket(uint64_t seen_ticket) {
     ticket = ticket_.load();
     return ticket != seen_ticket || stop_.load();
   };
-  if (spin_until(changed)) return ticket;
+  // After park() for the loop we just saw, go straight to sleep.
+  auto changed_or_parked = [&] { return changed() || park_ticket_.load(std::memory_order_relaxed) == seen_ticket; };
+  if (spin_until(changed_or_parked) && changed()) return ticket;
 
   // Dekker with the dispatcher: we count ourselves as a sleeper, read the wake word, then
   // re-check the ticket; it publishes the ticket, reads the count, then bumps the word and

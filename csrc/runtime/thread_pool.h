@@ -53,6 +53,11 @@ class ThreadPool {
 
   void parallel_for(int64_t n, int64_t grain, const RangeFn& fn);
 
+  // The caller is about to run something else (an ATen op with its own threads):
+  // workers that finished the last loop sleep now instead of spinning for the next
+  // one, so they do not take cores from that work. The next loop wakes them.
+  void park();
+
  private:
   void start_workers();
   void stop_workers();
@@ -82,6 +87,7 @@ class ThreadPool {
   alignas(64) std::atomic<int> pending_{0};  // chunks handed to workers and not yet finished
   alignas(64) std::atomic<int> sleepers_{0};  // workers asleep, so busy loops skip the wake call
   std::atomic<uint32_t> wake_word_{0};        // the futex sleeping workers wait on
+  std::atomic<uint64_t> park_ticket_{~0ull};  // workers done with this loop skip their spin
 
   // Where the dispatcher sleeps when the workers' chunks outlast its spin.
   std::mutex done_mu_;

@@ -47,6 +47,15 @@ _EXTRA_DECOMPOSITIONS = [
 ]
 
 
+# Ops kept whole although PyTorch's core table decomposes them: attention runs in
+# ATen's fused (flash) kernel, not as the math path's bmm + softmax + bmm.
+_KEEP_WHOLE = [
+    "scaled_dot_product_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_attention_math",
+]
+
+
 @functools.lru_cache(maxsize=1)
 def decomposition_table():
     from torch._decomp import core_aten_decompositions, get_decompositions
@@ -54,6 +63,10 @@ def decomposition_table():
     table = dict(core_aten_decompositions())
     extra = [getattr(aten, name) for name in _EXTRA_DECOMPOSITIONS if hasattr(aten, name)]
     table.update(get_decompositions(extra))
+    for name in _KEEP_WHOLE:
+        packet = getattr(aten, name, None)
+        for overload in (packet.overloads() if packet is not None else []):
+            table.pop(getattr(packet, overload), None)
     return table
 
 
