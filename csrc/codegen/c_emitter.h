@@ -39,6 +39,9 @@ class CEmitter {
   void bind_local(int buffer, const std::string& name, int level);
   void forget_local(int buffer);
 
+  // `e` has already been computed, under `name`, for the current scope.
+  void bind_value(const Expr& e, const std::string& name) { scopes_.back().memo[e] = name; }
+
   // Loads of these buffers are not hoisted above `level` (they are written
   // earlier in the same kernel and only valid from that point).
   void set_min_load_level(int buffer, int level) { min_load_level_[buffer] = level; }

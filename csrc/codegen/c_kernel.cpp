@@ -215,9 +215,35 @@ class KernelPrinter {
     for (const auto& [buffer, acc] : vector_locals_) em_->bind_local(buffer, acc + "[i0]", em_->depth());
   }
 
+  // Maximal subexpressions of `e` that vary with the kept dim (inner var 0) but not
+  // with the reduced dims, and are worth computing once per lane (they contain more
+  // than a load): batch-norm's 1/sqrt(var + eps) and friends.
+  static void lane_invariants(const Expr& e, int reduced_dims, std::vector<Expr>& out) {
+    bool on_lane = depends_on(e, inner_var(0));
+    bool on_reduced = false;
+    for (int d = 1; d <= reduced_dims; ++d) on_reduced |= depends_on(e, inner_var(d));
+    if (!on_lane) return;
+    if (!on_reduced) {
+      // Values only: a precomputed index would turn contiguous loads into gathers.
+      if (is_float(e->dtype) && e->op != ExprOp::Load && cost(e) >= 2) {
+        for (const auto& x : out)
+          if (equal(x, e)) return;
+        out.push_back(e);
+      }
+      return;
+    }
+    for (const auto& a : e->args) lane_invariants(a, reduced_dims, out);
+  }
+
+  // A vector reduction, blocked like TorchInductor's: for each block of up to 16
+  // lanes of the kept dim, lane-invariant terms are computed once into small
+  // arrays, then the reduced dims loop with the lanes innermost (SIMD).
   void print_vector_stage(int st) {
     const Stage& stage = k_.stages[st];
-    const std::string K = std::to_string(stage.inner[0]) + "LL";
+    const int64_t K = stage.inner[0];
+    const std::string Ks = std::to_string(K) + "LL";
+    constexpr int kLanes = 16;
+    const int reduced = static_cast<int>(stage.inner.size()) - 1;
     std::vector<Acc> accs(stage.items.size());
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const auto& c = p_.computed[stage.items[i].computed];
@@ -233,20 +259,46 @@ class KernelPrinter {
         default: init = flt ? "INFINITY" : lowest_or_highest(c.acc_dtype, false); break;
       }
       a.acc = em_->fresh("vacc");
-      em_->line(ct + " " + a.acc + "[" + std::to_string(stage.inner[0]) + "];");
-      std::string init_line = "for (int64_t i0 = 0; i0 < " + K + "; ++i0) " + a.acc + "[i0] = " + init + ";";
+      em_->line(ct + " " + a.acc + "[" + std::to_string(K) + "];");
+      std::string init_line = "for (int64_t i0 = 0; i0 < " + Ks + "; ++i0) " + a.acc + "[i0] = " + init + ";";
       if (flt && (c.reduce_op == ReduceOp::Max || c.reduce_op == ReduceOp::Min)) {
         a.flag = em_->fresh("vnan");
-        em_->line("int " + a.flag + "[" + std::to_string(stage.inner[0]) + "];");
-        init_line = "for (int64_t i0 = 0; i0 < " + K + "; ++i0) { " + a.acc + "[i0] = " + init + "; " + a.flag + "[i0] = 0; }";
+        em_->line("int " + a.flag + "[" + std::to_string(K) + "];");
+        init_line = "for (int64_t i0 = 0; i0 < " + Ks + "; ++i0) { " + a.acc + "[i0] = " + init + "; " + a.flag + "[i0] = 0; }";
       }
       em_->line(init_line);
     }
-    // Reduced dims outside, the kept dim innermost.
-    for (size_t d = 1; d < stage.inner.size(); ++d)
-      em_->open_scope({{inner_var(static_cast<int>(d)), "i" + std::to_string(d)}});
+    std::vector<Expr> invariants;
+    for (const auto& item : stage.items) lane_invariants(item.value, reduced, invariants);
+
+    // Block loop: its body is collected in a scope that binds no IR var.
+    em_->open_scope({});
+    em_->line("const int64_t nb = " + Ks + " - cb < " + std::to_string(kLanes) + " ? " + Ks + " - cb : " + std::to_string(kLanes) + ";");
+    std::vector<std::string> pre_names;
+    if (!invariants.empty()) {
+      em_->open_scope({{inner_var(0), "i0"}});
+      em_->line("const int64_t i0 = cb + l;");
+      bind_vector_locals();
+      std::vector<std::string> stores;
+      for (size_t j = 0; j < invariants.size(); ++j) {
+        std::string name = em_->fresh("lane");
+        pre_names.push_back(name);
+        stores.push_back(name + "[l] = " + em_->emit(invariants[j]) + ";");
+      }
+      for (const auto& l : stores) em_->line(l);
+      std::vector<std::string> body = em_->close_scope();
+      for (size_t j = 0; j < invariants.size(); ++j)
+        em_->line(CEmitter::c_type(invariants[j]->dtype) + " " + pre_names[j] + "[" + std::to_string(kLanes) + "];");
+      em_->line("#pragma omp simd");
+      em_->line("for (int64_t l = 0; l < nb; ++l) {");
+      for (const auto& l : body) em_->line("  " + l);
+      em_->line("}");
+    }
+    for (int d = 1; d <= reduced; ++d) em_->open_scope({{inner_var(d), "i" + std::to_string(d)}});
     em_->open_scope({{inner_var(0), "i0"}});
+    em_->line("const int64_t i0 = cb + l;");
     bind_vector_locals();
+    for (size_t j = 0; j < invariants.size(); ++j) em_->bind_value(invariants[j], pre_names[j] + "[l]");
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const auto& c = p_.computed[stage.items[i].computed];
       std::string v = em_->emit(stage.items[i].value);
@@ -264,13 +316,24 @@ class KernelPrinter {
         }
       }
     }
-    // Scopes were opened as i1, ..., i(n-1), then i0: close i0 first, then i(n-1) ... i1.
-    for (size_t step = 0; step < stage.inner.size(); ++step) {
-      int closing = step == 0 ? 0 : static_cast<int>(stage.inner.size() - step);
+    // Close the lanes (SIMD), then the reduced dims from the inside out, then the block.
+    {
       std::vector<std::string> body = em_->close_scope();
-      std::string iv = "i" + std::to_string(closing);
-      if (closing == 0) em_->line("#pragma omp simd");
-      em_->line("for (int64_t " + iv + " = 0; " + iv + " < " + std::to_string(stage.inner[closing]) + "LL; ++" + iv + ") {");
+      em_->line("#pragma omp simd");
+      em_->line("for (int64_t l = 0; l < nb; ++l) {");
+      for (const auto& l : body) em_->line("  " + l);
+      em_->line("}");
+    }
+    for (int d = reduced; d >= 1; --d) {
+      std::vector<std::string> body = em_->close_scope();
+      std::string iv = "i" + std::to_string(d);
+      em_->line("for (int64_t " + iv + " = 0; " + iv + " < " + std::to_string(stage.inner[d]) + "LL; ++" + iv + ") {");
+      for (const auto& l : body) em_->line("  " + l);
+      em_->line("}");
+    }
+    {
+      std::vector<std::string> body = em_->close_scope();
+      em_->line("for (int64_t cb = 0; cb < " + Ks + "; cb += " + std::to_string(kLanes) + ") {");
       for (const auto& l : body) em_->line("  " + l);
       em_->line("}");
     }
@@ -290,7 +353,7 @@ class KernelPrinter {
     std::vector<std::string> body = em_->close_scope();
     if (body.empty()) return;
     em_->line("#pragma omp simd");
-    em_->line("for (int64_t i0 = 0; i0 < " + K + "; ++i0) {");
+    em_->line("for (int64_t i0 = 0; i0 < " + Ks + "; ++i0) {");
     for (const auto& l : body) em_->line("  " + l);
     em_->line("}");
   }
