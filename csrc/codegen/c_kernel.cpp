@@ -28,6 +28,7 @@ bool read_is_local(const Producer& prod, const Schedule& s, int kernel, int stag
   if (prod.kernel != kernel) return false;
   const Stage& ps = s.kernels[kernel].stages[prod.stage];
   const KernelItem& item = ps.items[prod.item];
+  if (item.is_scan) return prod.stage == stage;
   if (item.is_reduction || ps.inner.empty()) return prod.stage < stage || (prod.stage == stage && !item.is_reduction);
   return prod.stage == stage;
 }
@@ -145,9 +146,12 @@ class KernelPrinter {
   }
 
  private:
+  // Stages whose loop carries a dependence beyond an OpenMP reduction clause:
+  // arg-reductions and scans run as plain sequential loops.
   bool stage_has_arg(const Stage& st) const {
     for (const auto& it : st.items) {
       const auto& c = p_.computed[it.computed];
+      if (it.is_scan) return true;
       if (c.is_reduction && (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin)) return true;
     }
     return false;
@@ -168,6 +172,7 @@ class KernelPrinter {
       if (!c.is_reduction) continue;
       accs[i] = declare_acc(c, clauses);
     }
+    if (stage_has_arg(stage)) clauses.clear();
     // Inner loop nest.
     for (size_t d = 0; d < stage.inner.size(); ++d) {
       em_->open_scope({{inner_var(static_cast<int>(d)), "i" + std::to_string(d)}});
@@ -178,6 +183,18 @@ class KernelPrinter {
       const auto& c = p_.computed[item.computed];
       const Buffer& buf = p_.buffers[c.buffer];
       std::string v = em_->emit(item.value);
+      if (item.is_scan) {
+        // The running value after this step is the element: stored, and a local here.
+        em_->line(accs[i].acc + (c.reduce_op == ReduceOp::Prod ? " *= " : " += ") + v + ";");
+        std::string step = em_->fresh("scan");
+        std::string conv = accs[i].acc;
+        if (buf.dtype == DType::F16) conv = "ember_round_h(" + conv + ")";
+        if (buf.dtype == DType::BF16) conv = "ember_round_bf(" + conv + ")";
+        em_->line("const " + CEmitter::c_type(buf.dtype) + " " + step + " = " + conv + ";");
+        if (m_.in_memory[c.buffer]) em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, step));
+        em_->bind_local(c.buffer, step, em_->depth());
+        continue;
+      }
       if (!c.is_reduction) {
         if (m_.in_memory[c.buffer]) em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, v));
         em_->bind_local(c.buffer, v, em_->depth());
@@ -202,7 +219,7 @@ class KernelPrinter {
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const KernelItem& item = stage.items[i];
       const auto& c = p_.computed[item.computed];
-      if (!c.is_reduction) continue;
+      if (!c.is_reduction || item.is_scan) continue;
       const Buffer& buf = p_.buffers[c.buffer];
       std::string result = finish_acc(c, accs[i], buf.dtype);
       if (m_.in_memory[c.buffer]) em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, result));

@@ -203,6 +203,44 @@ TensorIR LowerCtx::reduce(const TensorIR& in, const std::vector<int64_t>& dims, 
   return from_view(v);
 }
 
+TensorIR LowerCtx::scan(const TensorIR& in, int64_t dim, ReduceOp op, DType out, DType acc) {
+  Buffer b;
+  b.kind = Buffer::Kind::Computed;
+  b.dtype = out;
+  b.sizes = in.sizes;
+  b.strides = contiguous_strides(b.sizes);
+  int id = prog_.add_buffer(b);
+  ComputedBuffer c;
+  c.buffer = id;
+  c.sizes = in.sizes;
+  c.is_reduction = true;
+  c.reduce_op = op;
+  c.acc_dtype = acc;
+  c.scan_dim = static_cast<int>(dim);
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < in.sizes.size(); ++d) {
+    if (static_cast<int64_t>(d) == dim) {
+      int v = new_var();
+      c.vars.push_back(-1);
+      c.reduce_sizes.push_back(in.sizes[d]);
+      c.reduce_vars.push_back(v);
+      idx.push_back(var(v));
+    } else {
+      int v = in.sizes[d] == 1 ? -1 : new_var();
+      c.vars.push_back(v);
+      idx.push_back(v < 0 ? int_const(0) : var(v));
+    }
+  }
+  c.iter_order.resize(c.sizes.size());
+  std::iota(c.iter_order.begin(), c.iter_order.end(), 0);
+  c.body = simplify_bounds(cast(in.fn(idx), acc), var_extents(c));
+  c.origins = in.origins;
+  if (node_) c.origins.push_back(node_->id);
+  prog_.steps.push_back({Step::Kind::Compute, static_cast<int>(prog_.computed.size())});
+  prog_.computed.push_back(std::move(c));
+  return from_view(StridedView{id, out, b.sizes, b.strides, 0});
+}
+
 void LowerCtx::lower_input(const Node& n) {
   const TensorType& t = n.outputs.at(0);
   if (!t.is_tensor) {
@@ -291,7 +329,7 @@ void LowerCtx::run(const Node& n) {
   const auto& table = lowering_table();
   auto it = table.find(n.op);
   if (it == table.end()) {
-    lower_extern(n, "no ember lowering for " + n.op);
+    lower_extern(n, extern_reason(n.op));
     return;
   }
   // A failed lowering may have realized inputs already; that is harmless.
@@ -334,6 +372,28 @@ void LowerCtx::finish() {
     }
     prog_.outputs.push_back(o);
   }
+}
+
+std::string extern_reason(const std::string& op) {
+  // Library kernels ember calls on purpose; everything else is a gap in lowering.
+  static const std::pair<const char*, const char*> kLibrary[] = {
+      {"aten.mm.", "matmul: ATen (BLAS)"},
+      {"aten.addmm.", "matmul: ATen (BLAS)"},
+      {"aten.bmm.", "matmul: ATen (BLAS)"},
+      {"aten.baddbmm.", "matmul: ATen (BLAS)"},
+      {"aten.convolution.", "convolution: ATen (oneDNN)"},
+      {"aten.convolution_backward.", "convolution: ATen (oneDNN)"},
+      {"aten._scaled_dot_product_", "attention: ATen fused SDPA kernel"},
+      {"aten.native_dropout.", "random: ATen's generator keeps eager's random stream"},
+      {"aten.rand", "random: ATen's generator keeps eager's random stream"},
+      {"aten.bernoulli", "random: ATen's generator keeps eager's random stream"},
+      {"aten.normal", "random: ATen's generator keeps eager's random stream"},
+      {"aten.uniform", "random: ATen's generator keeps eager's random stream"},
+      {"aten.multinomial", "random: ATen's generator keeps eager's random stream"},
+  };
+  for (const auto& [prefix, reason] : kLibrary)
+    if (op.rfind(prefix, 0) == 0) return reason;
+  return "no ember lowering for " + op;
 }
 
 const LoweringTable& lowering_table() {

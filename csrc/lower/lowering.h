@@ -78,6 +78,8 @@ class LowerCtx {
   // Reduces `in` over `dims` into a new buffer of dtype `out` (keepdim layout),
   // accumulating in `acc`. Returns the keepdim value; callers squeeze if needed.
   TensorIR reduce(const TensorIR& in, const std::vector<int64_t>& dims, ReduceOp op, DType out, DType acc);
+  // Inclusive scan of `in` along `dim` (Sum: cumsum, Prod: cumprod) into a new buffer.
+  TensorIR scan(const TensorIR& in, int64_t dim, ReduceOp op, DType out, DType acc);
 
   // Driver entry points.
   void run(const Node& n);
@@ -109,6 +111,8 @@ void register_pooling_ops(LoweringTable& t);
 void register_creation_ops(LoweringTable& t);
 
 const LoweringTable& lowering_table();
+// Why an op without a lowering runs in ATen (library kernel, randomness, or a gap).
+std::string extern_reason(const std::string& op);
 bool has_lowering(const std::string& op);
 
 Program lower_graph(const Graph& g, const LowerOptions& opts = {});

@@ -206,9 +206,20 @@ std::vector<TensorIR> softmax(LowerCtx& ctx, const Node& n, bool log) {
   return {r};
 }
 
+std::vector<TensorIR> cumulative(LowerCtx& ctx, const Node& n, ReduceOp op) {
+  const TensorIR& in = ctx.tensor(n.args[0]);
+  if (in.rank() == 0) throw Unsupported("scan of a 0-d tensor");
+  int64_t dim = normalize_dim(n.args[1].as_int(), in.rank());
+  DType out = ctx.out_type().dtype;
+  return {ctx.scan(in, dim, op, out, acc_type(out))};
+}
+
 }  // namespace
 
 void register_reduction_ops(LoweringTable& t) {
+  t["aten.cumsum.default"] = [](LowerCtx& ctx, const Node& n) { return cumulative(ctx, n, ReduceOp::Sum); };
+  t["aten.cumprod.default"] = [](LowerCtx& ctx, const Node& n) { return cumulative(ctx, n, ReduceOp::Prod); };
+
   auto sum = [](LowerCtx& ctx, const Node& n) { return sum_like(ctx, n, ReduceOp::Sum, false); };
   t["aten.sum.dim_IntList"] = sum;
   t["aten.sum.default"] = sum;

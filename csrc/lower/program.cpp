@@ -72,7 +72,9 @@ std::string print_program(const Program& p, const Graph& g) {
     os << "buf" << c.buffer << " : " << dtype_name(b.dtype);
     print_ints(os, b.sizes);
     os << " = ";
-    if (c.is_reduction) {
+    if (c.scan_dim >= 0) {
+      os << "scan " << reduce_op_name(c.reduce_op) << " along dim " << c.scan_dim << " of ";
+    } else if (c.is_reduction) {
       os << reduce_op_name(c.reduce_op) << " over ";
       print_ints(os, c.reduce_sizes);
       os << " of ";

@@ -57,6 +57,10 @@ struct ComputedBuffer {
   std::vector<int64_t> reduce_sizes;
   std::vector<int> reduce_vars;        // per reduce dim; -1 for unit dims
   DType acc_dtype = DType::F32;        // accumulator type (reductions)
+  // Scans (cumsum, cumprod): >= 0 is the scanned dim. sizes are the full input
+  // sizes, vars[scan_dim] is -1 and reduce_vars[0] walks the scanned dim; every
+  // step's running value is stored (reduce_op says how values combine).
+  int scan_dim = -1;
   Expr body;
   std::vector<int> origins;            // graph node ids whose work this buffer does
 };

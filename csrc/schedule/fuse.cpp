@@ -22,7 +22,7 @@ struct Shape {
 Shape shape_of(const ComputedBuffer& c) {
   Shape s;
   for (int d : c.iter_order)
-    if (c.sizes[d] != 1) {
+    if (c.sizes[d] != 1 && d != c.scan_dim) {
       s.dims.push_back(c.sizes[d]);
       s.vars.push_back(c.vars[d]);
     }
@@ -38,7 +38,7 @@ Shape shape_of(const ComputedBuffer& c) {
 // every reduced dim (a channels-last spatial mean, a column sum) is better computed
 // as a vector reduction over that kept dim (see Stage::vector_reduce).
 bool prefers_vector_reduce(const ComputedBuffer& c, const Shape& shape) {
-  if (!c.is_reduction || shape.dims.empty() || shape.rdims.empty()) return false;
+  if (!c.is_reduction || c.scan_dim >= 0 || shape.dims.empty() || shape.rdims.empty()) return false;
   if (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin) return false;
   if (shape.dims.back() < 8 || shape.dims.back() > 4096) return false;
   const int kept = shape.vars.back();
@@ -154,11 +154,15 @@ class Fuser {
     }
     KernelItem item;
     item.computed = ci;
-    item.is_reduction = c.is_reduction;
+    item.is_scan = c.scan_dim >= 0;
+    item.is_reduction = c.is_reduction && !item.is_scan;
     item.value = substitute(c.body, sub);
     const Buffer& buf = p_.buffers[c.buffer];
     std::vector<Expr> idx;
-    for (size_t d = 0; d < c.sizes.size(); ++d) idx.push_back(c.vars[d] < 0 ? int_const(0) : var(c.vars[d]));
+    for (size_t d = 0; d < c.sizes.size(); ++d) {
+      if (static_cast<int>(d) == c.scan_dim) idx.push_back(var(c.reduce_vars[0]));
+      else idx.push_back(c.vars[d] < 0 ? int_const(0) : var(c.vars[d]));
+    }
     item.store_index = substitute(strided_index(idx, buf.strides, 0), sub);
 
     // Reads of this kernel's own buffers decide the earliest legal stage.

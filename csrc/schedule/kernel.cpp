@@ -43,7 +43,9 @@ std::string print_schedule(const Schedule& s, const Program& p, const Graph& g) 
       os << ':';
       for (const auto& it : k.stages[i].items) {
         const auto& c = p.computed[it.computed];
-        os << " buf" << c.buffer << (c.is_reduction ? std::string("(") + reduce_op_name(c.reduce_op) + ")" : "");
+        os << " buf" << c.buffer;
+        if (c.scan_dim >= 0) os << "(scan " << reduce_op_name(c.reduce_op) << ")";
+        else if (c.is_reduction) os << "(" << reduce_op_name(c.reduce_op) << ")";
       }
       os << '\n';
     }

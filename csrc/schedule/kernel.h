@@ -34,6 +34,9 @@ struct KernelItem {
   Expr value;          // body in kernel loop vars
   Expr store_index;    // element offset into its buffer, in kernel loop vars
   bool is_reduction = false;
+  // A scan: accumulates along the stage's loop like a reduction but stores every
+  // step, so readers treat it like a pointwise item (same stage: the running value).
+  bool is_scan = false;
 };
 
 struct Stage {

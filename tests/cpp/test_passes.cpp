@@ -48,12 +48,12 @@ TEST(unsupported_op_becomes_extern_with_reason) {
 }
 )");
   CHECK_EQ(p.program.externs.size(), 1u);
-  CHECK_EQ(p.program.externs[0].reason, "no ember lowering for aten.mm.default");
+  CHECK_EQ(p.program.externs[0].reason, "matmul: ATen (BLAS)");
   // relu is realized for the extern, then neg runs in a second kernel after it.
   CHECK_EQ(p.schedule_text(),
            "kernel ember_k0 outer=[4]\n"
            "  stage 0 inner=[4]: buf1\n"
-           "extern aten.mm.default  # no ember lowering for aten.mm.default\n"
+           "extern aten.mm.default  # matmul: ATen (BLAS)\n"
            "kernel ember_k1 outer=[4]\n"
            "  stage 0 inner=[4]: buf3\n");
 }
@@ -199,4 +199,19 @@ TEST(column_sum_is_a_vector_reduction) {
   CHECK_EQ(p.schedule_text(),
            "kernel ember_k0 outer=[]\n"
            "  stage 0 vector inner=[64,100]: buf1(sum)\n");
+}
+
+TEST(cumsum_is_a_scan_fused_with_its_consumer) {
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[4,10]{10,1}
+  %1 = aten.cumsum.default(%0, 1, none) : f32[4,10]{10,1}
+  %2 = aten.mul.Tensor(%1, 2.0) : f32[4,10]{10,1}
+  return (%2)
+}
+)");
+  CHECK_EQ(p.schedule_text(),
+           "kernel ember_k0 outer=[4]\n"
+           "  stage 0 inner=[10]: buf1(scan sum) buf2\n");
+  // The running sum feeds the multiply directly and never touches memory.
+  CHECK(!p.code.buffer_in_memory[1]);
 }

@@ -195,3 +195,21 @@ def test_vector_reductions(dtype):
     check_compiled(lambda t: (t.sum(0), t.amax(0), t.amin(0), (t * 2).sum(0, keepdim=True) + 1), m, **_tol(dtype))
     b = torch.rand(50, 40) > 0.5
     check_compiled(lambda t: (t.any(0), t.all(0)), b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.bool], ids=str)
+def test_cumulative(dtype):
+    if dtype == torch.bool:
+        x = torch.rand(5, 7, 11) > 0.5
+    elif dtype.is_floating_point:
+        x = torch.randn(5, 7, 11, dtype=dtype)
+    else:
+        x = torch.randint(-3, 4, (5, 7, 11), dtype=dtype)
+    for dim in (0, 1, -1):
+        check_compiled(lambda t: torch.cumsum(t, dim), x)
+        check_compiled(lambda t: torch.cumsum(t, dim) * 2 + 1, x)
+    if dtype.is_floating_point:
+        check_compiled(lambda t: torch.cumprod(t * 0.5 + 1, 1), x)
+    # the position-id pattern of transformers: cumsum of a mask, then used as an index
+    mask = torch.ones(3, 9, dtype=torch.long)
+    check_compiled(lambda m: (torch.cumsum(m, -1) - 1).clamp(min=0), mask)
