@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -115,6 +116,8 @@ class KernelPrinter {
     }
     em_ = std::make_unique<CEmitter>(refs);
 
+    precompute_row_invariants();
+
     // Row scope: decompose the flat row index into outer coordinates.
     std::vector<std::pair<int, std::string>> outer_vars;
     for (size_t d = 0; d < k_.outer.size(); ++d) outer_vars.push_back({outer_var(static_cast<int>(d)), "o" + std::to_string(d)});
@@ -177,6 +180,8 @@ class KernelPrinter {
     for (size_t d = 0; d < stage.inner.size(); ++d) {
       em_->open_scope({{inner_var(static_cast<int>(d)), "i" + std::to_string(d)}});
       if (d == 0) bind_vector_locals();
+      for (const auto& inv : row_invariant_names_[st])
+        if (inv.dim == static_cast<int>(d)) em_->bind_value(inv.expr, inv.name);
     }
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const KernelItem& item = stage.items[i];
@@ -224,6 +229,55 @@ class KernelPrinter {
       std::string result = finish_acc(c, accs[i], buf.dtype);
       if (m_.in_memory[c.buffer]) em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, result));
       em_->bind_local(c.buffer, result, row_level);
+    }
+  }
+
+  // Float terms that depend on exactly one inner loop var and on nothing that changes
+  // from row to row (no outer var, no buffer this kernel writes): batch-norm's
+  // per-channel 1/sqrt(var + eps) under a pointwise or pooling loop. Computed once
+  // per call into an array before the row loop, instead of once per row.
+  void row_invariants(const Expr& e, const std::vector<int64_t>& inner, std::vector<std::pair<Expr, int>>& out) const {
+    if (e->op == ExprOp::Var || e->op == ExprOp::Const) return;
+    bool on_outer = false;
+    for (size_t d = 0; d < k_.outer.size(); ++d) on_outer |= depends_on(e, outer_var(static_cast<int>(d)));
+    int used = -1, count = 0;
+    for (size_t d = 0; d < inner.size(); ++d)
+      if (depends_on(e, inner_var(static_cast<int>(d)))) {
+        used = static_cast<int>(d);
+        ++count;
+      }
+    bool own_buffer = false;
+    for (int b : loaded_buffers(e)) own_buffer |= m_.producer[b].kernel == ki_;
+    if (!on_outer && count == 1 && !own_buffer && is_float(e->dtype) && e->op != ExprOp::Load && cost(e) >= 2 &&
+        inner[used] <= 4096) {
+      for (const auto& [x, d] : out)
+        if (equal(x, e)) return;
+      out.push_back({e, used});
+      return;
+    }
+    for (const auto& a : e->args) row_invariants(a, inner, out);
+  }
+
+  void precompute_row_invariants() {
+    for (size_t st = 0; st < k_.stages.size(); ++st) {
+      const Stage& stage = k_.stages[st];
+      if (stage.vector_reduce || stage.inner.empty() || k_.outer_numel() < 2) continue;
+      std::vector<std::pair<Expr, int>> found;
+      for (const auto& item : stage.items) row_invariants(item.value, stage.inner, found);
+      for (const auto& [e, d] : found) {
+        std::string name = em_->fresh("rowinv");
+        std::string iv = "i" + std::to_string(d);
+        em_->open_scope({{inner_var(d), iv}});
+        std::string v = em_->emit(e);
+        em_->line(name + "[" + iv + "] = " + v + ";");
+        std::vector<std::string> body = em_->close_scope();
+        em_->line(CEmitter::c_type(e->dtype) + " " + name + "[" + std::to_string(stage.inner[d]) + "];");
+        em_->line("#pragma omp simd");
+        em_->line("for (int64_t " + iv + " = 0; " + iv + " < " + std::to_string(stage.inner[d]) + "LL; ++" + iv + ") {");
+        for (const auto& l : body) em_->line("  " + l);
+        em_->line("}");
+        row_invariant_names_[st].push_back({e, name + "[" + iv + "]", d});
+      }
     }
   }
 
@@ -509,6 +563,12 @@ class KernelPrinter {
   std::unique_ptr<CEmitter> em_;
   std::set<int> origins_;
   std::vector<std::pair<int, std::string>> vector_locals_;
+  struct RowInvariant {
+    Expr expr;
+    std::string name;
+    int dim;
+  };
+  std::map<size_t, std::vector<RowInvariant>> row_invariant_names_;  // per stage
 };
 
 }  // namespace

@@ -94,6 +94,34 @@ std::vector<int> memory_order(const std::vector<int64_t>& sizes, const std::vect
   });
   return order;
 }
+// A layout change whose output's innermost dim is tiny (NCHW -> NHWC with 3
+// channels) would run a 3-iteration inner loop per row. Iterate instead along the
+// dim that is contiguous in the input, and let the stores be strided.
+void prefer_contiguous_loads(ComputedBuffer& c) {
+  if (c.iter_order.empty()) return;
+  int last = c.iter_order.back();
+  if (c.sizes[last] >= 8) return;
+  std::vector<int> loads;
+  std::function<void(const Expr&)> first_load = [&](const Expr& e) {
+    if (!loads.empty()) return;
+    if (e->op == ExprOp::Load) {
+      for (size_t d = 0; d < c.vars.size(); ++d) {
+        if (c.vars[d] < 0 || c.sizes[d] < 8) continue;
+        auto k = coefficient(e->args[0], c.vars[d]);
+        if (k && *k == 1) loads.push_back(static_cast<int>(d));
+      }
+      if (loads.empty()) loads.push_back(-1);
+      return;
+    }
+    for (const auto& a : e->args) first_load(a);
+  };
+  first_load(c.body);
+  if (loads.empty() || loads[0] < 0) return;
+  int d = loads[0];
+  c.iter_order.erase(std::find(c.iter_order.begin(), c.iter_order.end(), d));
+  c.iter_order.push_back(d);
+}
+
 // Each loop var's trip count, for range-based simplification.
 std::unordered_map<int, int64_t> var_extents(const ComputedBuffer& c) {
   std::unordered_map<int, int64_t> e;
@@ -132,6 +160,7 @@ TensorIR LowerCtx::realize(const TensorIR& t, std::vector<int64_t> strides) {
   }
   c.iter_order = memory_order(t.sizes, strides);
   c.body = simplify_bounds(cast(t.fn(idx), t.dtype), var_extents(c));
+  prefer_contiguous_loads(c);
   c.origins = t.origins;
   if (t.view && node_) c.origins.push_back(node_->id);
   prog_.steps.push_back({Step::Kind::Compute, static_cast<int>(prog_.computed.size())});

@@ -125,8 +125,10 @@ void CompiledGraph::build_steps() {
   }
   for (size_t k = 0; k < code_.kernels.size(); ++k) {
     const KernelInfo& info = code_.kernels[k];
-    // Rows per task: enough work (~32k inner iterations) to pay for a thread wake-up.
-    grains_[k] = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, info.work_per_row));
+    // Rows per task: enough work (~64k inner iterations, tens of microseconds) to pay
+    // for waking a parked worker, which costs up to ~100 us on a VM; smaller kernels
+    // run on the calling thread.
+    grains_[k] = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, info.work_per_row));
   }
 }
 
