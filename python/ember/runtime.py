@@ -12,12 +12,20 @@ import torch.fx
 from .fx_import import TORCH_DTYPES, ImportedGraph
 
 
-def _view_fn(spec, layout):
-    """A function bufs -> tensor for a StridedView spec (identity views cost nothing)."""
+def _view_fn(spec, layout, arena_views):
+    """A function bufs -> tensor for a StridedView spec (identity views cost nothing).
+
+    Views of arena buffers are made once per workspace (arena_views lists them; the
+    workspace keeps them after its buffers), so they cost nothing per call either.
+    """
     b, _dtype, sizes, strides, offset = spec
     sizes, strides = tuple(sizes), tuple(strides)
     if offset == 0 and layout[b] == (sizes, strides):
         return lambda bufs: bufs[b]
+    if b in arena_views[0]:
+        slot = arena_views[1] + len(arena_views[2])
+        arena_views[2].append((b, sizes, strides, offset))
+        return lambda bufs: bufs[slot]
     return lambda bufs: bufs[b].as_strided(sizes, strides, bufs[b].storage_offset() + offset)
 
 
@@ -40,7 +48,8 @@ def _arg_builder(value, fetch):
 
 
 def _call_builder(node: torch.fx.Node, fetch):
-    target = node.target
+    # OpOverload.__call__ is a Python layer over the C++ op; call the op itself.
+    target = getattr(node.target, "_op", node.target)
     arg_fns = [_arg_builder(a, fetch) for a in node.args]
     kw_fns = {k: _arg_builder(v, fetch) for k, v in node.kwargs.items()}
     consts = list(node.args)
@@ -77,6 +86,8 @@ class GraphRunner:
                  for b in buffers if b["kind"] == "computed" and b["in_memory"] and b["id"] not in in_arena}
         self._workspaces = []  # free workspaces: one is taken per concurrent call
 
+        # (arena buffer ids, first extra slot, views of arena buffers made per workspace)
+        self._arena_view_specs = (in_arena, self.num_buffers, [])
         kernels, externs = cg.kernels, cg.externs
         steps, uses = [], []
         allocated = set()
@@ -89,7 +100,8 @@ class GraphRunner:
             else:
                 e = externs[payload]
                 node = imported.nodes[e["node"]]
-                fetch = {imported.refs[(nid, idx)]: _view_fn(view, layout) for nid, idx, view in e["tensor_args"]}
+                fetch = {imported.refs[(nid, idx)]: _view_fn(view, layout, self._arena_view_specs)
+                         for nid, idx, view in e["tensor_args"]}
                 outs = tuple(e["output_buffers"])
                 # Kernels read extern results with the strides ember compiled for;
                 # ATen is checked on every call and its result copied if it differs.
@@ -97,7 +109,7 @@ class GraphRunner:
                                for b in outs)
                 steps.append((1, _call_builder(node, fetch), outs, expect))
                 uses.append({view[0] for _, _, view in e["tensor_args"]})
-        self.outputs = [(False, out) if spec is None else (True, _view_fn(spec, layout))
+        self.outputs = [(False, out) if spec is None else (True, _view_fn(spec, layout, (set(), 0, [])))
                         for out, spec in zip(imported.output_args, cg.outputs)]
         # Drop each buffer after its last use (outputs are kept alive by the caller).
         keep = {spec[0] for spec in cg.outputs if spec is not None} | in_arena
@@ -112,13 +124,15 @@ class GraphRunner:
         self.steps = [s + (tuple(r),) for s, r in zip(steps, release)]
 
     def _new_workspace(self):
-        """A buffer list template with every arena buffer as a view of one allocation."""
+        """A buffer list template with every arena buffer as a view of one allocation,
+        followed by the views of arena buffers that extern ops take."""
         template = [None] * self.num_buffers
         arena = torch.empty(self.arena_bytes, dtype=torch.uint8)
         for b, offset, sizes, strides, dtype in self.arena_views:
-            item = torch.empty((), dtype=dtype).element_size()
             template[b] = arena[offset:].view(dtype).as_strided(sizes, strides)
-            assert offset % item == 0
+        for b, sizes, strides, offset in self._arena_view_specs[2]:
+            base = template[b]
+            template.append(base.as_strided(sizes, strides, base.storage_offset() + offset))
         return template
 
     def __call__(self, args):
