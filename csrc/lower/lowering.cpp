@@ -161,8 +161,9 @@ TensorIR LowerCtx::realize(const TensorIR& t, std::vector<int64_t> strides) {
   c.iter_order = memory_order(t.sizes, strides);
   c.body = simplify_bounds(cast(t.fn(idx), t.dtype), var_extents(c));
   prefer_contiguous_loads(c);
-  c.origins = t.origins;
-  if (t.view && node_) c.origins.push_back(node_->id);
+  // A copy of a value already in memory (a layout change for an extern op) does
+  // no op's work: it has no origins, and explain() calls it a layout copy.
+  c.origins = t.view ? std::vector<int>{} : t.origins;
   prog_.steps.push_back({Step::Kind::Compute, static_cast<int>(prog_.computed.size())});
   prog_.computed.push_back(std::move(c));
 

@@ -1,5 +1,7 @@
 #include "runtime/compiled_graph.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -201,7 +203,19 @@ void CompiledGraph::load_kernels(const CompileOptions& opts) {
       auto tc = std::chrono::steady_clock::now();
       CompileResult r = cc.compile_shared_object(code_.source, out, false);
       times_.compile = seconds_since(tc);
-      if (!r.ok) throw std::runtime_error("ember: the C compiler failed on the generated code:\n" + r.log);
+      if (!r.ok) {
+        // Keep what failed where the user can read it (mode 0600, a fresh name).
+        char path[] = "/tmp/ember-failed-XXXXXX.c";
+        int fd = mkstemps(path, 2);
+        std::string kept;
+        if (fd >= 0) {
+          std::string text = code_.source + "\n/* compiler output:\n" + r.log + "\n*/\n";
+          bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+          ::close(fd);
+          if (ok) kept = std::string(" (source and compiler output kept in ") + path + ")";
+        }
+        throw std::runtime_error("ember: the C compiler failed on the generated code" + kept + ":\n" + r.log);
+      }
       std::string path = out;
       if (disk) {
         if (auto installed = disk->install(key_, "so", out)) path = *installed;

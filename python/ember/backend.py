@@ -118,7 +118,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         if not cfg.fallback_on_error:
             raise
         record.fallback_reason = f"{type(e).__name__}: {e}"
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()] or [type(e).__name__]
+        # The first line says what failed; add the first line of the cause (a compiler error).
+        cause = next((ln for ln in lines[1:] if "error" in ln.lower() or "not found" in ln), lines[1] if len(lines) > 1 else "")
+        first_line = lines[0] + (f" -- {cause}" if cause else "")
         where = f" (debug artifacts in {cfg.debug_dir})" if cfg.debug_dir else " (set ember.config.debug_dir to keep artifacts)"
         warnings.warn(
             f"ember: compiling graph {record.name} failed, running it eagerly: {first_line}{where}. "

@@ -71,7 +71,7 @@ class Report:
             lines.append(f"  compile {1000 * t.get('total', 0):.1f} ms ({phases})")
             lines.append(f"  {len(g['kernels'])} ember kernel(s):")
             for k in g["kernels"]:
-                ops = _summarize(k["ops"])
+                ops = _summarize(k["ops"]) or "layout copy (for an ATen op's preferred layout)"
                 lines.append(f"    {k['name']:<12} rows={k['rows']:<8} {ops}")
             lines.append(f"  {len(g['externs'])} ATen call(s):")
             for e in g["externs"]:

@@ -1,0 +1,167 @@
+"""The backend around the compiler: registration, ember.compile, explain, logs, the
+kernel cache across processes, and the eager fallback on errors."""
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+import ember
+from helpers import check_compiled, load_examples
+
+
+def run_python(code, env_extra=None, cache_dir=None):
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    if cache_dir is not None:
+        env["EMBER_CACHE_DIR"] = str(cache_dir)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_backend_registered_without_importing_ember(tmp_path):
+    r = run_python("""
+        import sys, torch
+        f = torch.compile(lambda x: torch.relu(x) * 2, backend="ember")
+        x = torch.randn(5, 7)
+        assert torch.equal(f(x), torch.relu(x) * 2)
+        print("ember loaded by the entry point:", "ember" in sys.modules)
+    """, cache_dir=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "ember loaded by the entry point: True" in r.stdout
+
+
+def test_ember_compile_arguments():
+    x = torch.randn(6, 10)
+    f = ember.compile(lambda t: torch.softmax(t, -1), mode="max-autotune", options={"fuse": False})
+    torch.testing.assert_close(f(x), torch.softmax(x, -1))
+    g = ember.compile(lambda t: t.exp(), disable=True)
+    torch.testing.assert_close(g(x), x.exp())
+    with pytest.raises(ValueError, match="unknown option"):
+        ember.compile(lambda t: t, options={"no_such_option": 1})
+    with pytest.raises(ValueError, match="unknown mode"):
+        ember.compile(lambda t: t, mode="fastest")
+    # Inductor's names map onto ember's (force_disable_caches -> no disk cache).
+    torch.testing.assert_close(ember.compile(lambda t: t + 1, options={"force_disable_caches": True})(x), x + 1)
+
+
+def test_explain_reports_kernels_externs_times_and_cache():
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32)).eval()
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        report = ember.explain(model, x)
+    d = report.to_dict()
+    json.dumps(d)  # JSON-able
+    (g,) = d["graphs"]
+    assert g["fallback_reason"] is None
+    assert g["cache"] in ("miss", "disk", "memory")
+    fused = [op for k in g["kernels"] for op in k["ops"]]
+    assert "aten.gelu.default" in fused and "aten.var_mean.correction" in fused
+    assert [e["op"] for e in g["externs"]] == ["aten.addmm.default"]
+    assert g["externs"][0]["reason"].startswith("matmul")
+    for phase in ("import", "lower", "schedule", "codegen", "compile", "load", "total"):
+        assert phase in g["times_s"]
+    assert d["graph_breaks"]["count"] == 0
+    text = str(report)
+    assert "ember_k0" in text and "aten.addmm.default" in text
+
+
+@pytest.mark.parametrize("name", ["tiny_gpt2", "small_cnn"])
+def test_acceptance_models_only_call_aten_for_matmul_conv_attention(name):
+    # Issue 2, acceptance 1: every pointwise/reduction op runs in ember kernels.
+    examples = load_examples()
+    model, inputs = examples.get(name)
+    with torch.no_grad():
+        ref = model(*inputs)
+        report = ember.explain(model, *inputs, graph_breaks=False)
+        out = torch.compile(model, backend="ember")(*inputs)
+    assert (out - ref).abs().max() / ref.abs().max() <= 1e-4
+    allowed = ("matmul:", "convolution:", "attention:")
+    for e in report.externs:
+        assert e["reason"].startswith(allowed), e
+    assert report.kernels, "no ember kernels"
+
+
+def test_output_code_log_prints_plan_and_c(tmp_path):
+    r = run_python("""
+        import torch
+        f = torch.compile(lambda x: torch.softmax(x * 2, -1), backend="ember")
+        f(torch.randn(4, 9))
+    """, {"EMBER_LOGS": "output_code"}, cache_dir=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "--- fusion plan ---" in r.stderr
+    assert "kernel ember_k0" in r.stderr
+    assert "void ember_k0(int64_t begin, int64_t end, char* const* args)" in r.stderr
+
+
+def test_warm_cache_skips_the_c_compiler(tmp_path):
+    code = """
+        import json, torch, ember
+        f = torch.compile(lambda x: (x.sin() + x.cos()).sum(-1), backend="ember")
+        x = torch.randn(8, 33)
+        torch.testing.assert_close(f(x), (x.sin() + x.cos()).sum(-1))
+        s = ember.last_compile_stats()
+        print(json.dumps({"cache": s["cache"], "compile_seconds": s["compile_seconds"]}))
+    """
+    cold = run_python(code, cache_dir=tmp_path)
+    warm = run_python(code, cache_dir=tmp_path)
+    assert cold.returncode == 0 and warm.returncode == 0, cold.stderr + warm.stderr
+    cold_stats = json.loads(cold.stdout.strip().splitlines()[-1])
+    warm_stats = json.loads(warm.stdout.strip().splitlines()[-1])
+    assert cold_stats["cache"] == ["miss"] and cold_stats["compile_seconds"] > 0
+    assert warm_stats["cache"] == ["disk"] and warm_stats["compile_seconds"] == 0
+
+
+def test_c_compiler_failure_falls_back_to_eager_with_one_warning(tmp_path):
+    r = run_python("""
+        import warnings, torch, ember
+        x = torch.randn(6, 5)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            f = torch.compile(lambda t: torch.tanh(t) * 3, backend="ember")
+            out = f(x)
+        torch.testing.assert_close(out, torch.tanh(x) * 3)
+        msgs = [str(m.message) for m in w if "ember" in str(m.message)]
+        print(len(msgs), msgs[0] if msgs else "")
+    """, {"EMBER_CC": "/nonexistent/cc", "EMBER_FALLBACK_ON_ERROR": "1"}, cache_dir=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("1 ") and "running it eagerly" in r.stdout and "not found" in r.stdout
+
+
+def test_c_compiler_failure_raises_when_asked(tmp_path):
+    r = run_python("""
+        import torch, ember
+        ember.config.fallback_on_error = False
+        try:
+            torch.compile(lambda t: t * 2 + 1, backend="ember")(torch.randn(3))
+        except Exception as e:
+            print("raised:", type(e).__name__)
+    """, {"EMBER_CC": "/nonexistent/cc"}, cache_dir=tmp_path)
+    assert "raised:" in r.stdout, r.stdout + r.stderr
+
+
+def test_unsafe_cache_dir_is_bypassed_not_used(tmp_path):
+    unsafe = tmp_path / "shared"
+    unsafe.mkdir()
+    os.chmod(unsafe, 0o777)
+    r = run_python("""
+        import torch, ember
+        x = torch.randn(4, 4)
+        torch.testing.assert_close(torch.compile(lambda t: t.exp() + 1, backend="ember")(x), x.exp() + 1)
+        rec = ember.backend._all_records[-1]
+        print("note:", rec.cg.cache_note)
+    """, cache_dir=unsafe)
+    assert r.returncode == 0, r.stderr
+    assert "writable by group or others" in r.stdout
+    assert not any(p.suffix == ".so" for p in unsafe.rglob("*"))
+    assert stat.S_IMODE(os.stat(unsafe).st_mode) == 0o777  # never chmod a directory we did not create
+
+
+def test_unsupported_dtype_graph_runs_eagerly():
+    x = torch.randn(3, 3, dtype=torch.complex64)
+    check_compiled(lambda t: t * 2 + 1, x)
