@@ -190,6 +190,10 @@ def steady_child(model_name, backends, rounds, per_round, warmup):
 # ----------------------------------------------------------------------------- orchestrator
 
 def run_process(cmd, env, timeout):
+    """Runs one measurement process and returns its result line as a dict.
+
+    The process gets a session of its own, so that on timeout the whole group
+    (Inductor's compile workers included) can be killed."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
@@ -231,24 +235,7 @@ def run_child(model, backend, cache_dir, args):
     env.pop("TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE", None)
     cmd = [sys.executable, os.path.abspath(__file__), "child", model, backend,
            "--iters", str(args.iters), "--warmup", str(args.warmup)]
-    t0 = time.perf_counter()
-    # A session of its own, so that on timeout the whole group (Inductor's compile workers
-    # included) can be killed.
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, stderr = proc.communicate()
-        return {"error": f"timeout after {args.timeout} s", "process_wall_s": time.perf_counter() - t0}
-    wall = time.perf_counter() - t0
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_TAG):
-            result = json.loads(line[len(RESULT_TAG):])
-            result["process_wall_s"] = wall
-            return result
-    return {"error": f"exit {proc.returncode}: " + (stderr or stdout)[-1500:], "process_wall_s": wall}
+    return run_process(cmd, env, args.timeout)
 
 
 def measure(model, backend, args):

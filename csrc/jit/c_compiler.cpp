@@ -193,7 +193,7 @@ CCompiler::CCompiler() : identity_(std::make_shared<IdentityMemo>()) {
 }
 
 std::vector<std::string> CCompiler::flags() const {
-  return {"-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math",
+  return {"-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math",
           "-fopenmp-simd", "-std=c11"};
 }
 

@@ -35,6 +35,24 @@ TensorIR squeeze_dims(LowerCtx& ctx, const TensorIR& t, const std::vector<int64_
   return ctx.from_view(s);
 }
 
+// The keepdim=False form of a lazy keepdim value: index it with zeros at `dims`.
+TensorIR squeeze_lazy(LowerCtx& ctx, const TensorIR& kd, const std::vector<int64_t>& dims) {
+  auto reduced = [dims](size_t d) {
+    for (int64_t x : dims)
+      if (x == static_cast<int64_t>(d)) return true;
+    return false;
+  };
+  std::vector<int64_t> sizes;
+  for (size_t d = 0; d < kd.sizes.size(); ++d)
+    if (!reduced(d)) sizes.push_back(kd.sizes[d]);
+  return ctx.lazy(kd.dtype, sizes, [kd, reduced](const std::vector<Expr>& idx) {
+    std::vector<Expr> full;
+    size_t k = 0;
+    for (size_t d = 0; d < kd.sizes.size(); ++d) full.push_back(reduced(d) ? int_const(0) : idx[k++]);
+    return kd.fn(full);
+  }, {&kd});
+}
+
 DType acc_type(DType t) {
   if (is_float(t)) return t == DType::F64 ? DType::F64 : DType::F32;
   if (is_bool(t)) return DType::Bool;
@@ -70,27 +88,7 @@ std::vector<TensorIR> sum_like(LowerCtx& ctx, const Node& n, ReduceOp op, bool m
   if (mean) {
     double nelem = static_cast<double>(count(in, dims));
     r = map_stored(ctx, r, out, [nelem, acc](Expr x) { return op2(ExprOp::Div, x, c(nelem, acc)); });
-    if (!keepdim) {
-      // Squeeze lazily: index the keepdim value with zeros at reduced dims.
-      TensorIR kd = r;
-      std::vector<int64_t> sizes;
-      for (size_t d = 0; d < kd.sizes.size(); ++d) {
-        bool reduced = false;
-        for (int64_t x : dims) reduced |= x == static_cast<int64_t>(d);
-        if (!reduced) sizes.push_back(kd.sizes[d]);
-      }
-      std::vector<int64_t> dims_copy = dims;
-      r = ctx.lazy(out, sizes, [kd, dims_copy](const std::vector<Expr>& idx) {
-        std::vector<Expr> full;
-        size_t k = 0;
-        for (size_t d = 0; d < kd.sizes.size(); ++d) {
-          bool reduced = false;
-          for (int64_t x : dims_copy) reduced |= x == static_cast<int64_t>(d);
-          full.push_back(reduced ? int_const(0) : idx[k++]);
-        }
-        return kd.fn(full);
-      }, {&kd});
-    }
+    if (!keepdim) r = squeeze_lazy(ctx, r, dims);
     return {r};
   }
   return {squeeze_dims(ctx, r, dims, keepdim)};
@@ -157,28 +155,9 @@ std::vector<TensorIR> variance(LowerCtx& ctx, const Node& n, bool take_sqrt, boo
     Expr v = op2(ExprOp::Div, x, c(denom, acc));
     return take_sqrt ? op1(ExprOp::Sqrt, v) : v;
   });
-  auto squeeze_lazy = [&](const TensorIR& kd) {
-    if (keepdim || kd.sizes.empty()) return kd;
-    std::vector<int64_t> out_sizes;
-    for (size_t d = 0; d < kd.sizes.size(); ++d) {
-      bool reduced = false;
-      for (int64_t x : dims) reduced |= x == static_cast<int64_t>(d);
-      if (!reduced) out_sizes.push_back(kd.sizes[d]);
-    }
-    std::vector<int64_t> dims_copy = dims;
-    return ctx.lazy(kd.dtype, out_sizes, [kd, dims_copy](const std::vector<Expr>& idx) {
-      std::vector<Expr> full;
-      size_t k = 0;
-      for (size_t d = 0; d < kd.sizes.size(); ++d) {
-        bool reduced = false;
-        for (int64_t x : dims_copy) reduced |= x == static_cast<int64_t>(d);
-        full.push_back(reduced ? int_const(0) : idx[k++]);
-      }
-      return kd.fn(full);
-    }, {&kd});
-  };
-  std::vector<TensorIR> outs = {squeeze_lazy(var)};
-  if (with_mean) outs.push_back(squeeze_lazy(map_stored(ctx, mean, out, [](Expr x) { return x; })));
+  auto squeeze = [&](const TensorIR& kd) { return keepdim || kd.sizes.empty() ? kd : squeeze_lazy(ctx, kd, dims); };
+  std::vector<TensorIR> outs = {squeeze(var)};
+  if (with_mean) outs.push_back(squeeze(map_stored(ctx, mean, out, [](Expr x) { return x; })));
   return outs;
 }
 
