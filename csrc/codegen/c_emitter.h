@@ -32,7 +32,6 @@ class CEmitter {
   // Statements hoisted all the way out of the loops (loads at constant indices).
   const std::vector<std::string>& function_lines() const { return scopes_.front().lines; }
   void line(const std::string& text) { scopes_.back().lines.push_back(text); }
-  void line_at(int level, const std::string& text) { scopes_.at(level).lines.push_back(text); }
 
   // A value computed elsewhere (a fused producer) stands in for loads of `buffer`
   // while the current scope is open, and at `level`.

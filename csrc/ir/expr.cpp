@@ -202,27 +202,6 @@ std::optional<int64_t> coefficient(const Expr& e, int var_id) {
   }
 }
 
-std::optional<int64_t> constant_term(const Expr& e) {
-  switch (e->op) {
-    case ExprOp::Const:
-      return is_float(e->dtype) ? std::nullopt : std::optional<int64_t>(e->ival);
-    case ExprOp::Var:
-      return 0;
-    case ExprOp::Add: {
-      auto a = constant_term(e->args[0]), b = constant_term(e->args[1]);
-      if (!a || !b) return std::nullopt;
-      return *a + *b;
-    }
-    case ExprOp::Mul: {
-      auto a = constant_term(e->args[0]), b = constant_term(e->args[1]);
-      if (!a || !b) return std::nullopt;
-      return *a * *b;
-    }
-    default:
-      return std::nullopt;
-  }
-}
-
 int64_t cost(const Expr& e) {
   int64_t c = (e->op == ExprOp::Const || e->op == ExprOp::Var) ? 0 : (is_transcendental(e->op) ? 8 : 1);
   for (const auto& a : e->args) c += cost(a);

@@ -95,8 +95,6 @@ bool depends_on(const Expr& e, int var_id);
 // d(e)/d(var) when e is affine in var (a Load whose index depends on var, or a
 // var under a non-linear op, makes it non-affine), else nullopt.
 std::optional<int64_t> coefficient(const Expr& e, int var_id);
-// e with var set to 0 when e is affine in var; used to split index expressions.
-std::optional<int64_t> constant_term(const Expr& e);
 // Number of nodes, counting shared subtrees once per use; used by inlining heuristics.
 int64_t cost(const Expr& e);
 // Buffers read by e, in first-use order, without repeats.
