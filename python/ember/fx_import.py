@@ -58,6 +58,9 @@ def _type_text(v) -> str:
         raise UnsupportedGraph(f"layout {v.layout} is not supported")
     if v.device.type != "cpu":
         raise UnsupportedGraph(f"device {v.device} is not supported by the CPU backend")
+    # int() on a symbolic size would specialize it: a kernel for one shape only.
+    if any(not isinstance(x, int) for x in (*v.shape, *v.stride())):
+        raise UnsupportedGraph("symbolic shapes are not supported yet")
     sizes = ",".join(str(int(s)) for s in v.shape)
     strides = ",".join(str(int(s)) for s in v.stride())
     return f"{DTYPE_NAMES[v.dtype]}[{sizes}]{{{strides}}}"

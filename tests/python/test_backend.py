@@ -165,3 +165,16 @@ def test_unsafe_cache_dir_is_bypassed_not_used(tmp_path):
 def test_unsupported_dtype_graph_runs_eagerly():
     x = torch.randn(3, 3, dtype=torch.complex64)
     check_compiled(lambda t: t * 2 + 1, x)
+
+
+def test_dynamic_shapes_run_eagerly_and_stay_correct():
+    # Symbolic sizes are not compiled yet: such graphs must run eagerly, never
+    # specialize silently to the first shape.
+    f = torch.compile(lambda t: torch.softmax(t * 2, -1).sum(0), backend="ember", dynamic=True)
+    for n in (3, 5, 9):
+        x = torch.randn(n, n + 1)
+        torch.testing.assert_close(f(x), torch.softmax(x * 2, -1).sum(0))
+    g = torch.compile(lambda t: t.exp() + 1, backend="ember")  # automatic dynamic on the 2nd shape
+    for n in (4, 6, 8):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(g(x), x.exp() + 1)
