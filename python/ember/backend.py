@@ -81,14 +81,17 @@ class GraphRecord:
         self.fallback_reason = None
 
 
-# explain() installs a list here to collect records.
+# explain() installs a list here to collect full records while it runs.
 _recorders: list[list] = []
-_last_stats: dict = {}
+# One small summary per compiled graph (no references to graphs or libraries, so
+# that compiling many graphs in a long-running process does not retain them).
+_summaries: list[dict] = []
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: str = "forward"):
-    record = GraphRecord(f"{kind}_{len(_all_records)}")
-    _all_records.append(record)
+    record = GraphRecord(f"{kind}_{len(_summaries)}")
+    summary = {"name": record.name, "cache": "fallback", "times": {}, "kernels": 0, "cache_note": ""}
+    _summaries.append(summary)
     for r in _recorders:
         r.append(record)
     t0 = time.perf_counter()
@@ -107,8 +110,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         runner = GraphRunner(cg, imported, gm)
         t2 = time.perf_counter()
         record.times = {"import": t1 - t0, **cg.times, "total": t2 - t0}
+        summary.update(cache=cg.cache_status, times=record.times, kernels=len(cg.kernels), cache_note=cg.cache_note)
         _log_graph(record)
-        _last_stats.update(backend_seconds=_last_stats.get("backend_seconds", 0.0) + (t2 - t0))
         return runner
     except UnsupportedGraph as e:
         record.fallback_reason = str(e)
@@ -130,9 +133,6 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
             stacklevel=2,
         )
         return _eager(gm)
-
-
-_all_records: list[GraphRecord] = []
 
 
 def _eager(gm):

@@ -116,11 +116,12 @@ def explain(fn, *example_inputs, options=None, graph_breaks=True) -> Report:
 
 def last_compile_stats() -> dict:
     """Totals over every graph ember compiled in this process."""
-    records = _backend._all_records
+    summaries = _backend._summaries
     return {
-        "graphs": len(records),
-        "backend_seconds": sum(r.times.get("total", 0.0) for r in records),
-        "compile_seconds": sum(r.times.get("compile", 0.0) for r in records),
-        "cache": [r.cg.cache_status if r.cg is not None else "fallback" for r in records],
-        "kernels": sum(len(r.cg.kernels) for r in records if r.cg is not None),
+        "graphs": len(summaries),
+        "backend_seconds": sum(s["times"].get("total", 0.0) for s in summaries),
+        "compile_seconds": sum(s["times"].get("compile", 0.0) for s in summaries),
+        "cache": [s["cache"] for s in summaries],
+        "kernels": sum(s["kernels"] for s in summaries),
+        "cache_notes": [s["cache_note"] for s in summaries if s["cache_note"]],
     }
