@@ -5,7 +5,6 @@
 #include <nanobind/stl/vector.h>
 
 #include "runtime/compiled_graph.h"
-#include "runtime/thread_pool.h"
 
 namespace nb = nanobind;
 using ember::CompiledGraph;
@@ -125,7 +124,5 @@ void define_runtime(nb::module_& m) {
       nb::arg("graph_text"), nb::arg("fuse") = true, nb::arg("disk_cache") = true, nb::arg("cache_dir") = "",
       nb::arg("debug_dir") = "");
   m.def("default_cache_dir", &ember::default_cache_dir);
-  m.def("num_threads", [] { return ember::ThreadPool::global().num_threads(); });
-  m.def("set_num_threads", [](int n) { ember::ThreadPool::global().set_num_threads(n); });
   m.attr("__version__") = EMBER_VERSION;
 }

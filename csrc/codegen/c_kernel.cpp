@@ -581,6 +581,17 @@ GeneratedCode generate_c(const Program& p, const Schedule& s) {
   for (size_t k = 0; k < s.kernels.size(); ++k) {
     KernelInfo info;
     os << KernelPrinter(p, s, m, static_cast<int>(k)).print(info) << "\n";
+    // The launcher splits rows over OpenMP threads. Loaded into a PyTorch process,
+    // libgomp.so.1 resolves to torch's own copy, so kernels run on the same thread
+    // team as oneDNN and BLAS (hot, not competing for cores), as Inductor's do.
+    os << "void " << info.name << "_launch(int64_t rows, int64_t grain, char* const* args) {\n"
+       << "  if (rows <= grain) { " << info.name << "(0, rows, args); return; }\n"
+       << "  const int64_t chunks = (rows + grain - 1) / grain;\n"
+       << "  #pragma omp parallel for schedule(static)\n"
+       << "  for (int64_t c = 0; c < chunks; ++c) {\n"
+       << "    const int64_t b = c * grain, e = b + grain < rows ? b + grain : rows;\n"
+       << "    " << info.name << "(b, e, args);\n"
+       << "  }\n}\n\n";
     out.kernels.push_back(std::move(info));
   }
   out.source = os.str();

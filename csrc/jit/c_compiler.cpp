@@ -194,7 +194,7 @@ CCompiler::CCompiler() : identity_(std::make_shared<IdentityMemo>()) {
 
 std::vector<std::string> CCompiler::flags() const {
   return {"-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math",
-          "-fopenmp-simd", "-std=c11"};
+          "-fopenmp", "-std=c11"};
 }
 
 std::vector<std::string> CCompiler::extra_link_flags() const { return {"-lm"}; }

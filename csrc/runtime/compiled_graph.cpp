@@ -16,7 +16,6 @@
 #include "runtime/disk_cache.h"
 #include "runtime/sha256.h"
 #include "runtime/shared_library.h"
-#include "runtime/thread_pool.h"
 #include "schedule/dead_code.h"
 #include "schedule/fuse.h"
 #include "schedule/merge_dims.h"
@@ -127,10 +126,9 @@ void CompiledGraph::build_steps() {
   }
   for (size_t k = 0; k < code_.kernels.size(); ++k) {
     const KernelInfo& info = code_.kernels[k];
-    // Rows per task: enough work (~64k inner iterations, tens of microseconds) to pay
-    // for waking a parked worker, which costs up to ~100 us on a VM; smaller kernels
-    // run on the calling thread.
-    grains_[k] = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, info.work_per_row));
+    // Rows per task: enough work (~16k inner iterations) to pay for an OpenMP
+    // fork/join on threads that are usually still hot from the last ATen op.
+    grains_[k] = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, info.work_per_row));
   }
 }
 
@@ -228,9 +226,9 @@ void CompiledGraph::load_kernels(const CompileOptions& opts) {
     memory_cache()[key_] = library_;
   }
   for (const auto& k : code_.kernels) {
-    void* sym = library_->symbol(k.name.c_str());
+    void* sym = library_->symbol((k.name + "_launch").c_str());
     if (!sym) throw std::runtime_error("ember: kernel " + k.name + " missing from the compiled library");
-    fns_.push_back(reinterpret_cast<KernelFn>(sym));
+    fns_.push_back(reinterpret_cast<LaunchFn>(sym));
   }
   times_.load = seconds_since(t0) - times_.compile;
 }
@@ -250,16 +248,8 @@ void CompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs) const
       a = heap.data();
     }
     for (size_t j = 0; j < slots.size(); ++j) a[j] = reinterpret_cast<char*>(ptrs[slots[j]]);
-    KernelFn fn = fns_[k];
-    int64_t rows = code_.kernels[k].rows;
-    if (rows <= grains_[k]) {
-      fn(0, rows, a);
-    } else {
-      ThreadPool::global().parallel_for(rows, grains_[k], [fn, a](int64_t b, int64_t e) { fn(b, e, a); });
-    }
+    fns_[k](code_.kernels[k].rows, grains_[k], a);
   }
-  // A kernel group is followed by an ATen op or the end of the graph.
-  ThreadPool::global().park();
 }
 
 std::string CompiledGraph::program_text() const { return print_program(program_, graph_); }

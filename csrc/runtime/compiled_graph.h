@@ -85,8 +85,8 @@ class CompiledGraph {
   std::string cache_status_ = "none";
   std::string cache_note_;
   std::shared_ptr<SharedLibrary> library_;
-  using KernelFn = void (*)(int64_t, int64_t, char* const*);
-  std::vector<KernelFn> fns_;
+  using LaunchFn = void (*)(int64_t rows, int64_t grain, char* const* args);
+  std::vector<LaunchFn> fns_;
   std::vector<int64_t> grains_;
   // Per step, per kernel: positions of its args within the step's pointer list.
   std::vector<std::vector<std::vector<int>>> arg_slots_;

@@ -115,3 +115,13 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
   }
 }
 
+void ember_k0_launch(int64_t rows, int64_t grain, char* const* args) {
+  if (rows <= grain) { ember_k0(0, rows, args); return; }
+  const int64_t chunks = (rows + grain - 1) / grain;
+  #pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t b = c * grain, e = b + grain < rows ? b + grain : rows;
+    ember_k0(b, e, args);
+  }
+}
+
