@@ -1,0 +1,66 @@
+"""Several processes sharing one kernel cache, and several threads sharing one
+compiled graph, must all get correct results."""
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import torch
+
+import ember  # noqa: F401
+
+CHILD = textwrap.dedent("""
+    import torch
+    torch.manual_seed(0)
+    x = torch.randn(64, 129)
+    f = torch.compile(lambda t: torch.softmax(t * 3, -1) + t.sin(), backend="ember")
+    out = f(x)
+    ref = torch.softmax(x * 3, -1) + x.sin()
+    print("ok" if torch.allclose(out, ref, atol=1e-6) else "MISMATCH")
+""")
+
+
+def test_eight_processes_compile_the_same_graph_into_one_cache(tmp_path):
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"), OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0 and out.strip() == "ok", err
+    # One good entry: every index names an artifact that exists, all for one key.
+    indexes = list((tmp_path / "cache").rglob("*.idx"))
+    assert len(indexes) == 1
+    # A ninth process finds it and does not compile.
+    again = subprocess.run([sys.executable, "-c", CHILD + "import ember; print(ember.last_compile_stats()['cache'])"],
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert "['disk']" in again.stdout, again.stderr
+
+
+def test_threads_share_one_compiled_graph():
+    # The relu feeds a matmul, so it lives in the runner's arena between kernel
+    # groups: each concurrent caller must get an arena of its own.
+    w = torch.randn(96, 96)
+
+    def fn(t):
+        return torch.softmax(torch.mm(torch.relu(t) * 2, w), -1) + t.exp()
+
+    f = torch.compile(fn, backend="ember")
+    xs = [torch.randn(400, 96) for _ in range(4)]
+    refs = [fn(x) for x in xs]
+    f(xs[0])  # compile once, on this thread
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(50):
+                torch.testing.assert_close(f(xs[i]), refs[i])
+        except Exception as e:  # reported below with the thread's index
+            errors.append((i, e))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
