@@ -133,20 +133,30 @@ std::unordered_map<int, int64_t> var_extents(const ComputedBuffer& c) {
 }
 }  // namespace
 
+int LowerCtx::new_computed_buffer(DType t, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  Buffer b;
+  b.kind = Buffer::Kind::Computed;
+  b.dtype = t;
+  b.sizes = sizes;
+  b.strides = strides;
+  return prog_.add_buffer(b);
+}
+
+TensorIR LowerCtx::commit(ComputedBuffer c) {
+  const Buffer& b = prog_.buffers[c.buffer];
+  StridedView v{b.id, b.dtype, b.sizes, b.strides, 0};
+  prog_.steps.push_back({Step::Kind::Compute, static_cast<int>(prog_.computed.size())});
+  prog_.computed.push_back(std::move(c));
+  return from_view(v);
+}
+
 TensorIR LowerCtx::realize(const TensorIR& t, std::vector<int64_t> strides) {
   if (strides.empty()) strides = contiguous_strides(t.sizes);
   if (t.view && t.view->strides == strides && t.view->offset == 0 &&
       prog_.buffers[t.view->buffer].sizes == t.sizes)
     return t;
-  Buffer b;
-  b.kind = Buffer::Kind::Computed;
-  b.dtype = t.dtype;
-  b.sizes = t.sizes;
-  b.strides = strides;
-  int id = prog_.add_buffer(b);
-
   ComputedBuffer c;
-  c.buffer = id;
+  c.buffer = new_computed_buffer(t.dtype, t.sizes, strides);
   c.sizes = t.sizes;
   std::vector<Expr> idx;
   for (int64_t s : t.sizes) {
@@ -164,15 +174,7 @@ TensorIR LowerCtx::realize(const TensorIR& t, std::vector<int64_t> strides) {
   // A copy of a value already in memory (a layout change for an extern op) does
   // no op's work: it has no origins, and explain() calls it a layout copy.
   c.origins = t.view ? std::vector<int>{} : t.origins;
-  prog_.steps.push_back({Step::Kind::Compute, static_cast<int>(prog_.computed.size())});
-  prog_.computed.push_back(std::move(c));
-
-  StridedView v;
-  v.buffer = id;
-  v.dtype = t.dtype;
-  v.sizes = t.sizes;
-  v.strides = strides;
-  return from_view(v);
+  return commit(std::move(c));
 }
 
 TensorIR LowerCtx::stored(const TensorIR& t) {
@@ -185,16 +187,9 @@ TensorIR LowerCtx::reduce(const TensorIR& in, const std::vector<int64_t>& dims, 
   for (int64_t d : dims) reduced[normalize_dim(d, in.rank())] = true;
   if (in.sizes.empty()) reduced.clear();
 
-  Buffer b;
-  b.kind = Buffer::Kind::Computed;
-  b.dtype = out;
-  for (size_t d = 0; d < in.sizes.size(); ++d) b.sizes.push_back(reduced[d] ? 1 : in.sizes[d]);
-  b.strides = contiguous_strides(b.sizes);
-  int id = prog_.add_buffer(b);
-
   ComputedBuffer c;
-  c.buffer = id;
-  c.sizes = b.sizes;
+  for (size_t d = 0; d < in.sizes.size(); ++d) c.sizes.push_back(reduced[d] ? 1 : in.sizes[d]);
+  c.buffer = new_computed_buffer(out, c.sizes, contiguous_strides(c.sizes));
   c.is_reduction = true;
   c.reduce_op = op;
   c.acc_dtype = acc;
@@ -222,26 +217,12 @@ TensorIR LowerCtx::reduce(const TensorIR& in, const std::vector<int64_t>& dims, 
   if (node_) c.origins.push_back(node_->id);
   std::sort(c.origins.begin(), c.origins.end());
   c.origins.erase(std::unique(c.origins.begin(), c.origins.end()), c.origins.end());
-  prog_.steps.push_back({Step::Kind::Compute, static_cast<int>(prog_.computed.size())});
-  prog_.computed.push_back(std::move(c));
-
-  StridedView v;
-  v.buffer = id;
-  v.dtype = out;
-  v.sizes = b.sizes;
-  v.strides = b.strides;
-  return from_view(v);
+  return commit(std::move(c));
 }
 
 TensorIR LowerCtx::scan(const TensorIR& in, int64_t dim, ReduceOp op, DType out, DType acc) {
-  Buffer b;
-  b.kind = Buffer::Kind::Computed;
-  b.dtype = out;
-  b.sizes = in.sizes;
-  b.strides = contiguous_strides(b.sizes);
-  int id = prog_.add_buffer(b);
   ComputedBuffer c;
-  c.buffer = id;
+  c.buffer = new_computed_buffer(out, in.sizes, contiguous_strides(in.sizes));
   c.sizes = in.sizes;
   c.is_reduction = true;
   c.reduce_op = op;
@@ -266,9 +247,7 @@ TensorIR LowerCtx::scan(const TensorIR& in, int64_t dim, ReduceOp op, DType out,
   c.body = simplify_bounds(cast(in.fn(idx), acc), var_extents(c));
   c.origins = in.origins;
   if (node_) c.origins.push_back(node_->id);
-  prog_.steps.push_back({Step::Kind::Compute, static_cast<int>(prog_.computed.size())});
-  prog_.computed.push_back(std::move(c));
-  return from_view(StridedView{id, out, b.sizes, b.strides, 0});
+  return commit(std::move(c));
 }
 
 void LowerCtx::lower_input(const Node& n) {

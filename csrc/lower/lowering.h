@@ -86,6 +86,10 @@ class LowerCtx {
   void finish();
 
  private:
+  // A new buffer for a ComputedBuffer step; commit() appends the step (in
+  // execution order) and returns the stored value it produces.
+  int new_computed_buffer(DType t, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
+  TensorIR commit(ComputedBuffer c);
   void lower_input(const Node& n);
   void lower_extern(const Node& n, const std::string& reason);
   void after_node(const Node& n);
