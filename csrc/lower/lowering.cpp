@@ -184,8 +184,11 @@ TensorIR LowerCtx::stored(const TensorIR& t) {
 
 TensorIR LowerCtx::reduce(const TensorIR& in, const std::vector<int64_t>& dims, ReduceOp op, DType out, DType acc) {
   std::vector<bool> reduced(in.sizes.size(), false);
-  for (int64_t d : dims) reduced[normalize_dim(d, in.rank())] = true;
-  if (in.sizes.empty()) reduced.clear();
+  // A 0-d input accepts dim 0 / -1 and has nothing to reduce over.
+  for (int64_t d : dims) {
+    int64_t nd = normalize_dim(d, in.rank());
+    if (nd < in.rank()) reduced[nd] = true;
+  }
 
   ComputedBuffer c;
   for (size_t d = 0; d < in.sizes.size(); ++d) c.sizes.push_back(reduced[d] ? 1 : in.sizes[d]);
@@ -411,6 +414,7 @@ const LoweringTable& lowering_table() {
     register_pointwise_ops(t);
     register_reduction_ops(t);
     register_view_ops(t);
+    register_view_scatter_ops(t);
     register_indexing_ops(t);
     register_pooling_ops(t);
     register_creation_ops(t);

@@ -110,6 +110,7 @@ using LoweringTable = std::unordered_map<std::string, LowerFn>;
 void register_pointwise_ops(LoweringTable& t);
 void register_reduction_ops(LoweringTable& t);
 void register_view_ops(LoweringTable& t);
+void register_view_scatter_ops(LoweringTable& t);
 void register_indexing_ops(LoweringTable& t);
 void register_pooling_ops(LoweringTable& t);
 void register_creation_ops(LoweringTable& t);

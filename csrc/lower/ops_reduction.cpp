@@ -187,9 +187,10 @@ std::vector<TensorIR> softmax(LowerCtx& ctx, const Node& n, bool log) {
 
 std::vector<TensorIR> cumulative(LowerCtx& ctx, const Node& n, ReduceOp op) {
   const TensorIR& in = ctx.tensor(n.args[0]);
-  if (in.rank() == 0) throw Unsupported("scan of a 0-d tensor");
   int64_t dim = normalize_dim(n.args[1].as_int(), in.rank());
   DType out = ctx.out_type().dtype;
+  if (in.rank() == 0 || in.sizes[dim] == 1)  // a scan over one element is the element
+    return {ctx.lazy(out, {}, [in, out](const std::vector<Expr>& idx) { return cast(in.fn(idx), out); }, {&in})};
   return {ctx.scan(in, dim, op, out, acc_type(out))};
 }
 

@@ -1,5 +1,5 @@
 // Views and layout: view/reshape, permute, expand, squeeze/unsqueeze, slice,
-// select, split, as_strided, cat, constant_pad_nd, flip.
+// select, split, diagonal, repeat, as_strided, cat, constant_pad_nd, flip.
 //
 // A view of a value in memory stays a StridedView (affine indexing, and extern ops
 // can receive it as a torch view with no copy). A view of a lazy value remaps its
@@ -327,6 +327,57 @@ void register_view_ops(LoweringTable& t) {
       map[nd] = {static_cast<int>(nd), in.sizes[nd] - 1, -1};
     }
     return one(remap(ctx, in, in.sizes, map));
+  };
+  t["aten.diagonal.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    int64_t offset = arg_int_or(n, 1, 0);
+    int64_t d1 = normalize_dim(arg_int_or(n, 2, 0), in.rank());
+    int64_t d2 = normalize_dim(arg_int_or(n, 3, 1), in.rank());
+    if (d1 == d2) throw Unsupported("diagonal with equal dims");
+    // Diagonal element k sits at (k + r1, k + r2).
+    int64_t r1 = offset >= 0 ? 0 : -offset, r2 = offset >= 0 ? offset : 0;
+    int64_t len = std::max<int64_t>(std::min(in.sizes[d1] - r1, in.sizes[d2] - r2), 0);
+    std::vector<int64_t> shape;
+    std::vector<int> keep;
+    for (int64_t d = 0; d < in.rank(); ++d) {
+      if (d == d1 || d == d2) continue;
+      shape.push_back(in.sizes[d]);
+      keep.push_back(static_cast<int>(d));
+    }
+    shape.push_back(len);
+    if (in.view) {
+      const StridedView& v = *in.view;
+      StridedView out{v.buffer, v.dtype, shape, {}, v.offset};
+      for (int d : keep) out.strides.push_back(v.strides[d]);
+      out.strides.push_back(v.strides[d1] + v.strides[d2]);
+      if (len > 0) out.offset += r1 * v.strides[d1] + r2 * v.strides[d2];
+      return one(with_view(ctx, in, out));
+    }
+    int64_t rank = in.rank();
+    return one(ctx.lazy(in.dtype, shape, [in, keep, d1, d2, r1, r2, rank](const std::vector<Expr>& idx) {
+      std::vector<Expr> src(rank);
+      for (size_t k = 0; k < keep.size(); ++k) src[keep[k]] = idx[k];
+      src[d1] = add(idx.back(), r1);
+      src[d2] = add(idx.back(), r2);
+      return in.fn(src);
+    }, {&in}));
+  };
+  t["aten.repeat.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& in = ctx.tensor(n.args[0]);
+    std::vector<int64_t> reps = n.args[1].as_ints();
+    if (reps.size() < in.sizes.size()) throw Unsupported("repeat with fewer repeats than dims");
+    size_t lead = reps.size() - in.sizes.size();
+    std::vector<int64_t> shape(reps.size());
+    for (size_t d = 0; d < reps.size(); ++d) shape[d] = reps[d] * (d < lead ? 1 : in.sizes[d - lead]);
+    std::vector<int64_t> from = in.sizes;
+    return one(ctx.lazy(in.dtype, shape, [in, from, lead](const std::vector<Expr>& idx) {
+      std::vector<Expr> src;
+      for (size_t d = 0; d < from.size(); ++d) {
+        Expr i = idx[d + lead];
+        src.push_back(from[d] == 1 ? int_const(0) : binary(ExprOp::Mod, i, int_const(from[d]), DType::I64));
+      }
+      return in.fn(src);
+    }, {&in}));
   };
   t["aten.as_strided.default"] = [](LowerCtx& ctx, const Node& n) {
     const TensorIR& in = ctx.tensor(n.args[0]);

@@ -79,6 +79,7 @@ class GraphRecord:
         self.imported = None
         self.times = {}
         self.fallback_reason = None
+        self.ops: list[str] = []  # the graph's ATen ops, in order
 
 
 # explain() installs a list here to collect full records while it runs.
@@ -94,6 +95,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
     _summaries.append(summary)
     for r in _recorders:
         r.append(record)
+        record.ops = [str(n.target) for n in gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
     t0 = time.perf_counter()
     try:
         imported = import_graph(gm)
