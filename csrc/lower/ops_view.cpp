@@ -171,6 +171,33 @@ int64_t arg_int_or(const Node& n, size_t i, int64_t dflt) {
   return n.args.size() > i && !n.args[i].is_none() ? n.args[i].as_int() : dflt;
 }
 
+// Ops whose eager result is a view of another tensor's storage.
+bool is_view_op(const std::string& op) {
+  static const char* views[] = {"aten.view.", "aten._unsafe_view.", "aten.reshape.", "aten.alias.", "aten.detach.",
+                                "aten.permute.", "aten.t.", "aten.transpose.", "aten.expand.", "aten.unsqueeze.",
+                                "aten.squeeze.", "aten.slice.", "aten.select.", "aten.split", "aten.unbind.",
+                                "aten.diagonal.", "aten.as_strided.", "aten.unfold.", "aten.narrow."};
+  for (const char* v : views)
+    if (op.rfind(v, 0) == 0) return true;
+  return false;
+}
+
+// Strides that lay out every element exactly once from offset 0 (a permutation
+// of a contiguous layout).
+bool dense_layout(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  if (sizes.size() != strides.size()) return false;
+  std::vector<size_t> order;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] != 1) order.push_back(d);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+  int64_t expect = 1;
+  for (size_t d : order) {
+    if (strides[d] != expect) return false;
+    expect *= sizes[d];
+  }
+  return true;
+}
+
 }  // namespace
 
 void register_view_ops(LoweringTable& t) {
@@ -381,11 +408,21 @@ void register_view_ops(LoweringTable& t) {
   };
   t["aten.as_strided.default"] = [](LowerCtx& ctx, const Node& n) {
     const TensorIR& in = ctx.tensor(n.args[0]);
-    // Storage offsets are relative to the storage, which ember knows only for
-    // buffers it allocated (computed or extern results start at offset 0).
-    if (!in.view || ctx.program().buffers[in.view->buffer].kind == Buffer::Kind::Input)
-      throw Unsupported("as_strided of a graph input or a lazy value");
-    StridedView v = *in.view;
+    // Storage offsets are relative to the storage, which ember knows for buffers
+    // it allocated (computed or extern results start at offset 0) and for lazy
+    // values whose eager tensor owns its storage: those are realized in eager's
+    // layout first. A graph input's storage offset is not known here.
+    TensorIR base = in;
+    if (!in.view) {
+      const Node& producer = ctx.graph().nodes.at(n.args[0].ref.node);
+      const TensorType& t = producer.outputs.at(n.args[0].ref.index);
+      if (is_view_op(producer.op) || !dense_layout(t.sizes, t.strides))
+        throw Unsupported("as_strided of a lazy view");
+      base = ctx.realize(in, t.strides);
+    } else if (ctx.program().buffers[in.view->buffer].kind == Buffer::Kind::Input) {
+      throw Unsupported("as_strided of a graph input");
+    }
+    StridedView v = *base.view;
     v.sizes = n.args[1].as_ints();
     v.strides = n.args[2].as_ints();
     v.offset = arg_int_or(n, 3, v.offset);

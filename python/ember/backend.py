@@ -41,7 +41,6 @@ _EXTRA_DECOMPOSITIONS = [
     "sigmoid_backward",
     "threshold_backward",
     "embedding_dense_backward",
-    "split_with_sizes",
     "unbind",
     "std_mean",
 ]
