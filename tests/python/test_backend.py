@@ -48,6 +48,9 @@ def test_ember_compile_arguments():
         ember.compile(lambda t: t, mode="fastest")
     # Inductor's names map onto ember's (force_disable_caches -> no disk cache).
     torch.testing.assert_close(ember.compile(lambda t: t + 1, options={"force_disable_caches": True})(x), x + 1)
+    cfg = ember.config.update({"force_disable_caches": True, "trace.enabled": True, "max_autotune": True})
+    assert cfg.disk_cache is False and cfg.debug_dir == (ember.config.debug_dir or "ember_debug")
+    assert ember.config.update({"trace.debug_dir": "/tmp/x"}).debug_dir == "/tmp/x"
 
 
 def test_explain_reports_kernels_externs_times_and_cache():
