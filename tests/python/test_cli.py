@@ -158,8 +158,9 @@ def test_explain_names_graph_break_and_recompile_with_source_lines(tmp_path):
     assert frames == ["0/0", "1/0", "0/1"]
 
 
-def test_explain_and_bench_reject_an_unknown_target():
-    r = ember_cmd("explain", "no_such_model")
+@pytest.mark.parametrize("cmd", ["explain", "bench"])
+def test_unknown_target_is_one_line_not_a_traceback(cmd):
+    r = ember_cmd(cmd, "no_such_model")
     assert r.returncode == 2 and "unknown example model 'no_such_model'" in r.stderr
     assert "Traceback" not in r.stderr
 

@@ -347,6 +347,15 @@ def _peak_mb(r: dict):
     return (fc.get("warm") or fc.get("cold") or {}).get("peak_rss_delta_mb")
 
 
+NOISY = 1.5  # p90 / p10 of steady-state calls above which timings are flagged
+
+
+def noise(report: dict) -> float:
+    spreads = [r["steady"]["p90_ms"] / r["steady"]["p10_ms"] for r in report["backends"].values()
+               if r["steady"].get("p10_ms")]
+    return max(spreads, default=1.0)
+
+
 def format_table(report: dict) -> str:
     s = report["settings"]
     header = (f"ember bench {report['target']}: {report['machine']['cpu']}, {report['threads']} threads, "
@@ -382,6 +391,10 @@ def format_table(report: dict) -> str:
             "empty / filled compile caches. in backend s: Dynamo's time inside the backend, cold process.",
             "max|err|: largest absolute difference from eager (fp32) and from the fp64 reference. numerics: "
             "allclose(1e-4), else RMSE vs fp64 within 3x eager's. " + MEMORY_NOTE + "."]
+    if noise(report) > NOISY:
+        out.append(f"warning: noisy timings (p90/p10 up to {noise(report):.1f}x): something else is using this "
+                   "machine's cores; medians and speedups are unreliable. Rerun on a quiet machine or with "
+                   "more --iters.")
     if report.get("fp64_note"):
         out.append(report["fp64_note"])
     out += [f"error: {e}" for e in errors]
@@ -462,6 +475,9 @@ def draw_png(report: dict, path: str) -> None:
     fig.text(0.5, 0.01, f"steady state: {s['rounds']} interleaved rounds x {s['per_round']} calls per backend "
              f"after {s['warmup']} warmup calls, torch.no_grad(); {report['date']}", ha="center", fontsize=8,
              color="#555555")
+    if noise(report) > NOISY:
+        lat.text(0.5, 0.97, f"noisy: p90/p10 up to {noise(report):.1f}x (machine busy)", ha="center", va="top",
+                 transform=lat.transAxes, color="#b00000", fontsize=9)
     fig.tight_layout(rect=(0, 0.03, 1, 0.95))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -471,7 +487,7 @@ def main(spec: str, backends: list[str], iters=100, rounds=10, warmup=5, json_pa
          timeout=900, first_call=True) -> int:
     from ember.tools import targets
 
-    targets.load(spec)  # a TARGET that does not load fails here, before any process starts
+    targets.check(spec)  # a TARGET that cannot load fails here, before any process starts
     report = run(spec, backends, iters=iters, rounds=rounds, warmup=warmup, timeout=timeout,
                  first_call=first_call)
     print(format_table(report))

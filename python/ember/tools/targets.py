@@ -55,6 +55,24 @@ def load(spec: str) -> Target:
     return _as_target(spec, made)
 
 
+# The package each model that needs one imports.
+_NEEDS = {"tiny_gpt2": "transformers", "gpt2": "transformers", "bert": "transformers",
+          "resnet50": "torchvision", "vit_small": "timm"}
+
+
+def check(spec: str) -> None:
+    """Raises TargetError if spec cannot load, without building the model."""
+    if ":" in spec:
+        path, factory = spec.rsplit(":", 1)
+        if not os.path.isfile(path):
+            raise TargetError(f"{path}: no such file (TARGET is a model name or path/to/file.py:factory)")
+        return
+    if spec not in builtin_names():
+        raise TargetError(f"unknown example model {spec!r}; known: {', '.join(builtin_names())}")
+    if spec in _NEEDS and importlib.util.find_spec(_NEEDS[spec]) is None:
+        raise TargetError(f"{spec} needs {_NEEDS[spec]}, which is not installed (pip install {_NEEDS[spec]})")
+
+
 def _call_factory(spec: str):
     path, factory = spec.rsplit(":", 1)
     if not os.path.isfile(path):
