@@ -5,6 +5,7 @@ namespace nb = nanobind;
 
 void define_graph(nb::module_& m);
 void define_runtime(nb::module_& m);
+void define_tools(nb::module_& m);
 
 NB_MODULE(_core, m) {
   m.doc() = "ember's C++ compiler core";
@@ -12,4 +13,5 @@ NB_MODULE(_core, m) {
   nb::set_leak_warnings(false);
   define_graph(m);
   define_runtime(m);
+  define_tools(m);
 }

@@ -34,6 +34,11 @@ void define_runtime(nb::module_& m) {
       .def_prop_ro("cache_status", &CompiledGraph::cache_status)
       .def_prop_ro("cache_note", &CompiledGraph::cache_note)
       .def_prop_ro("cache_key", &CompiledGraph::cache_key)
+      .def_prop_ro("passes", [](const CompiledGraph& g) {
+        nb::list out;
+        for (const auto& p : g.passes()) out.append(nb::make_tuple(p.pass, p.text));
+        return out;
+      })
       .def_prop_ro("arena_bytes", &CompiledGraph::arena_bytes)
       .def_prop_ro("times", [](const CompiledGraph& g) {
         const auto& t = g.times();

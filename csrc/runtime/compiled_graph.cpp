@@ -62,34 +62,54 @@ CompiledGraph::~CompiledGraph() = default;
 
 std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_text, const CompileOptions& opts) {
   std::shared_ptr<CompiledGraph> cg(new CompiledGraph());
+  const bool dump = !opts.debug_dir.empty();
+  auto after = [&](const char* pass, auto&& text) {
+    if (dump) cg->passes_.push_back({pass, text()});
+  };
+  auto program_text = [&] { return cg->program_text(); };
+  auto schedule_text = [&] { return cg->schedule_text(); };
+
   auto t0 = std::chrono::steady_clock::now();
   cg->graph_ = parse_graph(graph_text);
   cg->times_.parse = seconds_since(t0);
+  after("parse_graph", [&] { return print_graph(cg->graph_); });
 
   t0 = std::chrono::steady_clock::now();
   cg->program_ = lower_graph(cg->graph_);
+  double lowering = seconds_since(t0);
+  after("lower_graph", program_text);
+  t0 = std::chrono::steady_clock::now();
   eliminate_dead_code(cg->program_);
-  cg->times_.lower = seconds_since(t0);
+  cg->times_.lower = lowering + seconds_since(t0);
+  after("eliminate_dead_code", program_text);
 
   t0 = std::chrono::steady_clock::now();
   FuseOptions fo;
   fo.enabled = opts.fuse;
   cg->schedule_ = fuse(cg->program_, fo);
+  double fusing = seconds_since(t0);
+  after("fuse", schedule_text);
+  t0 = std::chrono::steady_clock::now();
   merge_inner_dims(cg->schedule_);
-  cg->times_.schedule = seconds_since(t0);
+  cg->times_.schedule = fusing + seconds_since(t0);
+  after("merge_inner_dims", schedule_text);
 
   t0 = std::chrono::steady_clock::now();
   cg->code_ = generate_c(cg->program_, cg->schedule_);
   cg->times_.codegen = seconds_since(t0);
+  after("generate_c", [&] { return cg->code_.source; });
 
-  if (!opts.debug_dir.empty()) {
-    write_file(opts.debug_dir + "/0_graph.txt", print_graph(cg->graph_));
-    write_file(opts.debug_dir + "/1_program.txt", cg->program_text());
-    write_file(opts.debug_dir + "/2_schedule.txt", cg->schedule_text());
-    write_file(opts.debug_dir + "/3_kernels.c", cg->code_.source);
-  }
   cg->build_steps();
   cg->plan_memory();
+  after("plan_arena", [&] { return cg->memory_plan_text(); });
+  if (dump) {
+    // Written before the C compiler runs, so that its failure leaves the source behind.
+    for (size_t i = 0; i < cg->passes_.size(); ++i) {
+      const PassDump& p = cg->passes_[i];
+      const char* ext = p.pass == "generate_c" ? ".c" : ".txt";
+      write_file(opts.debug_dir + "/" + std::to_string(i) + "_" + p.pass + ext, p.text);
+    }
+  }
   if (!cg->code_.kernels.empty()) cg->load_kernels(opts);
   return cg;
 }
@@ -250,6 +270,14 @@ void CompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs) const
     for (size_t j = 0; j < slots.size(); ++j) a[j] = reinterpret_cast<char*>(ptrs[slots[j]]);
     fns_[k](code_.kernels[k].rows, grains_[k], a);
   }
+}
+
+std::string CompiledGraph::memory_plan_text() const {
+  std::ostringstream out;
+  out << "arena " << arena_.arena_bytes << " bytes\n";
+  for (size_t b = 0; b < arena_.offset.size(); ++b)
+    if (arena_.offset[b] >= 0) out << "  buf" << b << " at " << arena_.offset[b] << "\n";
+  return out.str();
 }
 
 std::string CompiledGraph::program_text() const { return print_program(program_, graph_); }

@@ -30,6 +30,12 @@ struct CompileOptions {
   std::string debug_dir;        // non-empty: write the IR after each pass and the source here
 };
 
+// The IR as text after one step of the pipeline, kept when a debug dump is asked for.
+struct PassDump {
+  std::string pass;   // the step's name in CompiledGraph::compile, e.g. "fuse"
+  std::string text;   // graph, program, schedule, memory plan or C source
+};
+
 struct PhaseTimes {
   double parse = 0, lower = 0, schedule = 0, codegen = 0, compile = 0, load = 0;
 };
@@ -61,6 +67,8 @@ class CompiledGraph {
   // "memory", "disk" or "miss" (compiled now); "none" when there are no kernels.
   const std::string& cache_status() const { return cache_status_; }
   const std::string& cache_note() const { return cache_note_; }  // why the disk cache was bypassed
+  // The IR after each pass, in pipeline order; empty unless opts.debug_dir was set.
+  const std::vector<PassDump>& passes() const { return passes_; }
   std::string program_text() const;
   std::string schedule_text() const;
 
@@ -73,6 +81,7 @@ class CompiledGraph {
   void build_steps();
   void plan_memory();
   void load_kernels(const CompileOptions& opts);
+  std::string memory_plan_text() const;
 
   Graph graph_;
   Program program_;
@@ -81,6 +90,7 @@ class CompiledGraph {
   std::vector<ExecStep> steps_;
   MemoryPlan arena_;
   PhaseTimes times_;
+  std::vector<PassDump> passes_;
   std::string key_;
   std::string cache_status_ = "none";
   std::string cache_note_;

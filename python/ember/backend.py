@@ -113,6 +113,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         record.times = {"import": t1 - t0, **cg.times, "total": t2 - t0}
         summary.update(cache=cg.cache_status, times=record.times, kernels=len(cg.kernels), cache_note=cg.cache_note)
         _log_graph(record)
+        _dump_timings(cfg, record)
         return runner
     except UnsupportedGraph as e:
         record.fallback_reason = str(e)
@@ -126,7 +127,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         # The first line says what failed; add the first line of the cause (a compiler error).
         cause = next((ln for ln in lines[1:] if "error" in ln.lower() or "not found" in ln), lines[1] if len(lines) > 1 else "")
         first_line = lines[0] + (f" -- {cause}" if cause else "")
-        where = f" (debug artifacts in {cfg.debug_dir})" if cfg.debug_dir else " (set ember.config.debug_dir to keep artifacts)"
+        dump_dir = _dump_error(cfg, record.name)
+        where = (f" (traceback and IR dumps in {dump_dir})" if dump_dir
+                 else " (set ember.config.debug_dir or EMBER_DEBUG_DIR to keep the traceback and IR)")
         warnings.warn(
             f"ember: compiling graph {record.name} failed, running it eagerly: {first_line}{where}. "
             "Set ember.config.fallback_on_error = False to raise instead.",
@@ -152,6 +155,36 @@ def _debug_dir(cfg: Config, name: str) -> str:
     path = os.path.join(cfg.debug_dir, name)
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def _dump_timings(cfg: Config, record: GraphRecord):
+    if not cfg.debug_dir:
+        return
+    import json
+    import os
+
+    cg = record.cg
+    info = {"graph": record.name, "times_s": record.times, "cache": cg.cache_status, "cache_key": cg.cache_key,
+            "cache_note": cg.cache_note, "kernels": len(cg.kernels), "externs": len(cg.externs),
+            "passes": [name for name, _ in cg.passes]}
+    with open(os.path.join(_debug_dir(cfg, record.name), "timings.json"), "w") as f:
+        json.dump(info, f, indent=2)
+
+
+def _dump_error(cfg: Config, name: str) -> str | None:
+    """The full traceback of the exception being handled, kept in the graph's debug dir."""
+    if not cfg.debug_dir:
+        return None
+    import os
+    import traceback
+
+    path = os.path.join(_debug_dir(cfg, name), "error.txt")
+    try:
+        with open(path, "w") as f:
+            f.write(traceback.format_exc())
+    except OSError:
+        return None
+    return os.path.dirname(path)
 
 
 def _log_graph(record: GraphRecord):

@@ -49,15 +49,112 @@ def _demo(args) -> int:
     return status
 
 
+def _doctor(args) -> int:
+    from ember.tools import doctor
+
+    return doctor.main(as_json=args.json)
+
+
+def _explain(args) -> int:
+    import json
+
+    import torch
+
+    import ember
+    from ember.tools import targets
+
+    target = targets.load(args.target)
+    with torch.no_grad():
+        report = ember.explain(target.model, *target.inputs, calls=target.more_calls, measure=not args.no_measure)
+    print(f"ember explain {targets.describe(args.target)} (inference, under torch.no_grad())\n")
+    print(report)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report.to_dict(), f, indent=2, default=str)
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+def _cache(args) -> int:
+    import json
+
+    from ember.tools import cache
+
+    if args.action == "info":
+        d = cache.info(args.dir)
+        print(json.dumps(d, indent=2) if args.json else cache.format_info(d))
+        return 0 if d["usable"] is not False else 1
+    try:
+        before = cache.clear(args.dir)
+    except PermissionError as e:
+        print(e, file=sys.stderr)
+        return 1
+    after = cache.info(args.dir)
+    print(f"cleared {before['dir']}: removed {before['entries'] - after['entries']} entries, "
+          f"{cache.format_bytes(before['bytes'] - after['bytes'])}")
+    return 0
+
+
+def _bench(args) -> int:
+    from ember.tools import bench
+
+    backends = [b for spec in args.backend for b in spec.split(",") if b] or list(bench.DEFAULT_BACKENDS)
+    return bench.main(args.target, backends, iters=args.iters, rounds=args.rounds, warmup=args.warmup,
+                      json_path=args.json, png_path=args.png, timeout=args.timeout,
+                      first_call=not args.no_first_call)
+
+
 def main(argv=None) -> int:
+    from ember.tools.targets import TargetError
+
     parser = argparse.ArgumentParser(prog="ember", description="ember: a C++ torch.compile backend")
     sub = parser.add_subparsers(dest="cmd", required=True)
+    target_help = ("a built-in model (mlp, ln_gelu, tiny_gpt2, small_cnn; gpt2, bert, resnet50, vit_small "
+                   "when transformers/torchvision/timm are installed) or path/to/file.py:factory, where "
+                   "factory() returns (model, inputs) or (model, inputs, more_calls)")
+
     demo = sub.add_parser("demo", help="compile the built-in example models and report")
     demo.add_argument("models", nargs="*", help="example names (default: small_cnn ln_gelu tiny_gpt2)")
+
+    doctor = sub.add_parser("doctor", help="check this machine: torch, Dynamo, C compiler, CPU, CUDA, cache")
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+    bench = sub.add_parser("bench", help="eager / Inductor / ember side by side: latency, compile time, "
+                           "numerics, kernels, memory")
+    bench.add_argument("target", help=target_help)
+    bench.add_argument("--backend", action="append", default=[],
+                       help="backends, comma-separated or repeated (default: eager,inductor,ember)")
+    bench.add_argument("--iters", type=int, default=100, help="timed calls per backend (default 100)")
+    bench.add_argument("--rounds", type=int, default=10, help="interleaved rounds the calls are split into")
+    bench.add_argument("--warmup", type=int, default=5, help="untimed calls before timing")
+    bench.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
+    bench.add_argument("--png", metavar="OUT.png", help="draw a chart (needs matplotlib)")
+    bench.add_argument("--timeout", type=float, default=900, help="seconds per measurement process")
+    bench.add_argument("--no-first-call", action="store_true",
+                       help="skip the cold/warm first-call processes (steady state only)")
+
+    explain = sub.add_parser("explain", help="graph breaks, recompilations, ember's fusion plan per graph, "
+                             "estimated and measured speedup")
+    explain.add_argument("target", help=target_help)
+    explain.add_argument("--json", metavar="OUT.json", help="also write the report as JSON")
+    explain.add_argument("--no-measure", action="store_true", help="skip timing and the speedup estimate")
+
+    cache = sub.add_parser("cache", help="the on-disk kernel cache")
+    cache.add_argument("action", choices=["info", "clear"])
+    cache.add_argument("--dir", help="cache directory (default: ember.config.cache_dir, EMBER_CACHE_DIR or "
+                       "~/.cache/ember)")
+    cache.add_argument("--json", action="store_true", help="info as JSON")
+
     args = parser.parse_args(argv)
-    if args.cmd == "demo":
-        return _demo(args)
-    return 2
+    commands = {"demo": _demo, "doctor": _doctor, "bench": _bench, "explain": _explain, "cache": _cache}
+    try:
+        return commands[args.cmd](args)
+    except KeyboardInterrupt:
+        return 130
+    except TargetError as e:
+        # A TARGET that does not load: one line, not a traceback through ember.
+        print(f"ember {args.cmd}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ class Config:
     # On an internal error or a C compiler failure: warn once and run the graph
     # eagerly (True), or raise (False). Like torch._dynamo.config.suppress_errors.
     fallback_on_error: bool = True
-    # Write, per graph, the graph/program/schedule text and the generated C here.
+    # Write here, per graph (a subdirectory each): the IR after every pass, the generated
+    # C, timings.json, and error.txt with the traceback when compiling it failed.
     debug_dir: str | None = None
 
     def update(self, options: dict | None) -> "Config":
@@ -35,7 +36,7 @@ class Config:
             if name is None:
                 continue  # an Inductor option with no meaning for ember's CPU backend
             if callable(name):
-                name, value = name(value)
+                name, value = name(value, new)
             if not hasattr(new, name):
                 known = ", ".join(sorted(f.name for f in dataclasses.fields(self)))
                 raise ValueError(f"ember: unknown option {key!r} (ember options: {known})")
@@ -43,10 +44,14 @@ class Config:
         return new
 
 
+# Where Inductor's trace.enabled puts ember's dumps when no debug_dir is set.
+TRACE_DIR = "ember_debug"
+
 # Inductor option -> ember option (None: accepted and ignored, documented in docs/config.md).
 INDUCTOR_ALIASES = {
-    "force_disable_caches": lambda v: ("disk_cache", not v),
-    "trace.enabled": None,
+    "force_disable_caches": lambda v, cfg: ("disk_cache", not v),
+    "trace.enabled": lambda v, cfg: ("debug_dir", (cfg.debug_dir or TRACE_DIR) if v else None),
+    "trace.debug_dir": "debug_dir",
     "trace.graph_diagram": None,
     "max_autotune": None,
     "epilogue_fusion": None,
@@ -55,6 +60,7 @@ INDUCTOR_ALIASES = {
     "coordinate_descent_tuning": None,
     "fallback_random": None,
     "triton.unique_kernel_names": None,
+    "unique_kernel_names": None,
 }
 
 

@@ -2,7 +2,8 @@
 
 Each builder returns ``(model, example_inputs)``: an fp32 CPU model in eval mode and a tuple of
 inputs for it. Builders seed torch themselves, so two calls give the same weights and inputs.
-Nothing is downloaded; ``tiny_gpt2`` needs ``transformers`` installed.
+Nothing is downloaded; ``tiny_gpt2`` needs ``transformers`` installed, and the larger
+models (``LARGER_MODELS``) need ``transformers``, ``torchvision`` or ``timm``.
 """
 import torch
 import torch.nn as nn
@@ -94,10 +95,66 @@ MODELS = {
 }
 
 
+# Larger models for `ember bench`: real architectures at their usual sizes, with random
+# weights (built from a config, never downloaded). Each needs its package installed.
+
+def gpt2():
+    """GPT-2 small (124M), batch 1 x 128 tokens."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = LogitsOnly(GPT2LMHeadModel(GPT2Config(use_cache=False)))
+    return model.eval(), (torch.randint(0, 50257, (1, 128)),)
+
+
+class HiddenStatesOnly(nn.Module):
+    """Wraps a Hugging Face encoder so that forward returns its last hidden states."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_ids):
+        return self.encoder(input_ids=input_ids).last_hidden_state
+
+
+def bert():
+    """BERT-base (110M), batch 1 x 128 tokens."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    model = HiddenStatesOnly(BertModel(BertConfig(), add_pooling_layer=False))
+    return model.eval(), (torch.randint(0, 30522, (1, 128)),)
+
+
+def resnet50():
+    """torchvision's ResNet-50, batch 1 x 3 x 224 x 224."""
+    import torchvision
+
+    torch.manual_seed(0)
+    return torchvision.models.resnet50(weights=None).eval(), (torch.randn(1, 3, 224, 224),)
+
+
+def vit_small():
+    """timm's ViT-S/16, batch 1 x 3 x 224 x 224."""
+    import timm
+
+    torch.manual_seed(0)
+    return timm.create_model("vit_small_patch16_224", pretrained=False).eval(), (torch.randn(1, 3, 224, 224),)
+
+
+LARGER_MODELS = {
+    "gpt2": gpt2,
+    "bert": bert,
+    "resnet50": resnet50,
+    "vit_small": vit_small,
+}
+
+
 def get(name):
-    """Return ``(model, example_inputs)`` for a model in ``MODELS``."""
-    try:
-        builder = MODELS[name]
-    except KeyError:
-        raise KeyError(f"unknown example model {name!r}; known: {', '.join(MODELS)}") from None
+    """Return ``(model, example_inputs)`` for a model in ``MODELS`` or ``LARGER_MODELS``."""
+    builder = MODELS.get(name) or LARGER_MODELS.get(name)
+    if builder is None:
+        known = ", ".join(list(MODELS) + list(LARGER_MODELS))
+        raise KeyError(f"unknown example model {name!r}; known: {known}")
     return builder()

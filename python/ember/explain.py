@@ -1,11 +1,21 @@
-"""ember.explain: what ember did with each graph of a function or module.
+"""ember.explain: what torch.compile and ember did with a function or module.
 
-    report = ember.explain(model, x)
-    print(report)              # a readable table
+    report = ember.explain(model, x)                        # compile with ember, call once
+    report = ember.explain(model, x, calls=[(x2,)], measure=True)
+    print(report)              # readable text
     report.to_dict()           # JSON-able
+
+The report has, in order: the graph breaks (Dynamo's reason and the user's source
+line), the recompilations (the guard that failed, and where its value came from), per
+graph ember's fusion plan (kernels and the ATen ops fused into each, the ops left to
+ATen and why, compile time by phase, cache hit or miss), and with measure=True the
+estimated speedup next to the measured one (ember/tools/estimate.py).
 """
 from __future__ import annotations
 
+import linecache
+import os
+import re
 import time
 
 import torch
@@ -18,9 +28,9 @@ def _op_name(imported, node_id):
     return str(node.target) if node.op == "call_function" else node.op
 
 
-def _graph_dict(record) -> dict:
-    d = {"name": record.name, "fallback_reason": record.fallback_reason, "kernels": [], "externs": [],
-         "times_s": {k: round(v, 6) for k, v in record.times.items()}, "cache": None}
+def _graph_dict(record, frame: dict | None) -> dict:
+    d = {"name": record.name, "frame": frame, "fallback_reason": record.fallback_reason, "kernels": [],
+         "externs": [], "steps": 0, "times_s": {k: round(v, 6) for k, v in record.times.items()}, "cache": None}
     cg, imported = record.cg, record.imported
     if cg is None:
         if imported is not None:
@@ -31,6 +41,7 @@ def _graph_dict(record) -> dict:
         d["kernels"].append({"name": k["name"], "ops": ops, "rows": k["rows"], "work_per_row": k["work_per_row"]})
     for e in cg.externs:
         d["externs"].append({"op": e["op"], "reason": e["reason"]})
+    d["steps"] = len(cg.steps)
     d["cache"] = cg.cache_status
     d["cache_note"] = cg.cache_note
     d["ops"] = dict(imported.op_counts)
@@ -38,13 +49,17 @@ def _graph_dict(record) -> dict:
 
 
 class Report:
-    def __init__(self, graphs: list[dict], first_call_s: float, graph_breaks: dict | None):
+    def __init__(self, graphs: list[dict], first_call_s: float, graph_breaks: dict | None,
+                 recompiles: list[dict] | None = None, estimate: dict | None = None):
         self.graphs = graphs
         self.first_call_s = first_call_s
         self.graph_breaks = graph_breaks
+        self.recompiles = recompiles or []
+        self.estimate = estimate
 
     def to_dict(self) -> dict:
-        return {"graphs": self.graphs, "first_call_s": round(self.first_call_s, 6), "graph_breaks": self.graph_breaks}
+        return {"graphs": self.graphs, "first_call_s": round(self.first_call_s, 6), "graph_breaks": self.graph_breaks,
+                "recompiles": self.recompiles, "estimate": self.estimate}
 
     @property
     def kernels(self):
@@ -55,14 +70,32 @@ class Report:
         return [e for g in self.graphs for e in g["externs"]]
 
     def __str__(self) -> str:
-        lines = [f"ember.explain: {len(self.graphs)} graph(s), first call {self.first_call_s:.3f} s"]
+        frames = {g["frame"]["compile_id"].split("/")[0] for g in self.graphs if g.get("frame")}
+        lines = [f"ember.explain: {len(self.graphs)} graph(s)"
+                 + (f" from {len(frames)} Python frame(s)" if frames else "")
+                 + f", first call {self.first_call_s:.3f} s"]
         if self.graph_breaks:
-            lines.append(f"graph breaks: {self.graph_breaks['count']}")
-            for r in self.graph_breaks["reasons"]:
-                lines.append(f"  - {r}")
+            lines += ["", f"graph breaks: {self.graph_breaks['count']}"]
+            for i, b in enumerate(self.graph_breaks.get("breaks", []), 1):
+                lines.append(f"  {i}. {_where(b)}")
+                lines += [f"     {ln}" for ln in _reason_lines(b["reason"])]
+            if not self.graph_breaks.get("breaks"):
+                lines += [f"  - {r}" for r in self.graph_breaks.get("reasons", [])]
+        if self.recompiles:
+            lines += ["", f"recompilations: {len(self.recompiles)}"]
+            for i, r in enumerate(self.recompiles, 1):
+                lines.append(f"  {i}. {r['function']} ({_short(r['file'])}:{r['line']}) compiled again as "
+                             f"{r['compile_id']}, because a guard failed:")
+                for f in r["failures"]:
+                    lines.append(f"     [{f['entry']}] {f['guard']}")
+                    if f.get("source"):
+                        lines.append(f"         from {_where(f['source'])}")
         for g in self.graphs:
             lines.append("")
-            lines.append(f"graph {g['name']}: cache {g['cache']}")
+            frame = g.get("frame")
+            where = f" (Dynamo {frame['compile_id']}: {frame['function']} at {_short(frame['file'])}:{frame['line']})" \
+                if frame else ""
+            lines.append(f"graph {g['name']}{where}" + (f": cache {g['cache']}" if g["cache"] else ""))
             if g["fallback_reason"]:
                 lines.append(f"  runs eagerly: {g['fallback_reason']}")
                 continue
@@ -76,9 +109,43 @@ class Report:
             lines.append(f"  {len(g['externs'])} ATen call(s):")
             for e in g["externs"]:
                 lines.append(f"    {e['op']:<40} {e['reason']}")
+        if self.estimate:
+            from .tools.estimate import format_estimate
+
+            lines += [""] + format_estimate(self.estimate)
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+def _short(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def _where(src: dict) -> str:
+    code = f": {src['code']}" if src.get("code") else ""
+    fn = f" in {src['function']}" if src.get("function") else ""
+    return f"{_short(src['file'])}:{src['line']}{fn}{code}"
+
+
+def _reason_lines(reason: str) -> list[str]:
+    """Dynamo's reason, without its developer context: the headline, explanation, first hint."""
+    out, hints = [], 0
+    for ln in (ln.strip() for ln in reason.splitlines()):
+        if not ln:
+            continue
+        if ln.startswith("Developer debug context") or ln.startswith("For more details"):
+            break
+        if ln.startswith("Hint:"):
+            hints += 1
+            if hints > 1:
+                continue
+        out.append(ln)
+    return out[:3]
 
 
 def _summarize(ops: list[str]) -> str:
@@ -89,29 +156,120 @@ def _summarize(ops: list[str]) -> str:
     return ", ".join(f"{k}x{v}" if v > 1 else k for k, v in counts.items())
 
 
-def explain(fn, *example_inputs, options=None, graph_breaks=True) -> Report:
-    """Compile `fn` with ember, run it once on `example_inputs`, and report each graph."""
+def _frame_name(code_name: str, first_line: int) -> str:
+    m = re.match(r"torch_dynamo_resume_in_(\w+)_at_(\d+)$", code_name)
+    return f"{m.group(1)} (resumed after line {m.group(2)})" if m else code_name
+
+
+def _source(filename: str, line: int, function: str | None = None) -> dict:
+    return {"file": filename, "line": line, "function": function,
+            "code": linecache.getline(filename, line).strip() or None}
+
+
+def _guard_failure(text: str) -> dict:
+    """One of Dynamo's guard failure strings: '0/0: <guard>  # <code>  # <file:line> ...' and,
+    for some guards, a 'User stack trace:' block naming where the guarded value was read."""
+    head, _, rest = text.partition("\n")
+    entry, _, guard = head.partition(": ")
+    d = {"entry": entry.strip(), "guard": guard.split("  #")[0].strip() or guard.strip(), "text": text}
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', rest)
+    if frames:
+        f, ln, fn = frames[-1]
+        d["source"] = _source(f, int(ln), fn)
+    return d
+
+
+class _CompileTracker:
+    """Wraps a backend to learn, for every graph Dynamo compiles, its compile id, the Python
+    frame it comes from and, for a recompilation, the guard failures that caused it."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.frames: list[dict] = []       # one per backend call, in order
+        self.recompiles: list[dict] = []
+        self._seen_failures: dict = {}
+
+    def __call__(self, gm, example_inputs):
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+        from torch._dynamo.utils import guard_failures
+        from torch._guards import CompileContext
+
+        compile_id = str(CompileContext.current_compile_id())
+        tx = InstructionTranslator.current_tx()
+        code = tx.f_code if tx is not None else None
+        frame = {"compile_id": compile_id,
+                 "function": _frame_name(code.co_name, code.co_firstlineno) if code else "?",
+                 "file": code.co_filename if code else "?", "line": code.co_firstlineno if code else 0}
+        self.frames.append(frame)
+        new = []
+        for key, reasons in guard_failures.items():
+            seen = self._seen_failures.get(key, 0)
+            if key is code:
+                new = reasons[seen:]
+            self._seen_failures[key] = len(reasons)
+        if new and not compile_id.endswith("/0"):
+            self.recompiles.append({**frame, "failures": [_guard_failure(r) for r in new]})
+        return self.inner(gm, example_inputs)
+
+
+def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), measure=False) -> Report:
+    """Compile `fn` with ember, call it on `example_inputs` (then on each tuple in `calls`),
+    and report what happened. measure=True also times eager against ember and estimates
+    the speedup (a few seconds). Resets Dynamo's caches before and after."""
     torch._dynamo.reset()
     records: list = []
+    frame_of_record: dict = {}  # id(record) -> frame; a lazily compiled backward has none
+    tracker = _CompileTracker(_backend.make_backend(None, options))
+
+    def tracked(gm, example_inputs_):
+        start = len(records)
+        out = tracker(gm, example_inputs_)
+        for r in records[start:]:
+            frame_of_record[id(r)] = tracker.frames[-1]
+        return out
+
     _backend._recorders.append(records)
     try:
-        compiled = torch.compile(fn, backend=_backend.make_backend(None, options))
+        compiled = torch.compile(fn, backend=tracked)
         t0 = time.perf_counter()
         compiled(*example_inputs)
         first = time.perf_counter() - t0
+        estimate = None
+        if measure:
+            # Before `calls` add cache entries: these graphs are the ones example_inputs run.
+            from .tools.estimate import estimate_speedup
+
+            first_graphs = [_graph_dict(r, frame_of_record.get(id(r))) for r in records]
+            estimate = estimate_speedup(fn, compiled, example_inputs, first_graphs)
+            del records[len(first_graphs):]  # the estimate's own calibration graph
+        for args in calls:
+            compiled(*args)
     finally:
         _backend._recorders.remove(records)
-    breaks = None
-    if graph_breaks:
-        try:
-            torch._dynamo.reset()
-            ex = torch._dynamo.explain(fn)(*example_inputs)
-            breaks = {"count": ex.graph_break_count, "reasons": [str(b.reason) for b in ex.break_reasons]}
-        except Exception as e:  # explain is diagnostics; never fail the report for it
-            breaks = {"count": None, "reasons": [f"torch._dynamo.explain failed: {e}"]}
-        finally:
-            torch._dynamo.reset()
-    return Report([_graph_dict(r) for r in records], first, breaks)
+    graphs = [_graph_dict(r, frame_of_record.get(id(r))) for r in records]
+    breaks = _graph_breaks(fn, example_inputs) if graph_breaks else None
+    torch._dynamo.reset()
+    if estimate is not None and breaks is not None:
+        estimate["graph_breaks"] = breaks["count"]
+    return Report(graphs, first, breaks, tracker.recompiles, estimate)
+
+
+def _graph_breaks(fn, example_inputs) -> dict:
+    try:
+        torch._dynamo.reset()
+        ex = torch._dynamo.explain(fn)(*example_inputs)
+    except Exception as e:  # explain is diagnostics; never fail the report for it
+        return {"count": None, "reasons": [f"torch._dynamo.explain failed: {e}"], "breaks": []}
+    finally:
+        torch._dynamo.reset()
+    breaks = []
+    for b in ex.break_reasons:
+        stack = list(b.user_stack or [])
+        src = _source(stack[-1].filename, stack[-1].lineno, stack[-1].name) if stack else {}
+        if stack and stack[-1].line:
+            src["code"] = stack[-1].line.strip()
+        breaks.append({**src, "reason": str(b.reason)})
+    return {"count": ex.graph_break_count, "reasons": [str(b.reason) for b in ex.break_reasons], "breaks": breaks}
 
 
 def last_compile_stats() -> dict:

@@ -48,6 +48,9 @@ def test_ember_compile_arguments():
         ember.compile(lambda t: t, mode="fastest")
     # Inductor's names map onto ember's (force_disable_caches -> no disk cache).
     torch.testing.assert_close(ember.compile(lambda t: t + 1, options={"force_disable_caches": True})(x), x + 1)
+    cfg = ember.config.update({"force_disable_caches": True, "trace.enabled": True, "max_autotune": True})
+    assert cfg.disk_cache is False and cfg.debug_dir == (ember.config.debug_dir or "ember_debug")
+    assert ember.config.update({"trace.debug_dir": "/tmp/x"}).debug_dir == "/tmp/x"
 
 
 def test_explain_reports_kernels_externs_times_and_cache():
@@ -177,3 +180,64 @@ def test_dynamic_shapes_run_eagerly_and_stay_correct():
     for n in (4, 6, 8):
         x = torch.randn(n, 3)
         torch.testing.assert_close(g(x), x.exp() + 1)
+
+
+# A graph text the C++ parser rejects: an ember bug inside the core, as users would meet it.
+_BREAK_THE_CORE = """
+        import ember.backend as backend
+        real_import = backend.import_graph
+        def corrupted(gm):
+            imported = real_import(gm)
+            imported.text += "\\n  %99 = no_such_syntax(((\\n"
+            return imported
+        backend.import_graph = corrupted
+"""
+
+
+def test_internal_error_falls_back_to_eager_with_one_warning_and_no_traceback(tmp_path):
+    r = run_python(_BREAK_THE_CORE + """
+        import torch
+        x = torch.randn(6, 5)
+        f = torch.compile(lambda t: torch.tanh(t) * 3, backend="ember")
+        for _ in range(3):
+            torch.testing.assert_close(f(x), torch.tanh(x) * 3)
+        print("correct")
+    """, {"EMBER_FALLBACK_ON_ERROR": "1"}, cache_dir=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "correct"
+    warnings_shown = [ln for ln in r.stderr.splitlines() if "ember: compiling graph" in ln]
+    assert len(warnings_shown) == 1, r.stderr
+    assert "running it eagerly" in warnings_shown[0] and "inference_0" in warnings_shown[0]
+    assert "Traceback" not in r.stderr  # no deep internal traceback by default
+
+
+def test_debug_dir_has_ir_after_each_pass_source_and_timings(tmp_path):
+    debug = tmp_path / "debug"
+    r = run_python("""
+        import torch
+        torch.compile(lambda t: torch.softmax(t * 2, -1), backend="ember")(torch.randn(4, 9))
+    """, {"EMBER_DEBUG_DIR": str(debug)}, cache_dir=tmp_path / "cache")
+    assert r.returncode == 0, r.stderr
+    graph_dir = debug / "inference_0"
+    names = sorted(p.name for p in graph_dir.iterdir())
+    assert names == ["0_parse_graph.txt", "1_lower_graph.txt", "2_eliminate_dead_code.txt", "3_fuse.txt",
+                     "4_merge_inner_dims.txt", "5_generate_c.c", "6_plan_arena.txt", "timings.json"]
+    assert "kernel ember_k0" in (graph_dir / "3_fuse.txt").read_text()
+    assert "void ember_k0(" in (graph_dir / "5_generate_c.c").read_text()
+    timings = json.loads((graph_dir / "timings.json").read_text())
+    assert timings["cache"] == "miss" and timings["times_s"]["compile"] > 0 and timings["kernels"] == 1
+
+
+def test_failure_warning_names_the_debug_dir_with_traceback_and_source(tmp_path):
+    debug = tmp_path / "debug"
+    r = run_python("""
+        import torch
+        x = torch.randn(3, 3)
+        torch.testing.assert_close(torch.compile(lambda t: t.exp() - 1, backend="ember")(x), x.exp() - 1)
+    """, {"EMBER_CC": "/nonexistent/cc", "EMBER_FALLBACK_ON_ERROR": "1", "EMBER_DEBUG_DIR": str(debug)},
+        cache_dir=tmp_path / "cache")
+    assert r.returncode == 0, r.stderr
+    graph_dir = debug / "inference_0"
+    assert f"traceback and IR dumps in {graph_dir}" in r.stderr
+    assert "Traceback" in (graph_dir / "error.txt").read_text()
+    assert (graph_dir / "5_generate_c.c").exists()  # written before the compiler ran
