@@ -124,7 +124,15 @@ Expr cast(Expr a, DType t) {
     if (!is_float(a->dtype)) return int_const(a->ival, t);
     if (std::isfinite(v)) return int_const(static_cast<int64_t>(v), t);
   }
+  // A round trip through f16/bf16 inside one expression keeps full precision.
+  bool low = a->dtype == DType::F16 || a->dtype == DType::BF16;
+  if (a->op == ExprOp::Cast && a->ival == 0 && low && a->args[0]->dtype == t) return a->args[0];
   return make(ExprOp::Cast, t, 0, 0, {std::move(a)});
+}
+
+Expr rounding_cast(Expr a, DType t) {
+  if (a->dtype == t || a->is_const()) return cast(std::move(a), t);
+  return make(ExprOp::Cast, t, 1, 0, {std::move(a)});
 }
 
 Expr add(Expr a, Expr b) {
@@ -243,7 +251,7 @@ Expr substitute(const Expr& e, const std::unordered_map<int, Expr>& vars) {
     case ExprOp::Where:
       return where(args[0], args[1], args[2]);
     case ExprOp::Cast:
-      return cast(args[0], e->dtype);
+      return e->ival ? rounding_cast(args[0], e->dtype) : cast(args[0], e->dtype);
     default:
       break;
   }

@@ -7,6 +7,10 @@
 // Semantics (the contract codegen implements, matching PyTorch eager):
 // - Values of dtype f16/bf16 are carried in f32 holding a value representable in
 //   that type; Cast to f16/bf16 rounds (round-to-nearest-even), Load widens.
+// - Inside a fused expression, a low-precision intermediate is not rounded:
+//   cast(cast(x, f16|bf16), type(x)) is x, as in TorchInductor (eager rounds
+//   after every op; ember rounds where a value is stored). A rounding_cast (an
+//   explicit .to(f16), Cast with ival 1) always rounds.
 // - Integer arithmetic wraps (two's complement). Integer division and remainder
 //   by zero yield 0 instead of trapping (PyTorch raises; ember never crashes).
 // - FloorDiv/Mod are Python's (round toward -inf, remainder takes the divisor's
@@ -82,6 +86,7 @@ Expr unary(ExprOp op, Expr a, DType t);
 Expr binary(ExprOp op, Expr a, Expr b, DType t);
 Expr where(Expr c, Expr a, Expr b);
 Expr cast(Expr a, DType t);  // no-op when a already has dtype t
+Expr rounding_cast(Expr a, DType t);  // a cast the round-trip rule above keeps
 
 // Index arithmetic on i64 with folding.
 Expr add(Expr a, Expr b);

@@ -96,7 +96,7 @@ class BoundsSimplifier {
     // Rebuild through the factories so that Where on a constant folds.
     switch (e->op) {
       case ExprOp::Where: return where(args[0], args[1], args[2]);
-      case ExprOp::Cast: return cast(args[0], e->dtype);
+      case ExprOp::Cast: return e->ival ? rounding_cast(args[0], e->dtype) : cast(args[0], e->dtype);
       case ExprOp::Load: return load(static_cast<int>(e->ival), args[0], e->dtype);
       default: break;
     }

@@ -146,8 +146,9 @@ std::vector<TensorIR> clamp_impl(LowerCtx& ctx, const Node& n, const Arg* lo, co
 
 std::vector<TensorIR> copy_to(LowerCtx& ctx, const Arg& src) {
   // Element-wise copy into the node's dtype (clone, _to_copy, lift_fresh_copy).
+  // An explicit conversion to f16/bf16 rounds even inside a fused expression.
   DType t = ctx.out_type().dtype;
-  return one(map_args(ctx, {&src}, compute_type(t), [](const V& v) { return v[0]; }));
+  return one(map_args(ctx, {&src}, compute_type(t), [t](const V& v) { return rounding_cast(v[0], t); }));
 }
 
 }  // namespace
@@ -373,6 +374,7 @@ void register_pointwise_ops(LoweringTable& t) {
   t["aten.clone.default"] = [](LowerCtx& ctx, const Node& n) { return copy_to(ctx, n.args[0]); };
   t["aten.lift_fresh_copy.default"] = t["aten.clone.default"];
   t["aten._to_copy.default"] = t["aten.clone.default"];
+  t["prims.convert_element_type.default"] = t["aten.clone.default"];
   t["aten.copy.default"] = [](LowerCtx& ctx, const Node& n) { return copy_to(ctx, n.args[1]); };
   t["aten.fill.Scalar"] = [](LowerCtx& ctx, const Node& n) { return copy_to(ctx, n.args[1]); };
   t["aten.nan_to_num.default"] = [](LowerCtx& ctx, const Node& n) {
