@@ -66,6 +66,15 @@ def _call_builder(node: torch.fx.Node, fetch):
     return call
 
 
+def _conform(r, sizes, dtype):
+    """An ATen result whose dtype differs from the graph's metadata (some fake
+    kernels disagree with the real ones) is converted; one whose shape differs
+    cannot be read safely by the kernels, so the graph must not go on."""
+    if tuple(r.shape) != tuple(sizes):
+        raise RuntimeError(f"ember: an ATen call returned shape {tuple(r.shape)}, the graph expects {tuple(sizes)}")
+    return r.to(dtype)
+
+
 class GraphRunner:
     _boxed_call = True  # AOTAutograd passes the arguments as one list
 
@@ -161,6 +170,8 @@ class GraphRunner:
                 for e, r in zip(expect, result):
                     if e is not None:
                         b, sizes, strides, dtype = e
+                        if r.dtype != dtype or r.shape != sizes:
+                            r = _conform(r, sizes, dtype)
                         if r.stride() != strides and r.numel() > 1:
                             r = torch.empty_strided(sizes, strides, dtype=dtype).copy_(r)
                         bufs[b] = r
