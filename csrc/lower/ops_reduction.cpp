@@ -1,5 +1,5 @@
 // Reductions: sum, mean, prod, amax/amin, max/min with indices, argmax/argmin,
-// any/all, var/std/var_mean, and softmax/log_softmax as reductions plus pointwise.
+// any/all, var/std/var_mean, linalg_vector_norm, and softmax/log_softmax as reductions plus pointwise.
 // Each reduction becomes a ComputedBuffer; the pointwise work around it stays lazy
 // so that fusion can put producers inside and consumers after the reduction loop.
 #include <cmath>
@@ -92,6 +92,35 @@ std::vector<TensorIR> sum_like(LowerCtx& ctx, const Node& n, ReduceOp op, bool m
     return {r};
   }
   return {squeeze_dims(ctx, r, dims, keepdim)};
+}
+
+// linalg_vector_norm: a reduction of |x|^p (max/min of |x| for +-inf, the count
+// of non-zeros for 0), then the p-th root.
+std::vector<TensorIR> vector_norm(LowerCtx& ctx, const Node& n) {
+  const TensorIR& in = ctx.tensor(n.args[0]);
+  double p = n.args.size() > 1 && !n.args[1].is_none() ? n.args[1].as_double() : 2.0;
+  std::vector<int64_t> dims = reduce_dims(n.args.size() > 2 ? n.args[2] : Arg::none(), in.rank());
+  bool keepdim = n.args.size() > 3 && n.args[3].kind == Arg::Kind::Bool && n.args[3].b;
+  DType out = ctx.out_type().dtype;
+  if (!is_float(out)) throw Unsupported("vector_norm with a non-float result");
+  DType acc = acc_type(out);
+  TensorIR a = map_stored(ctx, in, acc, [acc](Expr x) { return op1(ExprOp::Abs, cast(x, acc)); });
+  if (std::isinf(p)) {
+    TensorIR r = ctx.reduce(a, dims, p > 0 ? ReduceOp::Max : ReduceOp::Min, out, acc);
+    return {squeeze_dims(ctx, r, dims, keepdim)};
+  }
+  TensorIR powered = a;
+  if (p == 0) powered = map_stored(ctx, a, acc, [acc](Expr x) { return cast(cmp(ExprOp::Ne, x, c(0, acc)), acc); });
+  else if (p == 2) powered = map_stored(ctx, a, acc, [](Expr x) { return op2(ExprOp::Mul, x, x); });
+  else if (p != 1) powered = map_stored(ctx, a, acc, [p, acc](Expr x) { return op2(ExprOp::Pow, x, c(p, acc)); });
+  TensorIR r = ctx.reduce(powered, dims, ReduceOp::Sum, acc, acc);
+  r = map_stored(ctx, r, out, [p, acc](Expr x) {
+    if (p == 0 || p == 1) return x;
+    if (p == 2) return op1(ExprOp::Sqrt, x);
+    return op2(ExprOp::Pow, x, c(1.0 / p, acc));
+  });
+  if (!keepdim) r = squeeze_lazy(ctx, r, dims);
+  return {r};
 }
 
 std::vector<TensorIR> minmax(LowerCtx& ctx, const Node& n, ReduceOp op) {
@@ -198,6 +227,7 @@ std::vector<TensorIR> cumulative(LowerCtx& ctx, const Node& n, ReduceOp op) {
 
 void register_reduction_ops(LoweringTable& t) {
   t["aten.cumsum.default"] = [](LowerCtx& ctx, const Node& n) { return cumulative(ctx, n, ReduceOp::Sum); };
+  t["aten.linalg_vector_norm.default"] = vector_norm;
   t["aten.cumprod.default"] = [](LowerCtx& ctx, const Node& n) { return cumulative(ctx, n, ReduceOp::Prod); };
 
   auto sum = [](LowerCtx& ctx, const Node& n) { return sum_like(ctx, n, ReduceOp::Sum, false); };

@@ -140,6 +140,17 @@ def run_unit(worker_box, unit, env, sink):
                 return
 
 
+def load_cases(folder):
+    """The cases of an earlier run (cases.jsonl, or cases.jsonl.gz as brought back from another machine)."""
+    import gzip
+
+    path = os.path.join(folder, "cases.jsonl")
+    opener = open if os.path.exists(path) else gzip.open
+    path = path if os.path.exists(path) else path + ".gz"
+    with opener(path, "rt") as f:
+        return [json.loads(ln) for ln in f if ln.strip()]
+
+
 def list_units(dtypes, ops=None, max_samples=None):
     sys.path.insert(0, HERE)
     import cases
@@ -155,7 +166,7 @@ def list_units(dtypes, ops=None, max_samples=None):
     return units
 
 
-def sweep(units, jobs, jsonl_path, threads=1, progress=True):
+def sweep(units, jobs, jsonl_path, threads=1, progress=True, deadline_s=None):
     env = dict(os.environ)
     env.setdefault("EMBER_CACHE_DIR", tempfile.mkdtemp(prefix="ember-sweep-cache-"))
     env["EMBER_SWEEP_THREADS"] = str(threads)
@@ -182,14 +193,18 @@ def sweep(units, jobs, jsonl_path, threads=1, progress=True):
                       f"crash {sum(r['class'] == 'crash' for r in results)}   ",
                       end="", file=sys.stderr, flush=True)
 
+    units_done = [0]
+
     def loop():
         box = [None]
-        while True:
+        while deadline_s is None or time.time() - t0 < deadline_s:
             try:
                 u = todo.get_nowait()
             except queue.Empty:
                 break
             run_unit(box, u, env, sink)
+            with lock:
+                units_done[0] += 1
         if box[0] is not None:
             box[0].kill()
 
@@ -201,7 +216,7 @@ def sweep(units, jobs, jsonl_path, threads=1, progress=True):
     out.close()
     if progress:
         print(file=sys.stderr)
-    return results, time.time() - t0
+    return results, time.time() - t0, units_done[0]
 
 
 def main(argv=None):
@@ -215,7 +230,10 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(ROOT, "tests", "conformance", "results"))
     p.add_argument("--md", default=os.path.join(ROOT, "docs", "conformance.md"),
                    help="markdown report to write ('' to skip)")
-    p.add_argument("--from-jsonl", default="", help="only rebuild the report from an earlier run")
+    p.add_argument("--deadline", type=float, default=None,
+                   help="stop starting new units after this many seconds (the report says how many ran)")
+    p.add_argument("--merge", default="",
+                   help="comma-separated result folders of earlier runs: combine them into one report")
     args = p.parse_args(argv)
     sys.path.insert(0, HERE)
     import report
@@ -223,21 +241,27 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     jsonl = os.path.join(args.out, "cases.jsonl")
     dtypes = args.dtypes.split(",")
-    if args.from_jsonl:
-        results = [json.loads(ln) for ln in open(args.from_jsonl)]
-        meta = json.load(open(os.path.join(args.out, "summary.json"))).get("meta", {})
+    if args.merge:
+        results, meta = [], []
+        for folder in args.merge.split(","):
+            results += load_cases(folder)
+            run_meta = json.load(open(os.path.join(folder, "summary.json")))["meta"]
+            meta += run_meta if isinstance(run_meta, list) else [run_meta]
     else:
         ops = set(filter(None, args.ops.split(",")))
         units = list_units(dtypes, ops, args.max_samples)
         print(f"{len(units)} units (op x dtype), {args.jobs} workers", file=sys.stderr)
-        results, seconds = sweep(units, args.jobs, jsonl)
-        meta = {
+        results, seconds, done = sweep(units, args.jobs, jsonl, deadline_s=args.deadline)
+        meta = [{
             "command": "python tests/conformance/sweep.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "dtypes": dtypes,
             "seconds": round(seconds, 1),
             "jobs": args.jobs,
+            "units": len(units),
+            "units_done": done,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "machine": report.machine_line(),
-        }
+        }]
     summary = report.summarize(results, meta)
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1, sort_keys=True)
