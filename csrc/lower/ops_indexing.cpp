@@ -51,6 +51,8 @@ void register_indexing_ops(LoweringTable& t) {
     int64_t dim = normalize_dim(n.args[1].as_int(), self.rank());
     const TensorIR& index = ctx.tensor(n.args[2]);
     if (index.rank() != self.rank()) throw Unsupported("gather with a 0-d operand");
+    if (self.rank() == 0)  // the only valid index is 0
+      return one(ctx.lazy(self.dtype, {}, [self](const std::vector<Expr>&) { return self.fn({}); }, {&self}));
     int64_t size = self.sizes[dim];
     return one(ctx.lazy(self.dtype, index.sizes, [self, index, dim, size](const std::vector<Expr>& idx) {
       std::vector<Expr> src = idx;

@@ -351,7 +351,7 @@ void register_view_ops(LoweringTable& t) {
     for (int64_t d = 0; d < in.rank(); ++d) map.push_back({static_cast<int>(d), 0, 1});
     for (int64_t d : n.args[1].as_ints()) {
       int64_t nd = normalize_dim(d, in.rank());
-      map[nd] = {static_cast<int>(nd), in.sizes[nd] - 1, -1};
+      if (nd < in.rank()) map[nd] = {static_cast<int>(nd), in.sizes[nd] - 1, -1};  // a 0-d flip is the identity
     }
     return one(remap(ctx, in, in.sizes, map));
   };

@@ -66,12 +66,16 @@ def _call_builder(node: torch.fx.Node, fetch):
     return call
 
 
+class _ShapeMismatch(Exception):
+    pass
+
+
 def _conform(r, sizes, dtype):
     """An ATen result whose dtype differs from the graph's metadata (some fake
     kernels disagree with the real ones) is converted; one whose shape differs
-    cannot be read safely by the kernels, so the graph must not go on."""
+    cannot be read with the compiled layout, so the graph must run eagerly."""
     if tuple(r.shape) != tuple(sizes):
-        raise RuntimeError(f"ember: an ATen call returned shape {tuple(r.shape)}, the graph expects {tuple(sizes)}")
+        raise _ShapeMismatch(f"an ATen call returned shape {tuple(r.shape)} where the graph's metadata says {tuple(sizes)}")
     return r.to(dtype)
 
 
@@ -80,6 +84,8 @@ class GraphRunner:
 
     def __init__(self, cg, imported: ImportedGraph, gm: torch.fx.GraphModule):
         self.cg = cg
+        self._gm = gm
+        self._eager = None  # set when this graph must run eagerly from now on
         self.attr_tensors = [getattr(gm, t) for t in imported.attr_inputs]
         buffers = cg.buffers
         self.num_buffers = len(buffers)
@@ -145,6 +151,18 @@ class GraphRunner:
         return template
 
     def __call__(self, args):
+        if self._eager is not None:
+            return self._eager(*args)
+        try:
+            return self._run(args)
+        except _ShapeMismatch as e:
+            from . import logs
+
+            logs.logger("fallback").warning("a compiled graph runs eagerly from now on: %s", e)
+            self._eager = self._gm
+            return self._gm(*args)
+
+    def _run(self, args):
         try:
             template = self._workspaces.pop()
         except IndexError:
