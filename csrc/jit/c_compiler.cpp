@@ -170,8 +170,12 @@ std::string native_target_from_cpuinfo() {
 
 }  // namespace
 
+// A mutex, not std::call_once: call_once keeps its callable in libstdc++ TLS
+// globals, which break when the host process carries another copy of libstdc++
+// (ember crashed on first compile that way under one torch build).
 struct CCompiler::IdentityMemo {
-  std::once_flag once;
+  std::mutex mu;
+  bool done = false;
   std::string text;
 };
 
@@ -200,7 +204,8 @@ std::vector<std::string> CCompiler::flags() const {
 std::vector<std::string> CCompiler::extra_link_flags() const { return {"-lm"}; }
 
 const std::string& CCompiler::identity() const {
-  std::call_once(identity_->once, [this] {
+  std::lock_guard<std::mutex> lock(identity_->mu);
+  if (!identity_->done) {
     std::string resolved = path_;
     char buf[PATH_MAX];
     if (not_found_.empty() && ::realpath(path_.c_str(), buf)) resolved = buf;
@@ -215,7 +220,8 @@ const std::string& CCompiler::identity() const {
     identity_->text = "compiler: " + path_ + " -> " + resolved + "\n" + "version: " + version + "\n" +
                       "flags: " + join(flags()) + " " + join(extra_link_flags()) + "\n" + "target: " + target +
                       "\n";
-  });
+    identity_->done = true;
+  }
   return identity_->text;
 }
 
