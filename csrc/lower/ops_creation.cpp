@@ -34,7 +34,9 @@ void register_creation_ops(LoweringTable& t) {
     }
     const TensorType& out = ctx.out_type();
     DType dt = out.dtype;
-    bool ints = !is_float(dt) && n.args[0].kind != Arg::Kind::Float && (n.op == "aten.arange.default" || step == static_cast<int64_t>(step));
+    // For integer outputs ATen converts start and step to int64 first (truncating),
+    // then computes start + i * step; the length comes from the float arguments.
+    bool ints = !is_float(dt);
     return std::vector<TensorIR>{ctx.lazy(dt, out.sizes, [start, step, dt, ints](const std::vector<Expr>& idx) {
       if (ints) return cast(add(mul(idx[0], static_cast<int64_t>(step)), static_cast<int64_t>(start)), dt);
       // ATen computes start + i * step in double for float outputs.

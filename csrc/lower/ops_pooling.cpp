@@ -95,6 +95,17 @@ TensorIR drop_window_dims(LowerCtx& ctx, const TensorIR& r) {
   return out;
 }
 
+double lowest_value(DType t) {
+  switch (t) {
+    case DType::Bool: return 0;
+    case DType::U8: return 0;
+    case DType::I8: return -128;
+    case DType::I16: return -32768;
+    case DType::I32: return -2147483648.0;
+    default: return -9223372036854775808.0;  // i64: exactly representable as a double
+  }
+}
+
 std::vector<int64_t> last2(const std::vector<int64_t>& v) { return {v[v.size() - 2], v[v.size() - 1]}; }
 
 }  // namespace
@@ -107,17 +118,19 @@ void register_pooling_ops(LoweringTable& t) {
     DType dt = in.dtype;
     DType ct = compute_type(dt);
     std::vector<int64_t> out_hw = last2(ctx.out_type(0).sizes);
-    TensorIR win = windows(ctx, in, out_hw, w, -INFINITY, ct);
+    // Padding reads the lowest value: -inf, or the integer type's minimum.
+    double lowest = is_float(ct) ? -INFINITY : lowest_value(ct);
+    TensorIR win = windows(ctx, in, out_hw, w, lowest, ct);
     int64_t r = win.rank();
     int64_t H = in.sizes[in.rank() - 2];
     TensorIR values;
     if (w.k[0] * w.k[1] <= kUnrollWindow) {
       int64_t Wd = in.sizes[in.rank() - 1];
-      values = ctx.lazy(dt, ctx.out_type(0).sizes, [in, w, H, Wd, ct, dt](const std::vector<Expr>& idx) {
+      values = ctx.lazy(dt, ctx.out_type(0).sizes, [in, w, H, Wd, ct, dt, lowest](const std::vector<Expr>& idx) {
         Expr m;
         for (int64_t kh = 0; kh < w.k[0]; ++kh)
           for (int64_t kw = 0; kw < w.k[1]; ++kw) {
-            Expr v = window_value(in, w, H, Wd, idx, kh, kw, -INFINITY, ct);
+            Expr v = window_value(in, w, H, Wd, idx, kh, kw, lowest, ct);
             m = m ? binary(ExprOp::Max, m, v, ct) : v;
           }
         return cast(m, dt);

@@ -52,6 +52,10 @@ _KEEP_WHOLE = [
     "scaled_dot_product_attention",
     "_scaled_dot_product_flash_attention_for_cpu",
     "_scaled_dot_product_attention_math",
+    # Creation ops whose decompositions round differently from ATen's kernels in
+    # integer and low-precision dtypes; they run once per call, as ATen calls.
+    "linspace",
+    "logspace",
 ]
 
 

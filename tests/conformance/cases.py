@@ -12,7 +12,9 @@ Classes (see docs/conformance.md):
 Tolerances follow TorchInductor's OpInfo test (check_model): torch.testing's
 per-dtype defaults, NaN equal to NaN, exact dtypes, and for float16/bfloat16 a
 reference computed in float32 from the same inputs (rounded back). A low-precision
-result passes if it matches either that reference or eager in the same dtype.
+result passes if it matches either that reference or eager in the same dtype, or
+else meets TorchInductor's benchmark accuracy rule (RMSE against a float64
+reference at most 3x eager's), for results where rounding order decides.
 """
 from __future__ import annotations
 
@@ -81,12 +83,6 @@ def _clone(x):
 
 def _clone_args(args, kwargs):
     return pytree.tree_map(_clone, args), pytree.tree_map(_clone, kwargs)
-
-
-def _upcast(x):
-    if isinstance(x, torch.Tensor) and x.dtype in LOW_PRECISION:
-        return x.float()
-    return x
 
 
 def _seeded(fn, seed, args, kwargs):
@@ -255,6 +251,8 @@ def run_case(op, dtype_name: str, sample, backend="ember") -> dict:
             ref = _float_reference(fn, args, kwargs, dtype)
             if ref is not None and _close(actual, ref) is None:
                 why = None
+            elif _rmse_rule_ok(actual, expected, _float_reference(fn, args, kwargs, dtype, torch.float64)):
+                why = None
     if why is None:  # in-place effects on the inputs must match as well
         why = _close(_tensors(c_args), _tensors(e_args)) if not random_op else None
         why = f"inputs after the call differ: {why}" if why else None
@@ -276,17 +274,64 @@ def _timed(result, t0):
     return result
 
 
-def _float_reference(fn, args, kwargs, dtype):
+def _float_reference(fn, args, kwargs, dtype, ref_dtype=torch.float32):
+    """fn on the low-precision inputs upcast to ref_dtype: rounded back to `dtype`
+    for float32 (TorchInductor's OpInfo reference), kept as is for float64."""
+    def up(x):
+        return x.to(ref_dtype) if isinstance(x, torch.Tensor) and x.dtype in LOW_PRECISION else x
+
     try:
-        up_args, up_kwargs = pytree.tree_map(_upcast, _clone_args(args, kwargs))
+        up_args, up_kwargs = pytree.tree_map(up, _clone_args(args, kwargs))
         ref = _seeded(fn, 0, up_args, up_kwargs)
     except Exception:
         return None
+    if ref_dtype == torch.float64:
+        return ref
 
     def down(x):
         return x.to(dtype) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
 
     return pytree.tree_map(down, ref)
+
+
+def _rmse_rule_ok(actual, expected, ref64) -> bool:
+    """TorchInductor's accuracy rule from its benchmark harness, for f16/bf16 results
+    whose error against the float32 reference is a matter of rounding order (long
+    chains such as diff(n=5), or losses): against a float64 reference, ember's RMSE
+    is at most 3x eager's plus tol/10, and NaN/inf sit where eager has them."""
+    if ref64 is None:
+        return False
+    a_leaves, e_leaves, r_leaves = (pytree.tree_leaves(t) for t in (actual, expected, ref64))
+    if not (len(a_leaves) == len(e_leaves) == len(r_leaves)):
+        return False
+    for a, e, r in zip(a_leaves, e_leaves, r_leaves):
+        if not isinstance(a, torch.Tensor):
+            continue
+        if not isinstance(e, torch.Tensor) or not isinstance(r, torch.Tensor) or a.shape != e.shape \
+                or a.dtype != e.dtype or r.shape != e.shape:
+            return False
+        if not a.is_floating_point():
+            if not torch.equal(a, e):
+                return False
+            continue
+        a64, e64, r64 = a.double(), e.double(), r.double()
+        special = ~e64.isfinite()
+        if not torch.equal(a64[special].isnan(), e64[special].isnan()) or \
+                not torch.equal(a64[special].nan_to_num(), e64[special].nan_to_num()):
+            return False
+        finite = ~special & r64.isfinite()
+        if not a64[finite].isfinite().all():
+            return False
+        if not finite.any():
+            continue
+        tol = 1e-3 if a.dtype == torch.float16 else 1.6e-2
+
+        def rmse(x):
+            return (x[finite] - r64[finite]).square().mean().sqrt().item()
+
+        if rmse(a64) > 3 * rmse(e64) + tol / 10:
+            return False
+    return True
 
 
 def _classify_failure(exc, fn, args, kwargs) -> tuple[str, str]:

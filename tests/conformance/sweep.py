@@ -25,6 +25,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CASE_TIMEOUT_S = 180
+DEADLINE_GRACE_S = 60  # after --deadline, units still running get this long, then are abandoned
 
 
 # ---------------------------------------------------------------------------
@@ -104,8 +105,9 @@ class Worker:
             pass
 
 
-def run_unit(worker_box, unit, env, sink):
-    """Drive one unit to completion on a worker, replacing it if it dies or hangs."""
+def run_unit(worker_box, unit, env, sink, give_up_at=None):
+    """Drive one unit to completion on a worker, replacing it if it dies or hangs.
+    Past `give_up_at` (a time.time()) the unit is abandoned: returns False."""
     start = unit.get("start", 0)
     while True:
         w = worker_box[0]
@@ -113,10 +115,20 @@ def run_unit(worker_box, unit, env, sink):
             w = worker_box[0] = Worker(env)
         w.send({**unit, "start": start})
         current = None
+        waited = 0.0  # seconds without a line from the worker
         while True:
+            if give_up_at is not None and time.time() > give_up_at:
+                w.kill()
+                worker_box[0] = None
+                return False
             try:
-                line = w.lines.get(timeout=CASE_TIMEOUT_S if current is not None else CASE_TIMEOUT_S * 4)
+                line = w.lines.get(timeout=5)
+                waited = 0.0
             except queue.Empty:
+                waited += 5
+                limit = CASE_TIMEOUT_S if current is not None else CASE_TIMEOUT_S * 4
+                if waited < limit:
+                    continue
                 line = "TIMEOUT"
             if line is None or line == "TIMEOUT":
                 w.kill()
@@ -124,7 +136,7 @@ def run_unit(worker_box, unit, env, sink):
                 if current is None:  # died before any case (import error): give up on the unit
                     sink({"event": "case", "op": unit["op"], "dtype": unit["dtype"], "sample": -1,
                           "class": "crash", "reason": "worker died before running a case", "ops": []})
-                    return
+                    return True
                 why = "hang: no result within %d s" % CASE_TIMEOUT_S if line == "TIMEOUT" else \
                     "process died (signal or abort) while running this case"
                 sink({"event": "case", "op": unit["op"], "dtype": unit["dtype"], "sample": current,
@@ -137,7 +149,7 @@ def run_unit(worker_box, unit, env, sink):
             elif msg["event"] == "case":
                 sink(msg)
             elif msg["event"] == "done":
-                return
+                return True
 
 
 def load_cases(folder):
@@ -202,9 +214,10 @@ def sweep(units, jobs, jsonl_path, threads=1, progress=True, deadline_s=None):
                 u = todo.get_nowait()
             except queue.Empty:
                 break
-            run_unit(box, u, env, sink)
-            with lock:
-                units_done[0] += 1
+            give_up = None if deadline_s is None else t0 + deadline_s + DEADLINE_GRACE_S
+            if run_unit(box, u, env, sink, give_up):
+                with lock:
+                    units_done[0] += 1
         if box[0] is not None:
             box[0].kill()
 

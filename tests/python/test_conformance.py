@@ -88,3 +88,20 @@ def test_classifier_flags_a_wrong_result(monkeypatch):
     op = cases.find_op("exp")
     r = cases.run_case(op, "f32", cases.samples(op, "f32")[0], backend=bad_backend)
     assert r["class"] == "wrong", r
+
+
+def test_classifier_flags_a_wrong_low_precision_result():
+    """The float64 RMSE rule for f16/bf16 does not excuse a real error."""
+    import torch
+
+    def bad_backend(gm, example_inputs):
+        def run(*args):
+            out = gm(*args)
+            first = out[0] if isinstance(out, (tuple, list)) else out
+            first = first + 0.05 * first.abs().max()
+            return (first, *out[1:]) if isinstance(out, (tuple, list)) else first
+        return run
+
+    op = cases.find_op("exp")
+    r = cases.run_case(op, "bf16", cases.samples(op, "bf16")[0], backend=bad_backend)
+    assert r["class"] == "wrong", r
