@@ -246,7 +246,8 @@ def main(argv=None):
     p.add_argument("--deadline", type=float, default=None,
                    help="stop starting new units after this many seconds (the report says how many ran)")
     p.add_argument("--merge", default="",
-                   help="comma-separated result folders of earlier runs: combine them into one report")
+                   help="comma-separated result folders of earlier runs, oldest first: combine them into one "
+                        "report (a later run's results replace an earlier run's for the op/dtype units it ran)")
     args = p.parse_args(argv)
     sys.path.insert(0, HERE)
     import report
@@ -255,9 +256,13 @@ def main(argv=None):
     jsonl = os.path.join(args.out, "cases.jsonl")
     dtypes = args.dtypes.split(",")
     if args.merge:
+        # A later folder's results replace an earlier one's for every (op, dtype)
+        # unit it ran: re-checks after a fix supersede the first run.
         results, meta = [], []
         for folder in args.merge.split(","):
-            results += load_cases(folder)
+            newer = load_cases(folder)
+            rerun = {(r["op"], r["dtype"]) for r in newer}
+            results = [r for r in results if (r["op"], r["dtype"]) not in rerun] + newer
             run_meta = json.load(open(os.path.join(folder, "summary.json")))["meta"]
             meta += run_meta if isinstance(run_meta, list) else [run_meta]
     else:
