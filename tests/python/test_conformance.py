@@ -29,7 +29,8 @@ FAMILIES = {
     "view/layout": ["view", "reshape", "permute", "transpose", "t", "expand", "squeeze", "unsqueeze", "flatten",
                     "narrow", "select", "slice", "as_strided", "movedim", "contiguous", "clone", "flip", "roll",
                     "repeat", "tile", "tril", "triu"],
-    "join/split": ["cat", "stack", "split", "chunk", "unbind", "constant_pad_nd", "nn.functional.pad"],
+    "join/split": ["cat", "stack", "split", "chunk", "unbind", "constant_pad_nd", "nn.functional.pad.constant",
+                   "nn.functional.pad.reflect"],
     "indexing": ["gather", "index_select", "take_along_dim", "__getitem__", "nn.functional.embedding", "index_put", "scatter", "scatter_add", "index_add"],
     "pooling": ["nn.functional.max_pool2d", "nn.functional.avg_pool2d", "nn.functional.adaptive_avg_pool2d"],
     "creation/conversion": ["full_like", "zeros_like", "arange", "ones", "new_full", "to", "double", "bool"],
@@ -47,7 +48,7 @@ OTHER_DTYPES = {  # a few ops per family in the other dtypes
     "i64": ["div.floor_rounding", "cumsum", "amax", "where", "gather"],
     "bool": ["logical_not", "add", "any", "eq"],
 }
-SAMPLES_F32 = 4
+SAMPLES_F32 = 3
 SAMPLES_OTHER = 3
 
 PARAMS = [(op, "f32", SAMPLES_F32) for ops in FAMILIES.values() for op in ops] + \
