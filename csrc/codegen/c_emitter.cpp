@@ -209,7 +209,7 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
     case ExprOp::Sub: return a[0] + " - " + a[1];
     case ExprOp::Mul: return a[0] + " * " + a[1];
     case ExprOp::Div: return flt ? a[0] + " / " + a[1] : "ember_tdiv(" + a[0] + ", " + a[1] + ")";
-    case ExprOp::FloorDiv: return flt ? std::string(f64 ? "floor(" : "floorf(") + a[0] + " / " + a[1] + ")" : "ember_fdiv(" + a[0] + ", " + a[1] + ")";
+    case ExprOp::FloorDiv: return std::string(flt ? (f64 ? "ember_floordiv(" : "ember_floordivf(") : "ember_fdiv(") + a[0] + ", " + a[1] + ")";
     case ExprOp::TruncDiv: return "ember_tdiv(" + a[0] + ", " + a[1] + ")";
     case ExprOp::Mod: return flt ? (f64 ? "ember_pymod(" : "ember_pymodf(") + a[0] + ", " + a[1] + ")" : "ember_fmod_py(" + a[0] + ", " + a[1] + ")";
     case ExprOp::Fmod: return flt ? fn2("fmod") : "ember_tmod(" + a[0] + ", " + a[1] + ")";

@@ -49,11 +49,12 @@ static inline float ember_expf(float x, float lo) { return expf(x < lo ? lo : x)
 static inline double ember_exp(double x, double lo) { return exp(x < lo ? lo : x) * (double)(x >= lo); }
 
 /* NaN-propagating max/min (torch.maximum): a NaN operand wins. Two plain selects,
-   because GCC's vectorizer gives up on the `||` form (and on fmaxf). */
-static inline float ember_max_f32(float a, float b) { float m = a > b ? a : b; return a != a ? a : m; }
-static inline float ember_min_f32(float a, float b) { float m = a < b ? a : b; return a != a ? a : m; }
-static inline double ember_max_f64(double a, double b) { double m = a > b ? a : b; return a != a ? a : m; }
-static inline double ember_min_f64(double a, double b) { double m = a < b ? a : b; return a != a ? a : m; }
+   because GCC's vectorizer gives up on the `||` form (and on fmaxf). On a tie the
+   first operand wins, as in ATen's std::max(a, b) and clamp: relu(-0.0) is -0.0. */
+static inline float ember_max_f32(float a, float b) { float m = a < b ? b : a; return b != b ? b : m; }
+static inline float ember_min_f32(float a, float b) { float m = b < a ? b : a; return b != b ? b : m; }
+static inline double ember_max_f64(double a, double b) { double m = a < b ? b : a; return b != b ? b : m; }
+static inline double ember_min_f64(double a, double b) { double m = b < a ? b : a; return b != b ? b : m; }
 /* Loads under a Where branch read a clamped index: in bounds whether or not taken. */
 static inline int64_t ember_clamp_index(int64_t i, int64_t hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
 
@@ -68,15 +69,34 @@ static inline int64_t ember_fmod_py(int64_t a, int64_t b) {
   int64_t r = ember_tmod(a, b);
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+/* Float remainder and floor division as ATen computes them (c10/util/generic_math.h):
+   a zero remainder keeps fmod's sign (the dividend's), and floor division goes
+   through fmod, so 1 // 0.1 is 9 (floor(1 / 0.1) would be 10) and inf // 3 is NaN. */
 static inline float ember_pymodf(float a, float b) {
   float r = fmodf(a, b);
-  if (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) r += b;
-  return (r == 0.0f) ? copysignf(0.0f, b) : r;
+  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
 }
 static inline double ember_pymod(double a, double b) {
   double r = fmod(a, b);
-  if (r != 0.0 && ((r < 0.0) != (b < 0.0))) r += b;
-  return (r == 0.0) ? copysign(0.0, b) : r;
+  return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+static inline float ember_floordivf(float a, float b) {
+  if (b == 0.0f) return a / b;
+  float r = fmodf(a, b);
+  float q = (a - r) / b;
+  if (r != 0.0f && ((b < 0.0f) != (r < 0.0f))) q -= 1.0f;
+  if (q == 0.0f) return copysignf(0.0f, a / b);
+  float f = floorf(q);
+  return q - f > 0.5f ? f + 1.0f : f;
+}
+static inline double ember_floordiv(double a, double b) {
+  if (b == 0.0) return a / b;
+  double r = fmod(a, b);
+  double q = (a - r) / b;
+  if (r != 0.0 && ((b < 0.0) != (r < 0.0))) q -= 1.0;
+  if (q == 0.0) return copysign(0.0, a / b);
+  double f = floor(q);
+  return q - f > 0.5 ? f + 1.0 : f;
 }
 )C";
   return text;

@@ -14,7 +14,9 @@
 // - Integer arithmetic wraps (two's complement). Integer division and remainder
 //   by zero yield 0 instead of trapping (PyTorch raises; ember never crashes).
 // - FloorDiv/Mod are Python's (round toward -inf, remainder takes the divisor's
-//   sign); TruncDiv/Fmod are C's.
+//   sign); TruncDiv/Fmod are C's. On floats they are ATen's: FloorDiv goes
+//   through fmod (1 // 0.1 == 9, inf // 3 is NaN, x // 0 is x / 0) and a zero Mod
+//   keeps the dividend's sign.
 // - Max/Min propagate NaN (torch.maximum). Comparisons with NaN are false except Ne.
 // - Where(c, a, b) evaluates only the selected branch, so a Load guarded by a
 //   bounds test never reads out of bounds.

@@ -14,10 +14,20 @@ DType args_result_type(const LowerCtx& ctx, const std::vector<const Arg*>& args)
 // broadcast and cast to `t`. Numbers become constants.
 Expr arg_at(const LowerCtx& ctx, const Arg& a, const std::vector<Expr>& idx, DType t);
 
+// How an op reads operands whose dtype differs from its common dtype (torch.result_type).
+enum class Operands {
+  // Eager (TensorIterator) converts every operand to the common dtype first; for f16
+  // and bf16 that rounds a wider operand (a Python float, a 0-d f32 tensor).
+  Common,
+  // mul and div read a scalar second operand (a number or a 0-d tensor) at full f32
+  // precision instead: ATen's reduced-float fast path (original_scalar_value).
+  ExactScalarSecond,
+};
+
 // An element-wise op over `args` (tensors broadcast to the node's output shape,
 // numbers as constants), computing in `compute` and producing the node's dtype.
 TensorIR map_args(LowerCtx& ctx, std::vector<const Arg*> args, DType compute,
-                  std::function<Expr(const std::vector<Expr>&)> f);
+                  std::function<Expr(const std::vector<Expr>&)> f, Operands mode = Operands::Common);
 
 // Shorthand for building float math in `t`.
 inline Expr c(double v, DType t) { return const_of(v, t); }

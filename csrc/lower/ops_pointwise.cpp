@@ -35,7 +35,7 @@ Expr arg_at(const LowerCtx& ctx, const Arg& a, const std::vector<Expr>& idx, DTy
 }
 
 TensorIR map_args(LowerCtx& ctx, std::vector<const Arg*> args, DType compute,
-                  std::function<Expr(const std::vector<Expr>&)> f) {
+                  std::function<Expr(const std::vector<Expr>&)> f, Operands mode) {
   const TensorType& out = ctx.out_type();
   std::vector<const TensorIR*> inputs;
   std::vector<int64_t> shape;
@@ -49,13 +49,26 @@ TensorIR map_args(LowerCtx& ctx, std::vector<const Arg*> args, DType compute,
   std::vector<Arg> held;
   for (const Arg* a : args) held.push_back(*a);
   DType out_dtype = out.dtype;
+  // Operands eager rounds to a reduced-precision common dtype before computing.
+  std::vector<DType> via(held.size(), compute);
+  if (compute != DType::Bool && args.size() > 1) {
+    DType common = args_result_type(ctx, args);
+    if (common == DType::F16 || common == DType::BF16) {
+      for (size_t i = 0; i < held.size(); ++i) {
+        const Arg& a = held[i];
+        bool scalar = !a.is_tensor() || ctx.tensor(a).sizes.empty();
+        if (mode == Operands::ExactScalarSecond && i == 1 && scalar) continue;
+        if (!a.is_tensor() || ctx.tensor(a).dtype != common) via[i] = common;
+      }
+    }
+  }
   TensorIR r = ctx.lazy(out_dtype, out.sizes, nullptr, {});
   for (const TensorIR* in : inputs)
     if (!in->view) r.origins.insert(r.origins.end(), in->origins.begin(), in->origins.end());
-  r.fn = [cp, held, compute, f, out_dtype](const std::vector<Expr>& idx) {
+  r.fn = [cp, held, via, compute, f, out_dtype](const std::vector<Expr>& idx) {
     std::vector<Expr> vals;
     vals.reserve(held.size());
-    for (const Arg& a : held) vals.push_back(arg_at(*cp, a, idx, compute));
+    for (size_t i = 0; i < held.size(); ++i) vals.push_back(cast(arg_at(*cp, held[i], idx, via[i]), compute));
     return cast(f(vals), out_dtype);
   };
   return r;
@@ -68,11 +81,11 @@ using V = std::vector<Expr>;
 std::vector<TensorIR> one(TensorIR t) { return {std::move(t)}; }
 
 // out = f(args...) computed in the output's compute type.
-LowerFn arith(std::vector<int> arg_positions, std::function<Expr(const V&)> f) {
-  return [arg_positions, f](LowerCtx& ctx, const Node& n) {
+LowerFn arith(std::vector<int> arg_positions, std::function<Expr(const V&)> f, Operands mode = Operands::Common) {
+  return [arg_positions, f, mode](LowerCtx& ctx, const Node& n) {
     std::vector<const Arg*> args;
     for (int p : arg_positions) args.push_back(&n.args.at(p));
-    return one(map_args(ctx, args, compute_type(ctx.out_type().dtype), f));
+    return one(map_args(ctx, args, compute_type(ctx.out_type().dtype), f, mode));
   };
 }
 
@@ -182,29 +195,23 @@ void register_pointwise_ops(LoweringTable& t) {
     if (is_bool(v[0]->dtype)) return binary(ExprOp::LogicalAnd, v[0], v[1], DType::Bool);
     return op2(ExprOp::Mul, v[0], v[1]);
   };
-  t["aten.mul.Tensor"] = arith({0, 1}, mul);
-  t["aten.mul.Scalar"] = arith({0, 1}, mul);
+  t["aten.mul.Tensor"] = arith({0, 1}, mul, Operands::ExactScalarSecond);
+  t["aten.mul.Scalar"] = arith({0, 1}, mul, Operands::ExactScalarSecond);
   auto div = [](LowerCtx& ctx, const Node& n) {
     DType ct = compute_type(ctx.out_type().dtype);
     std::string mode = n.args.size() > 2 && n.args[2].kind == Arg::Kind::Str ? n.args[2].s : "";
     return one(map_args(ctx, {&n.args[0], &n.args[1]}, ct, [mode](const V& v) {
-      if (mode.empty() || is_float(v[0]->dtype)) {
-        Expr q = op2(ExprOp::Div, v[0], v[1]);
-        if (mode == "floor") return op1(ExprOp::Floor, q);
-        if (mode == "trunc") return op1(ExprOp::Trunc, q);
-        return q;
-      }
-      return op2(mode == "floor" ? ExprOp::FloorDiv : ExprOp::TruncDiv, v[0], v[1]);
-    }));
+      if (mode == "floor") return op2(ExprOp::FloorDiv, v[0], v[1]);
+      if (!is_float(v[0]->dtype)) return op2(mode == "trunc" ? ExprOp::TruncDiv : ExprOp::Div, v[0], v[1]);
+      Expr q = op2(ExprOp::Div, v[0], v[1]);
+      return mode == "trunc" ? op1(ExprOp::Trunc, q) : q;
+    }, Operands::ExactScalarSecond));
   };
   t["aten.div.Tensor"] = div;
   t["aten.div.Scalar"] = div;
   t["aten.div.Tensor_mode"] = div;
   t["aten.div.Scalar_mode"] = div;
-  auto floor_divide = arith({0, 1}, [](const V& v) {
-    if (is_float(v[0]->dtype)) return op1(ExprOp::Floor, op2(ExprOp::Div, v[0], v[1]));
-    return op2(ExprOp::FloorDiv, v[0], v[1]);
-  });
+  auto floor_divide = arith({0, 1}, [](const V& v) { return op2(ExprOp::FloorDiv, v[0], v[1]); }, Operands::ExactScalarSecond);
   t["aten.floor_divide.default"] = floor_divide;
   t["aten.floor_divide.Scalar"] = floor_divide;
   t["aten.remainder.Tensor"] = arith({0, 1}, [](const V& v) { return op2(ExprOp::Mod, v[0], v[1]); });
