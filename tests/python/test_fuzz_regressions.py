@@ -1,0 +1,90 @@
+"""Programs the differential fuzzer (python -m ember.fuzz) found ember getting wrong,
+minimized, each compiled through torch.compile and compared with eager bit for bit
+(values, NaN positions and the sign of zero). The seed that found each is named; the
+C++ side of the same bugs is in tests/cpp/test_fuzz_regressions.cpp."""
+import math
+
+import pytest
+import torch
+
+from helpers import compile_fresh
+
+NAN, INF = math.nan, math.inf
+
+
+def assert_identical(actual, expected):
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    if expected.dtype.is_floating_point:
+        a, e = actual.double(), expected.double()
+        assert torch.equal(a.isnan(), e.isnan()), (actual, expected)
+        keep = ~e.isnan()
+        assert torch.equal(a[keep], e[keep]), (actual, expected)
+        assert torch.equal(a[keep].signbit(), e[keep].signbit()), ("sign of zero", actual, expected)
+    else:
+        assert torch.equal(actual, expected), (actual, expected)
+
+
+def check_identical(fn, *args):
+    expected = fn(*args)
+    actual = compile_fresh(fn)(*args)
+    for a, e in zip(actual if isinstance(actual, tuple) else (actual,),
+                    expected if isinstance(expected, tuple) else (expected,)):
+        assert_identical(a, e)
+
+
+# Seed 14: a cumsum along a unit dim left its loop variable unbound ("unbound loop
+# variable in codegen").
+def test_cumsum_along_unit_dim():
+    x = torch.randn(4, 17).t()
+    check_identical(lambda t: (torch.cumsum(t.unsqueeze(-1), 2), torch.cumprod(t[:1], 0)), x)
+    check_identical(lambda t: torch.cumprod(t, 0, dtype=torch.float64), torch.randint(-5, 5, (1, 2), dtype=torch.int32))
+
+
+# Seed 152: a reduction naming dim -1 of a 0-d tensor wrote past the end of a vector
+# in lowering (heap corruption, then a segfault).
+def test_reduction_of_zero_dim_tensor():
+    x = torch.rand(5, 3) > 0.5
+    check_identical(lambda t: (torch.any(t.select(0, -4), -1), torch.amax(t.select(0, -4), [])), x[:, 0])
+    check_identical(lambda t: (t.sum(-1), t.sum(0, keepdim=True), t.amin(-1), t.argmax(-1)), torch.tensor(2.5))
+
+
+# Seed 74: floor division of floats was floor(a / b). ATen goes through fmod:
+# 1 // 0.1 is 9 (a / b rounds to 10), inf // 3 is NaN, and -tiny // 3 is -1.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_float_floor_division_matches_aten(dtype):
+    a = torch.tensor([1.0, INF, -INF, NAN, -1e-30, 1e-30, 7.0, -7.0, 0.0, -0.0, 5.5, 1e30] * 3, dtype=dtype)
+    b = torch.tensor([0.1, 3.0, 3.0, 2.0, 3.0, -3.0, -2.0, 2.0, -1.0, 1.0, 0.0, 7.0] * 3, dtype=dtype)
+    check_identical(lambda x, y: (torch.floor_divide(x, y), torch.div(x, y, rounding_mode="floor")), a, b)
+    check_identical(lambda x: (torch.floor_divide(x, -3), torch.div(x, 0.1, rounding_mode="floor")), a)
+
+
+# Seed 85: a zero remainder of floats took the divisor's sign (Python's rule); ATen's
+# keeps fmod's, the dividend's.
+def test_float_remainder_zero_keeps_dividend_sign():
+    a = torch.tensor([-4.0, 4.0, -0.0, 0.0, 1.0, INF, -3.0, 2.5] * 3)
+    check_identical(lambda x: (torch.remainder(x, 2.0), torch.remainder(x, -2.0), torch.fmod(x, -2.0)), a)
+
+
+# Seed 58: relu(-0.0) gave 0.0; ATen's clamp and max keep the first operand on a tie,
+# so relu(-0.0) and clamp(-0.0, min=0) are -0.0.
+def test_relu_and_clamp_keep_negative_zero():
+    a = torch.tensor([-0.0, 0.0, -1.0, NAN, 2.0] * 5)
+    check_identical(lambda x: (torch.relu(x), torch.clamp(x, min=0.0), torch.clamp(x, max=-0.0), F_hardtanh(x)), a)
+
+
+def F_hardtanh(x):
+    return torch.nn.functional.hardtanh(x, 0.0, 1.0)
+
+
+# Seed 251: f16/bf16 ops read a wider operand (a 0-d f64 tensor, a Python float) at
+# f32 precision; eager first converts it to the common dtype (remainder(h, 0.1) is 0 for
+# h = f16(0.1)). mul and div are the exception: ATen reads a scalar second operand at
+# f32 precision.
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_reduced_float_operands_round_to_common_dtype(dtype):
+    h = torch.tensor([0.1, 0.2, -0.3, 5.0, 1.0, 0.7] * 4, dtype=dtype)
+    s = torch.tensor(0.1, dtype=torch.float64)
+    check_identical(lambda x: (x < 0.1, x == 0.1, torch.remainder(x, 0.1), torch.fmod(x, s), x + 0.1, 0.1 - x,
+                               torch.remainder(x, s)), h)
+    check_identical(lambda x: (x * 0.1, x / 0.1, x * s, torch.floor_divide(x * 7, 0.1),
+                               torch.div(x * 7, 0.1, rounding_mode="trunc")), h)
