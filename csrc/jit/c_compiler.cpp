@@ -197,7 +197,8 @@ CCompiler::CCompiler() : identity_(std::make_shared<IdentityMemo>()) {
 }
 
 std::vector<std::string> CCompiler::flags() const {
-  return {"-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math",
+  // -fwrapv: integer overflow wraps, as in ATen (two's complement), instead of being undefined.
+  return {"-O2", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-fwrapv",
           "-fopenmp", "-std=c11"};
 }
 

@@ -198,13 +198,18 @@ void register_pointwise_ops(LoweringTable& t) {
   t["aten.mul.Tensor"] = arith({0, 1}, mul, Operands::ExactScalarSecond);
   t["aten.mul.Scalar"] = arith({0, 1}, mul, Operands::ExactScalarSecond);
   auto div = [](LowerCtx& ctx, const Node& n) {
-    DType ct = compute_type(ctx.out_type().dtype);
+    DType out = ctx.out_type().dtype;
+    DType ct = compute_type(out);
     std::string mode = n.args.size() > 2 && n.args[2].kind == Arg::Kind::Str ? n.args[2].s : "";
-    return one(map_args(ctx, {&n.args[0], &n.args[1]}, ct, [mode](const V& v) {
+    // ATen's trunc division of f16/bf16 tensors rounds the quotient to that type
+    // before truncating; with a scalar divisor it truncates the f32 quotient.
+    bool scalar_divisor = !n.args[1].is_tensor() || ctx.tensor(n.args[1]).sizes.empty();
+    DType round_to = (out == DType::F16 || out == DType::BF16) && !scalar_divisor ? out : ct;
+    return one(map_args(ctx, {&n.args[0], &n.args[1]}, ct, [mode, round_to](const V& v) {
       if (mode == "floor") return op2(ExprOp::FloorDiv, v[0], v[1]);
       if (!is_float(v[0]->dtype)) return op2(mode == "trunc" ? ExprOp::TruncDiv : ExprOp::Div, v[0], v[1]);
       Expr q = op2(ExprOp::Div, v[0], v[1]);
-      return mode == "trunc" ? op1(ExprOp::Trunc, q) : q;
+      return mode == "trunc" ? op1(ExprOp::Trunc, cast(cast(q, round_to), q->dtype)) : q;
     }, Operands::ExactScalarSecond));
   };
   t["aten.div.Tensor"] = div;

@@ -186,7 +186,17 @@ std::vector<TensorIR> variance(LowerCtx& ctx, const Node& n, bool take_sqrt, boo
   });
   auto squeeze = [&](const TensorIR& kd) { return keepdim || kd.sizes.empty() ? kd : squeeze_lazy(ctx, kd, dims); };
   std::vector<TensorIR> outs = {squeeze(var)};
-  if (with_mean) outs.push_back(squeeze(map_stored(ctx, mean, out, [](Expr x) { return x; })));
+  if (with_mean) {
+    // Eager's var_mean runs Welford's algorithm, whose mean is NaN once an infinity
+    // meets any other element (inf - inf), where sum / n would be the infinity. The
+    // squared deviations are NaN exactly when the slice holds an infinity or a NaN.
+    TensorIR m = ctx.lazy(out, mean.sizes, [mean, ss, nelem, acc, out](const std::vector<Expr>& idx) {
+      Expr mv = mean.fn(idx);
+      if (nelem > 1) mv = where(unary(ExprOp::IsNan, ss.fn(idx), DType::Bool), c(NAN, acc), mv);
+      return cast(mv, out);
+    }, {&mean, &ss});
+    outs.push_back(squeeze(m));
+  }
   return outs;
 }
 
@@ -219,8 +229,11 @@ std::vector<TensorIR> cumulative(LowerCtx& ctx, const Node& n, ReduceOp op) {
   int64_t dim = normalize_dim(n.args[1].as_int(), in.rank());
   DType out = ctx.out_type().dtype;
   if (in.rank() == 0 || in.sizes[dim] == 1)  // a scan over one element is the element
-    return {ctx.lazy(out, {}, [in, out](const std::vector<Expr>& idx) { return cast(in.fn(idx), out); }, {&in})};
-  return {ctx.scan(in, dim, op, out, acc_type(out))};
+    return {ctx.lazy(out, in.sizes, [in, out](const std::vector<Expr>& idx) { return cast(in.fn(idx), out); }, {&in})};
+  // Eager's cumsum/cumprod accumulate floats in double (at::acc_type on CPU), which
+  // decides overflow and cancellation: [1e8, 1, -1e8] sums to 1, not 0.
+  DType acc = is_float(out) ? DType::F64 : acc_type(out);
+  return {ctx.scan(in, dim, op, out, acc)};
 }
 
 }  // namespace

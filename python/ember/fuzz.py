@@ -188,6 +188,11 @@ class Value:
     # breaks ties of max/min between -0.0 and 0.0 differently in its scalar and vector
     # loops, so values computed from such ties have no defined zero sign.
     zsign: bool = True
+    # The mean output of var_mean: eager computes it with Welford's algorithm, which
+    # gives NaN or +-inf where the slice holds an infinity, depending on where the
+    # infinity falls in eager's reduction order (ember gives NaN). Such values are only
+    # outputs (no op reads them), and there ember's NaN matches eager's +-inf.
+    welford: bool = False
 
     @property
     def shape(self):
@@ -252,8 +257,10 @@ class Generator:
         if self.allow_zero and shape and self.r.random() < 0.3:
             shape[self.r.randrange(rank)] = 0
         if self.big and rank >= 2:
-            shape[-1] = self.r.choice([1024, 4099])
-            shape[-2] = self.r.choice([64, 129])
+            # Large enough for kernels to split rows across threads (about 64k elements
+            # per chunk), small enough to stay fast: at most ~1M elements.
+            shape = [self.r.choice([1, 2]) for _ in shape[:-2]] + [self.r.choice([64, 129]),
+                                                                   self.r.choice([1024, 4099])]
         return shape
 
     def random_dtype(self):
@@ -299,7 +306,7 @@ class Generator:
 
     # -- helpers ---------------------------------------------------------------------
     def pick(self, pred=lambda v: True) -> Value:
-        cands = [v for v in self.pool if pred(v)]
+        cands = [v for v in self.pool if pred(v) and not v.welford]
         if not cands:
             raise _Reject()
         # Prefer recent values, so that ops chain into deeper graphs.
@@ -387,6 +394,7 @@ class Generator:
         a = self.pick()
         fn = self.r.choice(["exp", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
                             "sigmoid", "erf", "atan", "asinh", "reciprocal", "exp2", "erfc", "tan"])
+        self.require_regular(a, fn)
         self.emit(f"torch.{fn}({a.name})", False)
 
     def op_activation(self):
@@ -394,6 +402,9 @@ class Generator:
         e = self.r.choice(["F.gelu({})", "F.gelu({}, approximate='tanh')", "F.silu({})", "F.softplus({})",
                            "F.elu({})", "F.leaky_relu({}, 0.1)", "F.hardswish({})", "F.hardsigmoid({})",
                            "F.mish({})", "F.softplus({}, beta=2.0, threshold=5.0)"])
+        if e.startswith("F.gelu") and a.dtype != torch.float64 and bool((a.t == math.inf).any()):
+            # Eager's gelu(+inf) is NaN in its vector loop and +inf in its scalar loop.
+            raise _Reject()
         self.emit(e.format(a.name), False)
 
     def op_unary_exact(self):
@@ -445,6 +456,7 @@ class Generator:
                 self.emit(f"torch.add({a.name}, {_fmt(s)}, alpha=2)", False)
             elif fn == "pow":
                 e = r.choice([2, 3, 0.5, -1, -0.5, 1.5, 0, -2])
+                self.require_regular(a, "pow" if e in (0.5, -1, -0.5, 1.5, -2) else "")
                 self.emit(f"torch.pow({a.name}, {e})", False)
             else:
                 self.emit(f"torch.{fn}({a.name}, {_fmt(s)})", False)
@@ -455,6 +467,11 @@ class Generator:
             self.emit(f"torch.add({a.name}, {b.name}, alpha={r.choice([2, -1, 0.5])})", False)
         else:
             x, y = (a, b) if r.random() < 0.8 else (b, a)
+            if fn in ("div", "true_divide", "pow"):
+                self.require_regular(y if fn != "pow" else x, "reciprocal")
+            if fn == "atan2":
+                self.require_regular(x, "reciprocal")
+                self.require_regular(y, "reciprocal")
             self.emit(f"torch.{fn}({x.name}, {y.name})", exact or (not x.is_float and not y.is_float
                                                                    and fn in ("add", "sub", "mul", "rsub")),
                       zero_tie=fn in ("maximum", "minimum"))
@@ -472,10 +489,15 @@ class Generator:
             if not b.exact or b.is_bool:
                 raise _Reject()
             operand = b.name
+        # Eager's floor division of f16/bf16 tensors rounds its intermediate steps in its
+        # vector loop and not in its scalar loop: the last bit is not defined.
         if fn.startswith("div_"):
-            self.emit(f"torch.div({a.name}, {operand}, rounding_mode='{fn[4:]}')", True)
+            v = self.emit(f"torch.div({a.name}, {operand}, rounding_mode='{fn[4:]}')", True)
         else:
-            self.emit(f"torch.{fn}({a.name}, {operand})", True)
+            v = self.emit(f"torch.{fn}({a.name}, {operand})", True)
+        if (v[0].dtype in (torch.float16, torch.bfloat16) and fn in ("floor_divide", "div_floor")
+                and operand.startswith(("a", "v"))):
+            v[0].exact = False
 
     def op_compare(self):
         r = self.r
@@ -572,11 +594,14 @@ class Generator:
             else:
                 self.emit(f"torch.{fn}({a.name}, {self.dim(a)}, keepdim={keep})", True)
         elif fn in ("var", "std"):
+            self.require_conditioned(a, dims)
             corr = r.choice([0, 1, 1, 2])
             self.emit(f"torch.{fn}({a.name}, {dims}, correction={corr}, keepdim={keep})", False)
         elif fn == "var_mean":
+            self.require_conditioned(a, dims)
             self.emit(f"torch.var_mean({a.name}, {dims}, correction={r.choice([0, 1])}, keepdim={keep})",
                       [False, False], n_out=2)
+            self.pool[-1].welford = True
         elif fn == "logsumexp":
             self.emit(f"torch.logsumexp({a.name}, {dims}, keepdim={keep})", False)
         elif fn == "norm":
@@ -593,6 +618,7 @@ class Generator:
         elif u < 0.8:
             k = r.randint(1, min(a.rank, 2))
             shape = list(a.shape[-k:])
+            self.require_conditioned(a, list(range(a.rank - k, a.rank)))
             if r.random() < 0.5:
                 w = self.new_input(shape, a.key)
                 b = self.new_input(shape, a.key)
@@ -602,8 +628,52 @@ class Generator:
                 self.emit(f"F.layer_norm({a.name}, {shape})", False)
         else:
             d = self.dims(a)
+            self.require_conditioned(a, d)
             self.emit(f"({a.name} - {a.name}.mean({d}, keepdim=True)) * torch.rsqrt({a.name}.var({d}, "
                       f"keepdim=True, correction=0) + 1e-5)", False)
+
+    # Where a function's result is infinitely sensitive to its argument (a pole, a branch
+    # point, overflow), as distances from the singular points.
+    SINGULAR = {
+        "log": [0.0], "log2": [0.0], "log1p": [-1.0], "sqrt": [0.0], "rsqrt": [0.0], "reciprocal": [0.0],
+        "pow": [0.0], "tan": [math.pi / 2 + k * math.pi for k in range(-6, 6)],
+    }
+
+    def require_regular(self, a: Value, fn: str):
+        """Rejects applying fn to an inexact value close to one of fn's singular points:
+        there a rounding difference upstream (which any two correct implementations may
+        have) becomes an arbitrarily large one, or a sign flip becomes NaN. Exact values
+        (inputs, integers) go in as they are: log(0), 1/-0.0, sqrt(-1) are tested."""
+        if a.exact or not a.is_float:
+            return
+        x = a.t.double()
+        x = x[x.isfinite()]
+        limit = 8 if a.dtype == torch.float16 else 60
+        if fn in ("exp", "exp2", "expm1", "sinh", "cosh") and bool((x.abs() > limit).any()):
+            raise _Reject()  # overflow to inf on one side of a rounding difference
+        points = self.SINGULAR.get(fn)
+        if not points or x.numel() == 0:
+            return
+        scale = max(float(x.abs().max()), 1.0)
+        for p in points:
+            if bool(((x - p).abs() < 1e-3 * scale).any()):
+                raise _Reject()
+
+    def require_conditioned(self, a: Value, dims):
+        """Rejects a normalization (or variance) over `dims` whose result is noise: slices
+        that are (nearly) constant, where x - mean is rounding error times 1/sqrt(eps) and
+        any two correct implementations differ, or whose squares overflow."""
+        x = a.t.double()
+        if x.numel() == 0 or not dims:
+            return
+        x = torch.where(x.isfinite(), x, torch.zeros_like(x))
+        spread = x.amax(dims) - x.amin(dims)
+        scale = x.abs().amax(dims)
+        n = math.prod(a.shape[d] for d in dims)
+        if n > 1 and bool(((spread <= 1e-3 * scale) & (scale > 0)).any()):
+            raise _Reject()
+        if bool((scale > 1e15).any()):
+            raise _Reject()
 
     def op_scan(self):
         r = self.r
@@ -763,7 +833,7 @@ class Generator:
         if computed[-1].name not in outs:
             outs.append(computed[-1].name)
         prog = Program(self.seed, self.inputs, self.lines, outs)
-        prog.flags = {v.name: [v.exact, v.zsign] for v in self.pool}
+        prog.flags = {v.name: [v.exact, v.zsign, v.welford] for v in self.pool}
         return prog
 
 
@@ -793,7 +863,7 @@ def _compile_with_ember(fn, inputs, cache_dir: str):
     return backend(gm, inputs)
 
 
-def _compare(name, actual, expected, reference, exact, zsign=True) -> str | None:
+def _compare(name, actual, expected, reference, exact, zsign=True, welford=False) -> str | None:
     """None if `actual` matches `expected`, else what differs."""
     if not isinstance(actual, torch.Tensor):
         return f"{name}: got {type(actual).__name__}, expected a tensor"
@@ -810,6 +880,8 @@ def _compare(name, actual, expected, reference, exact, zsign=True) -> str | None
         return f"{name}: {int((actual != expected).sum())} elements differ, first at {bad}: " \
                f"{actual[tuple(bad)].item()} != {expected[tuple(bad)].item()}"
     a, e = actual.double(), expected.double()
+    if welford:
+        e = torch.where(e.isinf() & a.isnan(), a, e)
     if not torch.equal(a.isnan(), e.isnan()):
         where = (a.isnan() != e.isnan()).nonzero()[0].tolist()
         return f"{name}: NaN positions differ, first at {where}: {a[tuple(where)].item()} vs eager " \
@@ -868,8 +940,8 @@ def check(prog: Program, cache_dir: str, flags: dict | None = None) -> Result:
     kernels = sum(s["kernels"] for s in backend._summaries[before:])
     reference = None
     for i, (a, e) in enumerate(zip(actual, expected)):
-        exact_i, zsign_i = flags.get(prog.outputs[i], (False, True))
-        problem = _compare(f"output {i} ({prog.outputs[i]})", a, e, None, exact_i, zsign_i)
+        exact_i, zsign_i, welford_i = (list(flags.get(prog.outputs[i], ())) + [False, True, False][len(flags.get(prog.outputs[i], ())):])
+        problem = _compare(f"output {i} ({prog.outputs[i]})", a, e, None, exact_i, zsign_i, welford_i)
         if problem and not exact_i and e.dtype.is_floating_point:
             if reference is None:
                 try:
@@ -878,7 +950,7 @@ def check(prog: Program, cache_dir: str, flags: dict | None = None) -> Result:
                 except Exception:
                     reference = ()
             r = reference[i] if i < len(reference) else None
-            problem = _compare(f"output {i} ({prog.outputs[i]})", a, e, r, exact_i, zsign_i)
+            problem = _compare(f"output {i} ({prog.outputs[i]})", a, e, r, exact_i, zsign_i, welford_i)
         if problem:
             return Result("mismatch", problem, kernels)
     if len(actual) != len(expected):

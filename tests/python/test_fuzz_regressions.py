@@ -88,3 +88,32 @@ def test_reduced_float_operands_round_to_common_dtype(dtype):
                                torch.remainder(x, s)), h)
     check_identical(lambda x: (x * 0.1, x / 0.1, x * s, torch.floor_divide(x * 7, 0.1),
                                torch.div(x * 7, 0.1, rounding_mode="trunc")), h)
+
+
+# Seed 1264: cumsum/cumprod of f32 accumulated in f32 where eager accumulates in double,
+# which decides cancellation and overflow.
+def test_scans_accumulate_floats_in_double():
+    check_identical(lambda x: torch.cumsum(x, 0), torch.tensor([1e8, 1.0, -1e8, 3.0]))
+    check_identical(lambda x: torch.cumprod(x, 0), torch.tensor([1e30, 1e30, 1e-30, 2.0]))
+    check_identical(lambda x: torch.cumsum(x, -1), torch.tensor([[1000.0, 0.4, 0.4, -1000.0]] * 3, dtype=torch.float16))
+
+
+# Seed 2174: trunc division of f16/bf16 tensors truncated the f32 quotient; ATen rounds
+# it to f16 first (a scalar divisor keeps the f32 quotient).
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_reduced_float_trunc_division_rounds_first(dtype):
+    torch.manual_seed(0)
+    a = (torch.rand(64, 64) * 255).round().to(dtype)
+    b = (torch.randn(64, 64) * 0.05).to(dtype)
+    check_identical(lambda x, y: torch.div(x, y, rounding_mode="trunc"), a, b)
+    check_identical(lambda x: torch.div(x, 0.0537, rounding_mode="trunc"), a)
+
+
+# Seed 641: var_mean's mean was sum / n (inf where the slice holds an infinity);
+# eager's Welford gives NaN once an infinity meets another element.
+def test_var_mean_mean_is_nan_where_welford_is():
+    x = torch.randn(13, 40)
+    x[0, 0], x[5, 1], x[3, 2], x[4, 2] = INF, -INF, INF, INF
+    fn = lambda t: torch.var_mean(t, [0], correction=1)  # noqa: E731
+    for a, e in zip(compile_fresh(fn)(x), fn(x)):
+        torch.testing.assert_close(a, e, equal_nan=True)

@@ -119,18 +119,20 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
       const float t9 = t8 * t8;
       acc4 += t9;
     }
-    const float t13 = acc4 / (16.0f);
-    const float t14 = t13 + (9.99999975e-06f);
-    const float t15 = 1.0f / sqrtf(t14);
+    const bool t12 = (acc4 != acc4);
+    const float t13 = t12 ? NAN : t7;
+    const float t15 = acc4 / (16.0f);
+    const float t16 = t15 + (9.99999975e-06f);
+    const float t17 = 1.0f / sqrtf(t16);
     #pragma omp simd
     for (int64_t i0 = 0; i0 < 16LL; ++i0) {
       const int64_t t10 = t1 + i0;
       const float t11 = b0[t10];
-      const float t12 = t11 - t7;
-      const float t16 = t12 * t15;
-      const float t17 = b1[i0];
-      const float t18 = t16 * t17;
-      b4[t10] = t18;
+      const float t14 = t11 - t13;
+      const float t18 = t14 * t17;
+      const float t19 = b1[i0];
+      const float t20 = t18 * t19;
+      b4[t10] = t20;
     }
   }
 }
