@@ -165,7 +165,7 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
   std::string one = f64 ? "1.0" : "1.0f";
   switch (e->op) {
     case ExprOp::Load: return load_text(e, a[0]);
-    case ExprOp::Neg: return "-" + a[0];
+    case ExprOp::Neg: return "-(" + a[0] + ")";  // "-" + "-5LL" would be a decrement
     case ExprOp::Abs: return flt ? fn("fabs") : "(" + a[0] + " < 0 ? -" + a[0] + " : " + a[0] + ")";
     case ExprOp::Exp: return std::string(f64 ? "ember_exp(" : "ember_expf(") + a[0] + (f64 ? ", exp_lo_f64)" : ", exp_lo_f32)");
     case ExprOp::Exp2: return fn("exp2");

@@ -230,9 +230,10 @@ std::vector<TensorIR> cumulative(LowerCtx& ctx, const Node& n, ReduceOp op) {
   DType out = ctx.out_type().dtype;
   if (in.rank() == 0 || in.sizes[dim] == 1)  // a scan over one element is the element
     return {ctx.lazy(out, in.sizes, [in, out](const std::vector<Expr>& idx) { return cast(in.fn(idx), out); }, {&in})};
-  // Eager's cumsum/cumprod accumulate floats in double (at::acc_type on CPU), which
-  // decides overflow and cancellation: [1e8, 1, -1e8] sums to 1, not 0.
-  DType acc = is_float(out) ? DType::F64 : acc_type(out);
+  // Eager's cumsum/cumprod accumulate in at::acc_type<T, /*cuda=*/false>: double for
+  // f32 and f64, float for f16 and bf16. That decides overflow, underflow and
+  // cancellation: [1e8, 1, -1e8] sums to 1 in f32, not 0.
+  DType acc = (out == DType::F32 || out == DType::F64) ? DType::F64 : acc_type(out);
   return {ctx.scan(in, dim, op, out, acc)};
 }
 

@@ -55,6 +55,8 @@ DTYPE_KEYS = {v: k for k, v in DTYPES.items()}
 FLOAT_KEYS = ("f32", "f64", "f16", "bf16")
 INT_KEYS = ("i64", "i32", "i16", "i8", "u8")
 
+# From most to least precise.
+LOOSENESS = ["f64", "f32", "f16", "bf16"]
 # Tolerances for inexact float outputs: (rtol, atol).
 TOLERANCES = {
     torch.float64: (1e-7, 1e-7),
@@ -193,6 +195,9 @@ class Value:
     # infinity falls in eager's reduction order (ember gives NaN). Such values are only
     # outputs (no op reads them), and there ember's NaN matches eager's +-inf.
     welford: bool = False
+    # The least precise float dtype it was computed through ("" if none): an f64 output
+    # computed from an f32 softmax carries f32 rounding errors.
+    prec: str = ""
 
     @property
     def shape(self):
@@ -300,7 +305,7 @@ class Generator:
         t = make_input(spec, self.gen)
         self.inputs.append(spec)
         self.input_tensors.append(t)
-        v = Value(f"a{len(self.inputs) - 1}", t, True)
+        v = Value(f"a{len(self.inputs) - 1}", t, True, prec=dtype if dtype in FLOAT_KEYS else "")
         self.pool.append(v)
         return v
 
@@ -318,6 +323,7 @@ class Generator:
         zero_tie: the op is a max/min, whose result's zero sign eager leaves undefined."""
         operands = [v for v in self.pool if re.search(rf"\b{v.name}\b", expr)]
         zsign = all(v.zsign for v in operands) and not zero_tie
+        precs = [v.prec for v in operands if v.prec]
         env = dict(self.ns)
         env.update({v.name: v.t for v in self.pool})
         try:
@@ -339,7 +345,8 @@ class Generator:
             self.lines.append(f"{names[0]} = {expr}")
         vals = []
         for name, o, ex in zip(names, outs, exact if isinstance(exact, (list, tuple)) else [exact] * n_out):
-            vals.append(Value(name, o, ex, zsign))
+            p = precs + ([DTYPE_KEYS[o.dtype]] if o.dtype.is_floating_point else [])
+            vals.append(Value(name, o, ex, zsign, prec=max(p, key=LOOSENESS.index) if p else ""))
             self.pool.append(vals[-1])
         return vals
 
@@ -620,8 +627,10 @@ class Generator:
             shape = list(a.shape[-k:])
             self.require_conditioned(a, list(range(a.rank - k, a.rank)))
             if r.random() < 0.5:
-                w = self.new_input(shape, a.key)
-                b = self.new_input(shape, a.key)
+                # No infinities in the affine parameters: inf * (x - mean) is NaN or inf
+                # depending on whether x - mean rounds to exactly zero.
+                w = self.new_input(shape, a.key, values="normal")
+                b = self.new_input(shape, a.key, values="normal")
                 self.emit(f"F.layer_norm({a.name}, {shape}, {w.name}, {b.name}, eps={r.choice([1e-5, 1e-6, 0.1])})",
                           False)
             else:
@@ -833,7 +842,7 @@ class Generator:
         if computed[-1].name not in outs:
             outs.append(computed[-1].name)
         prog = Program(self.seed, self.inputs, self.lines, outs)
-        prog.flags = {v.name: [v.exact, v.zsign, v.welford] for v in self.pool}
+        prog.flags = {v.name: [v.exact, v.zsign, v.welford, v.prec] for v in self.pool}
         return prog
 
 
@@ -863,7 +872,7 @@ def _compile_with_ember(fn, inputs, cache_dir: str):
     return backend(gm, inputs)
 
 
-def _compare(name, actual, expected, reference, exact, zsign=True, welford=False) -> str | None:
+def _compare(name, actual, expected, reference, exact, zsign=True, welford=False, prec="") -> str | None:
     """None if `actual` matches `expected`, else what differs."""
     if not isinstance(actual, torch.Tensor):
         return f"{name}: got {type(actual).__name__}, expected a tensor"
@@ -895,7 +904,8 @@ def _compare(name, actual, expected, reference, exact, zsign=True, welford=False
             return None
         bad = differ.nonzero()[0].tolist()
         return f"{name}: exact value differs at {bad}: {a[tuple(bad)].item()} != {e[tuple(bad)].item()}"
-    rtol, atol = TOLERANCES[expected.dtype]
+    rtol, atol = TOLERANCES[DTYPES[prec] if prec in FLOAT_KEYS else expected.dtype]
+    rtol, atol = max(rtol, TOLERANCES[expected.dtype][0]), max(atol, TOLERANCES[expected.dtype][1])
     finite = e.isfinite()
     if not zsign:
         a, e = torch.where(finite, a, a.abs()), torch.where(finite, e, e.abs())
@@ -940,8 +950,9 @@ def check(prog: Program, cache_dir: str, flags: dict | None = None) -> Result:
     kernels = sum(s["kernels"] for s in backend._summaries[before:])
     reference = None
     for i, (a, e) in enumerate(zip(actual, expected)):
-        exact_i, zsign_i, welford_i = (list(flags.get(prog.outputs[i], ())) + [False, True, False][len(flags.get(prog.outputs[i], ())):])
-        problem = _compare(f"output {i} ({prog.outputs[i]})", a, e, None, exact_i, zsign_i, welford_i)
+        given = list(flags.get(prog.outputs[i], ()))
+        exact_i, zsign_i, welford_i, prec_i = given + [False, True, False, ""][len(given):]
+        problem = _compare(f"output {i} ({prog.outputs[i]})", a, e, None, exact_i, zsign_i, welford_i, prec_i)
         if problem and not exact_i and e.dtype.is_floating_point:
             if reference is None:
                 try:
@@ -950,7 +961,7 @@ def check(prog: Program, cache_dir: str, flags: dict | None = None) -> Result:
                 except Exception:
                     reference = ()
             r = reference[i] if i < len(reference) else None
-            problem = _compare(f"output {i} ({prog.outputs[i]})", a, e, r, exact_i, zsign_i, welford_i)
+            problem = _compare(f"output {i} ({prog.outputs[i]})", a, e, r, exact_i, zsign_i, welford_i, prec_i)
         if problem:
             return Result("mismatch", problem, kernels)
     if len(actual) != len(expected):

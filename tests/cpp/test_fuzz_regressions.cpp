@@ -33,3 +33,18 @@ TEST(fuzz_cumsum_along_unit_dim) {
 )");
   CHECK(p.code.source.find("scan") == std::string::npos);
 }
+
+// The negation of a negative constant printed as "--5LL", a decrement: a C compiler
+// error. (isinf of an integer is the constant false, so the masked_fill folds to -5.)
+TEST(fuzz_negated_negative_constant_compiles) {
+  Pipeline p(R"(graph {
+  %0 = input(0) : i64[4]{1}
+  %1 = aten.isinf.default(%0) : bool[4]{1}
+  %2 = aten.le.Scalar(%1, 0) : bool[4]{1}
+  %3 = aten.masked_fill.Scalar(%0, %2, -5) : i64[4]{1}
+  %4 = aten.neg.default(%3) : i64[4]{1}
+  return (%4)
+}
+)");
+  CHECK(p.code.source.find("--") == std::string::npos);
+}
