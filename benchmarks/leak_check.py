@@ -3,9 +3,11 @@
     python benchmarks/leak_check.py                     # 1,000 compiles, 10,000 runs
     python benchmarks/leak_check.py --compiles 200 --runs 2000 --json out.json
 
-Phase 1 compiles and runs distinct small graphs (each a new C source, so a new shared
-object: generate, compile, load, run, drop). Phase 2 runs one compiled graph many
-times. Each phase warms up first (allocator pools, torch's and the loader's one-time
+Phase 1 compiles graph text with ember's C++ alone and runs it (each a new C source,
+so a new shared object: lower, generate, compile, load, run, drop). Phase 2 does the
+same through the backend (torch.fx.symbolic_trace, AOTAutograd, FX import, runner),
+which adds PyTorch's own per-graph state (FX keeps each graph's generated Python
+source in linecache). Phase 3 runs one compiled graph many times. Each phase warms up first (allocator pools, torch's and the loader's one-time
 state), then measures RSS growth over the rest, after gc and malloc_trim. Graphs go
 through ember's AOTAutograd backend directly (torch.fx.symbolic_trace, no Dynamo), so
 the figures are ember's, not Dynamo's caches'. The kernel cache is a fresh temporary
@@ -55,6 +57,42 @@ def compile_one(fn, inputs, cache_dir):
 
     gm = torch.fx.symbolic_trace(fn)
     return make_backend(None, {"fallback_on_error": False, "cache_dir": cache_dir})(gm, inputs)
+
+
+CORE_GRAPH = """graph {{
+  %0 = input(0) : f32[33,65]{{65,1}}
+  %1 = input(1) : f32[65]{{1}}
+  %2 = aten.mul.Tensor(%0, {a}) : f32[33,65]{{65,1}}
+  %3 = aten.add.Tensor(%2, %1, 1) : f32[33,65]{{65,1}}
+  %4 = aten.relu.default(%3) : f32[33,65]{{65,1}}
+  %5 = aten.sum.dim_IntList(%4, [1], false, none) : f32[33]{{1}}
+  return (%4, %5)
+}}
+"""
+
+
+def core_compile_and_run(i, x, y, cache_dir):
+    """ember's C++ alone: compile graph text (a new shared object per i), load it, run its
+    kernels on torch buffers, drop it. No FX, no AOTAutograd."""
+    from ember import _core
+
+    a = 1.0 + i * 1e-3
+    cg = _core.compile(CORE_GRAPH.format(a=repr(a)), cache_dir=cache_dir)
+    bufs = {}
+    for b in cg.buffers:
+        if b["kind"] == "input":
+            bufs[b["id"]] = (x, y)[b["input_index"]]
+        else:
+            assert b["arena_offset"] < 0
+            bufs[b["id"]] = torch.empty_strided(b["sizes"], b["strides"], dtype=torch.float32)
+    for si, (kind, _, args) in enumerate(cg.steps):
+        assert kind == "kernels"
+        cg.run_step(si, [bufs[b].data_ptr() for b in args])
+    if i % 100 == 0:
+        out = [bufs[b].as_strided(sizes, strides, offset) for b, _, sizes, strides, offset in cg.outputs]
+        ref = torch.relu(x * a + y)
+        torch.testing.assert_close(out[0], ref)
+        torch.testing.assert_close(out[1], ref.sum(1))
 
 
 def phase(name, total, warmup, step, report):
@@ -108,8 +146,11 @@ def main(argv=None):
             for a, e in zip(out, ref):
                 torch.testing.assert_close(a, e)
 
-    results = [phase("compile+run distinct graphs", args.compiles, min(100, args.compiles // 5), compile_and_run,
-                     report)]
+    warm = min(100, args.compiles // 5)
+    results = [phase("ember core: compile+load+run distinct graph texts", args.compiles, warm,
+                     lambda i: core_compile_and_run(i, x, y, cache), report),
+               phase("backend: compile+run distinct graphs (AOTAutograd + ember)", args.compiles, warm,
+                     lambda i: compile_and_run(args.compiles + i), report)]
     one = compile_one(_graph(10_000), [x, y], cache)
     results.append(phase("runs of one graph", args.runs, min(500, args.runs // 5), lambda i: one(x, y), report))
     summary = {"rss_start_mb": round(start, 1), "phases": results, "torch": torch.__version__,

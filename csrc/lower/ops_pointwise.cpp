@@ -126,15 +126,17 @@ Expr gelu(Expr x, bool tanh_approx) {
              op2(ExprOp::Add, c(1, t), op1(ExprOp::Erf, op2(ExprOp::Mul, x, c(0.70710678118654752440, t)))));
 }
 
-// pow with a constant exponent uses the same special cases as ATen.
-Expr pow_scalar(Expr x, double e) {
+// pow with a constant exponent uses the same special cases as ATen, which has no
+// sqrt/rsqrt special case for f16: there pow(-inf, 0.5) is inf, not sqrt's NaN, and
+// pow(-0.0, 0.5) is 0.0, not -0.0.
+Expr pow_scalar(Expr x, double e, DType storage) {
   DType t = x->dtype;
   if (e == 1) return x;
   if (e == 2) return op2(ExprOp::Mul, x, x);
   if (e == 3) return op2(ExprOp::Mul, op2(ExprOp::Mul, x, x), x);
   if (is_float(t)) {
-    if (e == 0.5) return op1(ExprOp::Sqrt, x);
-    if (e == -0.5) return op1(ExprOp::Rsqrt, x);
+    if (e == 0.5 && storage != DType::F16) return op1(ExprOp::Sqrt, x);
+    if (e == -0.5 && storage != DType::F16) return op1(ExprOp::Rsqrt, x);
     if (e == -1) return op2(ExprOp::Div, c(1, t), x);
     if (e == -2) return op2(ExprOp::Div, c(1, t), op2(ExprOp::Mul, x, x));
   }
@@ -231,7 +233,8 @@ void register_pointwise_ops(LoweringTable& t) {
     DType ct = compute_type(ctx.out_type().dtype);
     if (!is_float(ct)) throw Unsupported("integer pow");
     double e = n.args[1].as_double();
-    return one(map_args(ctx, {&n.args[0]}, ct, [e](const V& v) { return pow_scalar(v[0], e); }));
+    DType out = ctx.out_type().dtype;
+    return one(map_args(ctx, {&n.args[0]}, ct, [e, out](const V& v) { return pow_scalar(v[0], e, out); }));
   };
   t["aten.pow.Tensor_Tensor"] = [](LowerCtx& ctx, const Node& n) {
     DType ct = compute_type(ctx.out_type().dtype);

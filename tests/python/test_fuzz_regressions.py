@@ -117,3 +117,12 @@ def test_var_mean_mean_is_nan_where_welford_is():
     fn = lambda t: torch.var_mean(t, [0], correction=1)  # noqa: E731
     for a, e in zip(compile_fresh(fn)(x), fn(x)):
         torch.testing.assert_close(a, e, equal_nan=True)
+
+
+# Seed 4462: pow(x, +-0.5) on f16 is powf in ATen (sqrt/rsqrt are special cases for the
+# other float dtypes only): pow(-inf, -0.5) is 0 and pow(-0.0, 0.5) is 0.0 there.
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.bfloat16, torch.float64])
+def test_pow_half_exponents_follow_aten_per_dtype(dtype):
+    x = torch.tensor([-INF, -0.0, -1.0, INF, 0.0, 4.0] * 4, dtype=dtype)
+    check_identical(lambda t: (torch.pow(t, 0.5), torch.pow(t, -0.5), torch.pow(t, -1), torch.pow(t, -2),
+                               torch.pow(t, 3), torch.pow(t, 1.5)), x)
