@@ -312,6 +312,9 @@ class Generator:
         return v
 
     # -- helpers ---------------------------------------------------------------------
+    def value(self, name: str) -> Value:
+        return next(v for v in self.pool if v.name == name)
+
     def pick(self, pred=lambda v: True) -> Value:
         cands = [v for v in self.pool if pred(v) and not v.welford]
         if not cands:
@@ -505,6 +508,21 @@ class Generator:
             operand = b.name
         # Eager's floor division of f16/bf16 tensors rounds its intermediate steps in its
         # vector loop and not in its scalar loop: the last bit is not defined.
+        if not a.is_float:
+            # Eager's integer division traps (SIGFPE, the process dies) on INT_MIN / -1.
+            lo = torch.iinfo(a.dtype).min
+            minus_one = operand == "-1" or (operand.startswith(("a", "v"))
+                                            and bool((self.value(operand).t == -1).any()))
+            if minus_one and bool((a.t == lo).any()):
+                raise _Reject()
+        elif fn in ("remainder", "fmod"):
+            # Eager's vector fmod (Sleef) gives NaN once |a / b| exceeds the float range;
+            # its scalar loop gives the exact remainder.
+            b = self.value(operand).t if operand.startswith(("a", "v")) else torch.tensor(float(operand))
+            with torch.no_grad():
+                ratio = (a.t.double() / b.double()).abs()
+            if bool((ratio.isfinite() & (ratio > 1e30)).any()) or bool(((ratio == math.inf) & a.t.isfinite() & (b != 0)).any()):
+                raise _Reject()
         if fn.startswith("div_"):
             v = self.emit(f"torch.div({a.name}, {operand}, rounding_mode='{fn[4:]}')", True)
         else:
@@ -1140,12 +1158,9 @@ def _run_chunk(seeds, cache_dir: str, threads: int, minimize_failures: bool, sec
             remaining = [x for x in remaining if x not in done]
             if status and remaining:
                 bad = remaining.pop(0)
-                entry = {"seed": bad, "status": status[0], "detail": status[1]}
-                try:
-                    entry["program"] = generate(bad).to_json()
-                except Exception:
-                    pass
-                results.append(entry)
+                # Not regenerated here: whatever killed the child may kill this process
+                # too. `--seeds N --show` reproduces it.
+                results.append({"seed": bad, "status": status[0], "detail": status[1]})
             elif status is None and remaining:
                 raise RuntimeError(f"fuzz worker returned without results for seeds {remaining[:5]}")
     finally:
