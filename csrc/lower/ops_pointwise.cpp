@@ -68,7 +68,17 @@ TensorIR map_args(LowerCtx& ctx, std::vector<const Arg*> args, DType compute,
   r.fn = [cp, held, via, compute, f, out_dtype](const std::vector<Expr>& idx) {
     std::vector<Expr> vals;
     vals.reserve(held.size());
-    for (size_t i = 0; i < held.size(); ++i) vals.push_back(cast(arg_at(*cp, held[i], idx, via[i]), compute));
+    for (size_t i = 0; i < held.size(); ++i) {
+      const Arg& a = held[i];
+      if (via[i] == compute) {
+        vals.push_back(arg_at(*cp, a, idx, compute));
+      } else if (a.is_tensor()) {  // one rounding, from the operand's own dtype
+        Expr x = arg_at(*cp, a, idx, cp->tensor(a).dtype);
+        vals.push_back(cast(rounding_cast(x, via[i]), compute));
+      } else {
+        vals.push_back(cast(arg_at(*cp, a, idx, via[i]), compute));  // a rounded constant
+      }
+    }
     return cast(f(vals), out_dtype);
   };
   return r;
@@ -211,7 +221,8 @@ void register_pointwise_ops(LoweringTable& t) {
       if (mode == "floor") return op2(ExprOp::FloorDiv, v[0], v[1]);
       if (!is_float(v[0]->dtype)) return op2(mode == "trunc" ? ExprOp::TruncDiv : ExprOp::Div, v[0], v[1]);
       Expr q = op2(ExprOp::Div, v[0], v[1]);
-      return mode == "trunc" ? op1(ExprOp::Trunc, cast(cast(q, round_to), q->dtype)) : q;
+      if (mode != "trunc") return q;
+      return op1(ExprOp::Trunc, round_to == q->dtype ? q : cast(rounding_cast(q, round_to), q->dtype));
     }, Operands::ExactScalarSecond));
   };
   t["aten.div.Tensor"] = div;

@@ -1206,6 +1206,9 @@ def campaign(seeds, jobs: int = 1, threads: int = 1, cache_dir: str | None = Non
                     text = r.get("minimized_detail") or r.get("detail", "")
                     print(f"FAIL seed {r['seed']}: {r['status']}: {(text.splitlines() or [''])[0]}", flush=True)
         now = time.perf_counter()
+        if out_path and now - last_print > 10:  # a partial summary, in case the run is cut short
+            with open(out_path, "w") as f:
+                json.dump(_summary(seeds, counts, failures, ops, kernels, t0, jobs, threads, done), f, indent=1)
         if progress and (now - last_print > 10 or done == len(seeds)):
             last_print = now
             el = now - t0
@@ -1217,8 +1220,20 @@ def campaign(seeds, jobs: int = 1, threads: int = 1, cache_dir: str | None = Non
                    for c in chunks]
         for fut in as_completed(futures):
             account(fut.result())
+    summary = _summary(seeds, counts, failures, ops, kernels, t0, jobs, threads, done)
+    if out_path:
+        with open(out_path, "w") as f:
+            json.dump(summary, f, indent=1)
+    if own_cache:
+        import shutil
+
+        shutil.rmtree(os.path.dirname(cache_dir), ignore_errors=True)
+    return summary
+
+
+def _summary(seeds, counts, failures, ops, kernels, t0, jobs, threads, done) -> dict:
     elapsed = time.perf_counter() - t0
-    summary = {
+    return {
         "command": "python -m ember.fuzz " + " ".join(sys.argv[1:]) if sys.argv and "fuzz" in sys.argv[0] else "",
         "seeds": f"{seeds[0]}:{seeds[-1] + 1}" if seeds else "",
         "graphs": len(seeds),
@@ -1233,15 +1248,9 @@ def campaign(seeds, jobs: int = 1, threads: int = 1, cache_dir: str | None = Non
         "machine": f"{os.cpu_count()} CPUs, {_cpu_name()}",
         "torch": torch.__version__,
         "failures": sorted(failures, key=lambda r: r["seed"]),
+        "finished": done == len(seeds),
+        "graphs_done": done,
     }
-    if out_path:
-        with open(out_path, "w") as f:
-            json.dump(summary, f, indent=1)
-    if own_cache:
-        import shutil
-
-        shutil.rmtree(os.path.dirname(cache_dir), ignore_errors=True)
-    return summary
 
 
 def _cpu_name() -> str:

@@ -86,8 +86,8 @@ def test_reduced_float_operands_round_to_common_dtype(dtype):
     s = torch.tensor(0.1, dtype=torch.float64)
     check_identical(lambda x: (x < 0.1, x == 0.1, torch.remainder(x, 0.1), torch.fmod(x, s), x + 0.1, 0.1 - x,
                                torch.remainder(x, s)), h)
-    check_identical(lambda x: (x * 0.1, x / 0.1, x * s, torch.floor_divide(x * 7, 0.1),
-                               torch.div(x * 7, 0.1, rounding_mode="trunc")), h)
+    check_identical(lambda x, x7: (x * 0.1, x / 0.1, x * s, torch.floor_divide(x7, 0.1),
+                                   torch.div(x7, 0.1, rounding_mode="trunc")), h, h * 7)
 
 
 # Seed 1264: cumsum/cumprod of f32 accumulated in f32 where eager accumulates in double,
