@@ -176,3 +176,21 @@ def test_explain_api_takes_more_calls():
     (rec,) = report.recompiles
     assert "dtype" in rec["failures"][0]["guard"].lower() or "float" in rec["failures"][0]["guard"].lower()
     assert "recompilations: 1" in str(report)
+
+
+def test_doctor_flags_a_module_with_its_own_static_libstdcxx(tmp_path):
+    """The device-host crash: a module linked with -static-libstdc++ is a FAIL, ours is OK."""
+    from ember import _core
+
+    assert doctor.libstdcxx_check(_core.__file__).level == "OK"
+    src = tmp_path / "m.cpp"
+    src.write_text("#include <sstream>\nextern \"C\" int f() { std::ostringstream s; s << 1; return (int)s.str().size(); }\n")
+    so = tmp_path / "m.so"
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    r = subprocess.run([cxx, "-shared", "-fPIC", "-static-libstdc++", "-o", str(so), str(src)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("the toolchain cannot link libstdc++ statically")
+    check = doctor.libstdcxx_check(str(so))
+    assert check.level == "FAIL" and "static" in check.summary and "CXX=" in check.fix

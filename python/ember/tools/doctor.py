@@ -28,7 +28,7 @@ class Check:
 
 
 def run_checks() -> list[Check]:
-    checks = [_python_and_torch(), _dynamo(), _ember_core(), _backends(), _c_compiler(), _cpu(), _threads(),
+    checks = [_python_and_torch(), _dynamo(), _ember_core(), _libstdcxx(), _backends(), _c_compiler(), _cpu(), _threads(),
               _cuda(), _cache(), _smoke_compile()]
     return [c for c in checks if c is not None]
 
@@ -81,6 +81,62 @@ def _ember_core():
         return Check("ember core", "FAIL", f"the C++ extension does not import: {e}",
                      "rebuild it: pip install --no-build-isolation -e . (or scripts/dev-rebuild)")
     return Check("ember core", "OK", f"ember {_core.__version__} ({os.path.dirname(_core.__file__)})")
+
+
+def elf_needed(path: str) -> list[str] | None:
+    """The DT_NEEDED libraries of a 64-bit little-endian ELF file; None if it is not one."""
+    import struct
+
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    loads, dynamic = [], None
+    for i in range(phnum):
+        p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+        if p_type == 1:
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == 2:
+            dynamic = (p_offset, p_filesz)
+    if dynamic is None:
+        return []
+    entries = [struct.unpack_from("<qQ", data, dynamic[0] + k) for k in range(0, dynamic[1], 16)]
+    strtab = next((v for t, v in entries if t == 5), None)
+    strtab_off = next((off + strtab - va for va, off, size in loads if va <= strtab < va + size), None)
+    if strtab_off is None:
+        return None
+    names = []
+    for tag, val in entries:
+        if tag == 0:
+            break
+        if tag == 1:
+            end = data.index(b"\0", strtab_off + val)
+            names.append(data[strtab_off + val:end].decode())
+    return names
+
+
+@_guard("libstdc++")
+def _libstdcxx():
+    """ember's module must use the process's shared libstdc++. A toolchain whose g++
+    links it statically gives the module a second copy next to the one torch loads,
+    and ember crashed on its first compile that way (a device host's /opt/gcc)."""
+    from ember import _core
+
+    return libstdcxx_check(_core.__file__)
+
+
+def libstdcxx_check(module_path: str) -> Check:
+    needed = elf_needed(module_path)
+    if needed is None:
+        return Check("libstdc++", "INFO", "could not read the C++ module's ELF header")
+    if any(n.startswith("libstdc++") for n in needed):
+        return Check("libstdc++", "OK", "the C++ module links the shared libstdc++, as torch does")
+    return Check("libstdc++", "FAIL",
+                 "the C++ module carries its own static libstdc++: a second copy beside torch's, which crashes",
+                 "rebuild with the system compiler: CC=/usr/bin/gcc CXX=/usr/bin/g++ "
+                 "pip install --no-build-isolation -e .")
 
 
 @_guard("backends")
