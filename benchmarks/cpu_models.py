@@ -248,17 +248,6 @@ def measure(model, backend, args):
     return {"model": model, "backend": backend, "cold": cold, "warm": warm}
 
 
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def fmt(value, spec):
     return "n/a" if value is None else format(value, spec)
 
@@ -326,6 +315,8 @@ def main(argv):
                 row["steady"] = steady.get("steady", {}).get(row["backend"], {"error": steady.get("error")})
 
     import torch
+    from ember.tools.doctor import cpu_name
+
     report = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "platform": platform.platform()},

@@ -46,6 +46,8 @@ import traceback
 
 import torch
 
+from .tools.doctor import cpu_name
+
 DTYPES = {
     "f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
     "i64": torch.int64, "i32": torch.int32, "i16": torch.int16, "i8": torch.int8, "u8": torch.uint8,
@@ -1253,7 +1255,7 @@ def _summary(seeds, counts, failures, ops, kernels, t0, jobs, threads, done) -> 
         "seconds": round(elapsed, 1),
         "jobs": jobs,
         "threads_per_job": threads,
-        "machine": f"{os.cpu_count()} CPUs, {_cpu_name()}",
+        "machine": f"{os.cpu_count()} CPUs, {cpu_name()}",
         "torch": torch.__version__,
         "failures": sorted(failures, key=lambda r: r["seed"]),
         "finished": done == len(seeds),
@@ -1261,15 +1263,6 @@ def _summary(seeds, counts, failures, ops, kernels, t0, jobs, threads, done) -> 
     }
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for ln in f:
-                if ln.startswith("model name"):
-                    return ln.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def main(argv=None) -> int:

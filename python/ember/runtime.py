@@ -154,47 +154,44 @@ class GraphRunner:
         if self._eager is not None:
             return self._eager(*args)
         try:
-            return self._run(args)
+            try:
+                template = self._workspaces.pop()
+            except IndexError:
+                template = self._new_workspace()
+            bufs = list(template)
+            attrs = self.attr_tensors
+            nargs = len(args)
+            for b, i in self.inputs:
+                bufs[b] = args[i] if i < nargs else attrs[i - nargs]
+            run_step = self.cg.run_step
+            empty = torch.empty_strided
+            for step in self.steps:
+                if step[0] == 0:
+                    _, si, arg_ids, new, release = step
+                    for b, sizes, strides, dtype in new:
+                        bufs[b] = empty(sizes, strides, dtype=dtype)
+                    run_step(si, [bufs[b].data_ptr() for b in arg_ids])
+                else:
+                    _, call, outs, expect, release = step
+                    result = call(bufs)
+                    if len(outs) == 1:
+                        result = (result,)
+                    for e, r in zip(expect, result):
+                        if e is not None:
+                            b, sizes, strides, dtype = e
+                            if r.dtype != dtype or r.shape != sizes:
+                                r = _conform(r, sizes, dtype)
+                            if r.stride() != strides and r.numel() > 1:
+                                r = torch.empty_strided(sizes, strides, dtype=dtype).copy_(r)
+                            bufs[b] = r
+                for b in release:
+                    bufs[b] = None
+            out = [fn(bufs) if is_tensor else fn for is_tensor, fn in self.outputs]
+            self._workspaces.append(template)
+            return out
         except _ShapeMismatch as e:
             from . import logs
 
             logs.logger("fallback").warning("a compiled graph runs eagerly from now on: %s", e)
             self._eager = self._gm
             return self._gm(*args)
-
-    def _run(self, args):
-        try:
-            template = self._workspaces.pop()
-        except IndexError:
-            template = self._new_workspace()
-        bufs = list(template)
-        attrs = self.attr_tensors
-        nargs = len(args)
-        for b, i in self.inputs:
-            bufs[b] = args[i] if i < nargs else attrs[i - nargs]
-        run_step = self.cg.run_step
-        empty = torch.empty_strided
-        for step in self.steps:
-            if step[0] == 0:
-                _, si, arg_ids, new, release = step
-                for b, sizes, strides, dtype in new:
-                    bufs[b] = empty(sizes, strides, dtype=dtype)
-                run_step(si, [bufs[b].data_ptr() for b in arg_ids])
-            else:
-                _, call, outs, expect, release = step
-                result = call(bufs)
-                if len(outs) == 1:
-                    result = (result,)
-                for e, r in zip(expect, result):
-                    if e is not None:
-                        b, sizes, strides, dtype = e
-                        if r.dtype != dtype or r.shape != sizes:
-                            r = _conform(r, sizes, dtype)
-                        if r.stride() != strides and r.numel() > 1:
-                            r = torch.empty_strided(sizes, strides, dtype=dtype).copy_(r)
-                        bufs[b] = r
-            for b in release:
-                bufs[b] = None
-        out = [fn(bufs) if is_tensor else fn for is_tensor, fn in self.outputs]
-        self._workspaces.append(template)
-        return out

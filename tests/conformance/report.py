@@ -12,28 +12,9 @@ DTYPE_ORDER = ["f32", "f64", "f16", "bf16", "i32", "i64", "bool"]
 
 def machine_line() -> str:
     import torch
+    from ember.tools.doctor import cpu_name
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, torch {torch.__version__}"
-
-
-def _packet(op: str) -> str:
-    """aten.add.Tensor -> aten.add (the op, whatever overload)."""
-    parts = op.split(".")
-    return ".".join(parts[:2]) if len(parts) >= 2 else op
-
-
-def _reason_key(reason: str) -> str:
-    """Group skip reasons that differ only in details (sizes, names in quotes)."""
-    r = re.sub(r"\d+", "N", reason)
-    return r[:140]
+    return f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, torch {torch.__version__}"
 
 
 def is_core(name: str) -> bool:
