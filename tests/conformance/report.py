@@ -17,6 +17,18 @@ def machine_line() -> str:
     return f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, torch {torch.__version__}"
 
 
+def _packet(op: str) -> str:
+    """aten.add.Tensor -> aten.add (the op, whatever overload)."""
+    parts = op.split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else op
+
+
+def _reason_key(reason: str) -> str:
+    """Group skip reasons that differ only in details (sizes, names in quotes)."""
+    r = re.sub(r"\d+", "N", reason)
+    return r[:140]
+
+
 def is_core(name: str) -> bool:
     """Whether PyTorch tags the op (any overload) as part of the core ATen opset."""
     import torch
