@@ -74,7 +74,15 @@ std::string store_text(const std::string& ptr, const std::string& index, DType t
 
 struct Acc {
   std::string acc, flag, index;  // accumulator, NaN flag (max/min), arg index (argmax/argmin)
+  std::string wide;              // blocked float sums: the double total of the block partials
+  std::string type;              // blocked float sums: the C type of the partials
 };
+
+// Float sums longer than this accumulate in blocks: each block's partial (split
+// across SIMD lanes) is added to a double total. One f32 accumulator per lane
+// over half a million elements loses about 4 significant digits; blocks keep
+// the error near that of eager's cascade summation, at one double add per block.
+constexpr int64_t kSumBlock = 4096;
 
 class KernelPrinter {
  public:
@@ -170,10 +178,16 @@ class KernelPrinter {
     // Accumulators live in the row scope.
     std::vector<Acc> accs(stage.items.size());
     std::vector<std::string> clauses;
+    int64_t inner_numel = 1;
+    for (int64_t n : stage.inner) inner_numel *= n;
+    bool blocked = false;  // some float sum accumulates per block (kSumBlock)
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const auto& c = p_.computed[stage.items[i].computed];
       if (!c.is_reduction) continue;
-      accs[i] = declare_acc(c, clauses);
+      bool block = !stage.items[i].is_scan && c.reduce_op == ReduceOp::Sum && is_float(c.acc_dtype) &&
+                   inner_numel > kSumBlock;
+      accs[i] = declare_acc(c, clauses, block);
+      blocked |= block;
     }
     if (stage_has_arg(stage)) clauses.clear();
     // Inner loop nest.
@@ -211,15 +225,43 @@ class KernelPrinter {
     for (size_t d = stage.inner.size(); d-- > 0;) {
       std::vector<std::string> body = em_->close_scope();
       std::string iv = "i" + std::to_string(d);
-      if (d + 1 == stage.inner.size() && !stage_has_arg(stage)) {
+      bool innermost = d + 1 == stage.inner.size();
+      std::vector<std::string> loop;
+      if (innermost && !stage_has_arg(stage)) {
         std::string pragma = "#pragma omp simd";
         for (const auto& cl : clauses) pragma += " " + cl;
-        em_->line(pragma);
+        loop.push_back(pragma);
       }
-      em_->line("for (int64_t " + iv + " = 0; " + iv + " < " + std::to_string(stage.inner[d]) + "LL; ++" + iv + ") {");
-      for (const auto& l : body) em_->line("  " + l);
+      std::string n = std::to_string(stage.inner[d]) + "LL";
+      bool split = innermost && blocked && stage.inner[d] > kSumBlock;
+      std::string lo = split ? iv + "b" : "0";
+      std::string hi = split ? "(" + lo + " + " + std::to_string(kSumBlock) + "LL < " + n + " ? " + lo + " + " +
+                                   std::to_string(kSumBlock) + "LL : " + n + ")"
+                             : n;
+      loop.push_back("for (int64_t " + iv + " = " + lo + "; " + iv + " < " + hi + "; ++" + iv + ") {");
+      for (const auto& l : body) loop.push_back("  " + l);
+      loop.push_back("}");
+      if (!(innermost && blocked)) {
+        for (const auto& l : loop) em_->line(l);
+        continue;
+      }
+      // One block: fresh f32 partials (the names the body accumulates into), then
+      // their sum into the double totals.
+      std::string ind = split ? "  " : "";
+      if (split) em_->line("for (int64_t " + lo + " = 0; " + lo + " < " + n + "; " + lo + " += " + std::to_string(kSumBlock) + "LL) {");
+      else em_->line("{");
+      for (const auto& a : accs)
+        if (!a.wide.empty()) em_->line("  " + a.type + " " + a.acc + " = 0;");
+      for (const auto& l : loop) em_->line("  " + l);
+      for (const auto& a : accs)
+        if (!a.wide.empty()) em_->line("  " + a.wide + " += " + a.acc + ";");
       em_->line("}");
     }
+    for (auto& a : accs)
+      if (!a.wide.empty()) {
+        em_->line("const " + a.type + " " + a.acc + "_t = (" + a.type + ")" + a.wide + ";");
+        a.acc += "_t";
+      }
     // Finish reductions: the result is a row-scope local, stored if needed.
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const KernelItem& item = stage.items[i];
@@ -315,11 +357,29 @@ class KernelPrinter {
     const std::string Ks = std::to_string(K) + "LL";
     constexpr int kLanes = 16;
     const int reduced = static_cast<int>(stage.inner.size()) - 1;
+    // Each lane accumulates every element of the reduced dims: float sums over more
+    // than kLaneChain of them add per-block partials into a double total instead.
+    constexpr int64_t kLaneChain = 256;
+    int64_t chain = 1, below = 1;  // elements per lane; those per step of the outermost reduced dim
+    for (int d = 1; d <= reduced; ++d) chain *= stage.inner[d];
+    for (int d = 2; d <= reduced; ++d) below *= stage.inner[d];
+    const int64_t block1 = std::max<int64_t>(1, kLaneChain / below);  // outermost reduced steps per block
+    bool blocked = false;
     std::vector<Acc> accs(stage.items.size());
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const auto& c = p_.computed[stage.items[i].computed];
       Acc& a = accs[i];
       bool flt = is_float(c.acc_dtype);
+      if (c.reduce_op == ReduceOp::Sum && flt && chain > kLaneChain && reduced >= 1) {
+        a.acc = em_->fresh("vacc");
+        a.wide = a.acc + "_w";
+        a.type = CEmitter::c_type(c.acc_dtype);
+        em_->line(a.type + " " + a.acc + "[" + std::to_string(K) + "];");
+        em_->line("double " + a.wide + "[" + std::to_string(K) + "];");
+        em_->line("for (int64_t i0 = 0; i0 < " + Ks + "; ++i0) " + a.wide + "[i0] = 0;");
+        blocked = true;
+        continue;
+      }
       bool any_all = c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All;
       std::string ct = any_all ? "int" : CEmitter::c_type(c.acc_dtype);
       std::string init;
@@ -374,7 +434,7 @@ class KernelPrinter {
       const auto& c = p_.computed[stage.items[i].computed];
       std::string v = em_->emit(stage.items[i].value);
       const Acc& a = accs[i];
-      std::string slot = a.acc + "[i0]";
+      std::string slot = a.wide.empty() ? a.acc + "[i0]" : a.acc + "_p[l]";
       switch (c.reduce_op) {
         case ReduceOp::Sum: em_->line(slot + " += " + v + ";"); break;
         case ReduceOp::Prod: em_->line(slot + " *= " + v + ";"); break;
@@ -398,8 +458,27 @@ class KernelPrinter {
     for (int d = reduced; d >= 1; --d) {
       std::vector<std::string> body = em_->close_scope();
       std::string iv = "i" + std::to_string(d);
-      em_->line("for (int64_t " + iv + " = 0; " + iv + " < " + std::to_string(stage.inner[d]) + "LL; ++" + iv + ") {");
-      for (const auto& l : body) em_->line("  " + l);
+      std::string n = std::to_string(stage.inner[d]) + "LL";
+      if (d > 1 || !blocked) {
+        em_->line("for (int64_t " + iv + " = 0; " + iv + " < " + n + "; ++" + iv + ") {");
+        for (const auto& l : body) em_->line("  " + l);
+        em_->line("}");
+        continue;
+      }
+      // Blocks of the outermost reduced dim: fresh lane partials, then their sum into
+      // the double totals.
+      std::string b = std::to_string(block1) + "LL";
+      em_->line("for (int64_t i1b = 0; i1b < " + n + "; i1b += " + b + ") {");
+      for (const auto& a : accs)
+        if (!a.wide.empty()) em_->line("  " + a.type + " " + a.acc + "_p[" + std::to_string(kLanes) + "] = {0};");
+      em_->line("  for (int64_t i1 = i1b; i1 < (i1b + " + b + " < " + n + " ? i1b + " + b + " : " + n + "); ++i1) {");
+      for (const auto& l : body) em_->line("    " + l);
+      em_->line("  }");
+      for (const auto& a : accs)
+        if (!a.wide.empty()) {
+          em_->line("  #pragma omp simd");
+          em_->line("  for (int64_t l = 0; l < nb; ++l) " + a.wide + "[cb + l] += " + a.acc + "_p[l];");
+        }
       em_->line("}");
     }
     {
@@ -415,6 +494,7 @@ class KernelPrinter {
       const auto& c = p_.computed[item.computed];
       const Buffer& buf = p_.buffers[c.buffer];
       std::string slot = accs[i].acc + "[i0]";
+      if (!accs[i].wide.empty()) em_->line(slot + " = (" + accs[i].type + ")" + accs[i].wide + "[i0];");
       if (!accs[i].flag.empty()) em_->line(slot + " = " + accs[i].flag + "[i0] ? NAN : " + slot + ";");
       if (buf.dtype == DType::F16) em_->line(slot + " = ember_round_h(" + slot + ");");
       if (buf.dtype == DType::BF16) em_->line(slot + " = ember_round_bf(" + slot + ");");
@@ -429,7 +509,7 @@ class KernelPrinter {
     em_->line("}");
   }
 
-  Acc declare_acc(const ComputedBuffer& c, std::vector<std::string>& clauses) {
+  Acc declare_acc(const ComputedBuffer& c, std::vector<std::string>& clauses, bool blocked = false) {
     Acc a;
     a.acc = em_->fresh("acc");
     DType t = c.acc_dtype;
@@ -437,7 +517,14 @@ class KernelPrinter {
     bool flt = is_float(t);
     switch (c.reduce_op) {
       case ReduceOp::Sum:
-        em_->line(ct + " " + a.acc + " = 0;");
+        if (blocked) {
+          // The f32 partial a.acc is declared per block, where the loop is printed.
+          a.wide = a.acc + "_w";
+          a.type = ct;
+          em_->line("double " + a.wide + " = 0;");
+        } else {
+          em_->line(ct + " " + a.acc + " = 0;");
+        }
         clauses.push_back("reduction(+:" + a.acc + ")");
         break;
       case ReduceOp::Prod:

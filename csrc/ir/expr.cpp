@@ -50,13 +50,27 @@ double round_to(double v, DType t) {
   if (t == DType::F32) return static_cast<float>(v);
   if (t == DType::F16 || t == DType::BF16) {
     // Round through f32 to the narrower type's mantissa (nearest-even).
+    // Below the smallest normal the step is fixed (subnormals); past the largest
+    // finite value the result is infinite (f16: 1e30 is inf, as eager rounds it).
     float f = static_cast<float>(v);
     if (std::isnan(f) || std::isinf(f)) return f;
-    int mant_bits = t == DType::F16 ? 10 : 7;
-    int e;
-    double m = std::frexp(f, &e);
-    double scale = std::ldexp(1.0, mant_bits + 1);
-    return std::ldexp(std::nearbyint(m * scale) / scale, e);
+    const bool half = t == DType::F16;
+    const int mant_bits = half ? 10 : 7;
+    const int min_exp = half ? -14 : -126;  // exponent of the smallest normal
+    const double max_finite = half ? 65504.0 : 3.3895313892515355e38;
+    double a = std::fabs(static_cast<double>(f));
+    double r;
+    if (a < std::ldexp(1.0, min_exp)) {
+      double step = std::ldexp(1.0, min_exp - mant_bits);
+      r = std::nearbyint(a / step) * step;
+    } else {
+      int e;
+      double m = std::frexp(a, &e);
+      double scale = std::ldexp(1.0, mant_bits + 1);
+      r = std::ldexp(std::nearbyint(m * scale) / scale, e);
+    }
+    if (r > max_finite) r = INFINITY;
+    return std::copysign(r, static_cast<double>(f));
   }
   return v;
 }

@@ -7,10 +7,10 @@
 // Semantics (the contract codegen implements, matching PyTorch eager):
 // - Values of dtype f16/bf16 are carried in f32 holding a value representable in
 //   that type; Cast to f16/bf16 rounds (round-to-nearest-even), Load widens.
-// - Inside a fused expression, a low-precision intermediate is not rounded:
-//   cast(cast(x, f16|bf16), type(x)) is x, as in TorchInductor (eager rounds
-//   after every op; ember rounds where a value is stored). A rounding_cast (an
-//   explicit .to(f16), Cast with ival 1) always rounds.
+// - cast(cast(x, f16|bf16), type(x)) is x: the round trip is dropped. Lowering
+//   uses it inside one eager op's decomposition, whose intermediates eager never
+//   rounds. A rounding_cast (Cast with ival 1) always rounds: an explicit
+//   .to(f16), and every op's f16/bf16 result as eager rounds it (lowering.cpp).
 // - Integer arithmetic wraps (two's complement). Integer division and remainder
 //   by zero yield 0 instead of trapping (PyTorch raises; ember never crashes).
 // - FloorDiv/Mod are Python's (round toward -inf, remainder takes the divisor's

@@ -139,6 +139,7 @@ std::string print_graph(const Graph& g) {
       for (size_t i = 0; i < n.outputs.size(); ++i) os << (i ? ", " : "") << print_type(n.outputs[i]);
       os << ')';
     }
+    if (n.internal) os << " internal";
     os << '\n';
   }
   os << "  return (";
@@ -198,6 +199,11 @@ class Parser {
       expect(')');
     } else {
       n.outputs.push_back(type());
+    }
+    skip_ws();
+    if (peek_word("internal")) {
+      expect_word("internal");
+      n.internal = true;
     }
     return n;
   }

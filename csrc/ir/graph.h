@@ -14,6 +14,7 @@
 //   (Python normalizes kwargs), so lowering reads them by index.
 // - Floats always carry a '.', an exponent, or are inf/-inf/nan; ints never do.
 // - Types give dtype, sizes and strides (in elements) as eager would produce them.
+// - A trailing `internal` marks a decomposition's intermediate (Node::internal).
 // - `input(k)` is the k-th runtime argument of the compiled graph (parameters,
 //   buffers and constants included).
 #pragma once
@@ -74,6 +75,11 @@ struct Node {
   std::string op;  // "input" or an ATen overload name such as "aten.add.Tensor"
   std::vector<Arg> args;
   std::vector<TensorType> outputs;
+  // An intermediate of one eager op's decomposition (text: ` internal` after the
+  // types): eager computes it inside one kernel and never rounds it, so an f16/bf16
+  // result stays unrounded. Every other op's f16/bf16 result is rounded as eager
+  // rounds it, also when fusion keeps it in a register.
+  bool internal = false;
 };
 
 struct Graph {

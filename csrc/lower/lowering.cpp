@@ -332,6 +332,19 @@ void LowerCtx::after_node(const Node& n) {
   }
 }
 
+namespace {
+
+// The value eager holds after an op that returns f16/bf16: its f32 result rounded.
+// Selections (where) round their branches; loads and constants are exact already.
+Expr rounded_result(const Expr& e) {
+  if (e->dtype != DType::F16 && e->dtype != DType::BF16) return e;
+  if (e->op == ExprOp::Cast && e->ival == 0) return rounding_cast(e->args[0], e->dtype);
+  if (e->op == ExprOp::Where) return where(e->args[0], rounded_result(e->args[1]), rounded_result(e->args[2]));
+  return e;
+}
+
+}  // namespace
+
 void LowerCtx::run(const Node& n) {
   node_ = &n;
   if (n.op == "input") {
@@ -359,6 +372,11 @@ void LowerCtx::run(const Node& n) {
       bool dense = t.is_tensor && std::none_of(t.strides.begin(), t.strides.end(), [](int64_t s) { return s <= 0; }) &&
                    t.sizes.size() == t.strides.size();
       if (!outs[k].view && dense) outs[k].preferred_strides = t.strides;
+      // Eager rounds every op's f16/bf16 result except inside a decomposition.
+      if (!n.internal && outs[k].fn && !outs[k].view && (outs[k].dtype == DType::F16 || outs[k].dtype == DType::BF16)) {
+        IndexFn fn = std::move(outs[k].fn);
+        outs[k].fn = [fn](const std::vector<Expr>& idx) { return rounded_result(fn(idx)); };
+      }
     }
     values_[n.id] = std::move(outs);
   } catch (const Unsupported& e) {

@@ -130,12 +130,50 @@ def _schema_args(node: torch.fx.Node) -> list:
     return out
 
 
+def _source_op(node):
+    """The call in the user's program (Dynamo's graph) that `node` is part of, or None."""
+    sources = node.meta.get("from_node")
+    if sources:
+        return tuple((getattr(s, "name", None), getattr(s, "graph_id", None)) for s in sources)
+    # Backward graphs have no Dynamo node: the autograd node and the ATen op that was
+    # decomposed stand for the call (a chain of one op within one formula counts as one).
+    seq_nr, original = node.meta.get("seq_nr"), node.meta.get("original_aten")
+    if seq_nr is None or original is None or original == node.target:
+        return None
+    return ("backward", seq_nr, str(original))
+
+
+def _inside_one_op(node, graph_outputs) -> bool:
+    """Whether `node` is an intermediate of one eager op's decomposition: every reader
+    comes from the same user-level call. Eager computes such a value inside one kernel
+    and never rounds it to f16/bf16; every other value eager rounds (graph text
+    attribute `internal`, csrc/ir/graph.h)."""
+    source = _source_op(node)
+    if source is None or node in graph_outputs:
+        return False
+    readers = list(node.users)
+    if not readers:
+        return False
+    for user in readers:
+        if user.target is operator.getitem:
+            if user in graph_outputs:
+                return False
+            readers.extend(user.users)
+        elif user.op != "call_function" or _source_op(user) != source:
+            return False
+    return True
+
+
 def import_graph(gm: torch.fx.GraphModule) -> ImportedGraph:
     g = ImportedGraph()
     w = _Writer(g)
     lines = ["graph {"]
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     g.num_placeholders = len(placeholders)
+    graph_outputs = set()
+    for n in gm.graph.nodes:
+        if n.op == "output":
+            graph_outputs.update(n.all_input_nodes)
 
     def add_line(node, op, args_text, type_text, outputs=1):
         nid = len(g.nodes)
@@ -182,6 +220,8 @@ def import_graph(gm: torch.fx.GraphModule) -> ImportedGraph:
                     type_text = "none"
             else:
                 type_text = _type_text(val)
+            if _inside_one_op(node, graph_outputs):
+                type_text += " internal"
             nid = add_line(node, name, args_text, type_text)
             g.refs[(nid, 0)] = node
         elif node.op == "output":

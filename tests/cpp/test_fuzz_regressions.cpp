@@ -1,7 +1,10 @@
 // Graphs the differential fuzzer (python -m ember.fuzz) found ember mishandling, minimized.
 // Each compiles through the whole pipeline here; tests/python/test_fuzz_regressions.py runs
 // the same programs against eager. Under EMBER_SANITIZE these also catch memory errors.
+#include <cmath>
+
 #include "check.h"
+#include "ir/expr.h"
 #include "pipeline_util.h"
 
 using namespace ember;
@@ -47,4 +50,75 @@ TEST(fuzz_negated_negative_constant_compiles) {
 }
 )");
   CHECK(p.code.source.find("--") == std::string::npos);
+}
+
+namespace {
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+const char* kHalfChain = R"(graph {
+  %0 = input(0) : f16[64]{1}
+  %1 = aten.mul.Tensor(%0, %0) : f16[64]{1}%s
+  %2 = aten.add.Tensor(%1, 1.0, 1) : f16[64]{1}
+  return (%2)
+}
+)";
+std::string half_chain(bool internal) {
+  std::string t = kHalfChain;
+  t.replace(t.find("%s"), 2, internal ? " internal" : "");
+  return t;
+}
+}  // namespace
+
+// Seeds 4647, 4845, 7721: eager rounds each op's f16 result; fused into one kernel,
+// the product was read unrounded by the add. Only a decomposition's intermediate
+// (`internal`) stays unrounded.
+TEST(fuzz_half_results_rounded_between_ops) {
+  Pipeline rounded(half_chain(false));
+  Pipeline unrounded(half_chain(true));
+  CHECK_EQ(rounded.schedule.kernels.size(), size_t(1));
+  CHECK_EQ(count_of(rounded.code.source, "ember_round_h") , count_of(unrounded.code.source, "ember_round_h") + 1);
+  CHECK(parse_graph(print_graph(unrounded.graph)).nodes[1].internal);
+  CHECK(!parse_graph(print_graph(rounded.graph)).nodes[1].internal);
+}
+
+// Seed 10024: a float sum over 528,771 elements kept one f32 accumulator per SIMD
+// lane (4 digits lost). Sums longer than a block add block partials into a double.
+TEST(fuzz_long_float_sums_accumulate_per_block) {
+  Pipeline row(R"(graph {
+  %0 = input(0) : f32[3,600000]{600000,1}
+  %1 = aten.sum.dim_IntList(%0, [1], false, none) : f32[3]{1}
+  return (%1)
+}
+)");
+  CHECK(row.code.source.find("_w += ") != std::string::npos);
+  Pipeline column(R"(graph {
+  %0 = input(0) : f32[200000,64]{64,1}
+  %1 = aten.sum.dim_IntList(%0, [0], false, none) : f32[64]{1}
+  return (%1)
+}
+)");
+  CHECK(column.code.source.find("_w[cb + l] += ") != std::string::npos);
+  Pipeline short_row(R"(graph {
+  %0 = input(0) : f32[3,1000]{1000,1}
+  %1 = aten.sum.dim_IntList(%0, [1], false, none) : f32[3]{1}
+  return (%1)
+}
+)");
+  CHECK(short_row.code.source.find("_w") == std::string::npos);
+}
+
+// Seed 13214: constants rounded to f16/bf16 kept f32's range: 1e30 stayed finite in
+// f16 (eager: inf) and subnormals kept a normal's precision.
+TEST(fuzz_half_constants_respect_range) {
+  CHECK(std::isinf(float_const(1e30, DType::F16)->fval));
+  CHECK(std::isinf(float_const(-65520.0, DType::F16)->fval) && float_const(-65520.0, DType::F16)->fval < 0);
+  CHECK_EQ(float_const(65519.0, DType::F16)->fval, 65504.0);
+  CHECK_EQ(float_const(3e-8, DType::F16)->fval, std::ldexp(1.0, -25) * 2);  // nearest subnormal step 2^-24
+  CHECK_EQ(float_const(2e-8, DType::F16)->fval, 0.0);
+  CHECK(std::isinf(float_const(3.4e38, DType::BF16)->fval));
+  CHECK_EQ(float_const(3.3961e38, DType::BF16)->fval, 3.3895313892515355e38);  // below the halfway point
+  CHECK_EQ(float_const(1.0 + 1.0 / 256, DType::BF16)->fval, 1.0);  // ties to even
 }

@@ -126,3 +126,63 @@ def test_pow_half_exponents_follow_aten_per_dtype(dtype):
     x = torch.tensor([-INF, -0.0, -1.0, INF, 0.0, 4.0] * 4, dtype=dtype)
     check_identical(lambda t: (torch.pow(t, 0.5), torch.pow(t, -0.5), torch.pow(t, -1), torch.pow(t, -2),
                                torch.pow(t, 3), torch.pow(t, 1.5)), x)
+
+
+# Seeds 4647, 4845, 7721: f16 results of one op were read unrounded by the next op
+# fused with it. Eager rounds every op's f16/bf16 result: pow overflowing f16 is -inf
+# and log_softmax of it NaN (ember had a finite f32 value and 0), and remainder of the
+# rounded value lands elsewhere. Only a decomposition's own intermediates stay
+# unrounded (fx_import marks them `internal`).
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_results_rounded_between_ops(dtype):
+    a = torch.tensor([[1.37, -2.21, 250.0, 3.3], [0.71, 9.9, -1.01, 2.5]], dtype=dtype)
+    b = torch.tensor([[0.3, 2.7, 7.0, -1.9], [1.1, 5.0, 2.0, 0.77]], dtype=dtype)
+    check_identical(lambda x, y: torch.remainder(torch.remainder(x, 2.5), y), a, b)
+    check_identical(lambda x, y: torch.minimum(torch.remainder(x, -0.75), y), a, b)
+    fn = lambda x, y: torch.log_softmax(torch.pow(x, y), 0, dtype=torch.float32)
+    torch.testing.assert_close(compile_fresh(fn)(a, b), fn(a, b), equal_nan=True)  # NaN where eager's pow is inf
+    check_identical(lambda x: torch.floor(x * 3.3 + 0.1) - x / 7, a)
+
+
+def test_decomposition_intermediates_stay_unrounded():
+    # hardswish, layer_norm and softmax are one op each in eager (one rounding); their
+    # decompositions must not round between their own steps.
+    x = torch.randn(8, 64, dtype=torch.float16) * 4
+    w, b = torch.randn(64, dtype=torch.float16), torch.randn(64, dtype=torch.float16)
+    fn = lambda t: (torch.nn.functional.hardswish(t), torch.nn.functional.layer_norm(t, [64], w, b), t.softmax(-1))
+    actual, expected = compile_fresh(fn)(x), fn(x)
+    reference = (torch.nn.functional.hardswish(x.float()),
+                                           torch.nn.functional.layer_norm(x.float(), [64], w.float(), b.float()),
+                                           x.float().softmax(-1))
+    for a, e, r in zip(actual, expected, reference):
+        # as close to the f32 computation as eager's own kernels
+        assert (a.float() - r).abs().max() <= (e.float() - r).abs().max() + 1e-3
+
+
+# Seed 10024: layer_norm over 528,771 f32 elements (one row). One accumulator per SIMD
+# lane summed 33k values each and lost 4 digits (max error 2.6e-3, eager's 1.8e-4).
+# Long float sums now add per-block partials into a double total, in both kinds of
+# reduction loop (along the row, and across rows into lane arrays).
+@pytest.mark.parametrize("shape,dims", [((1, 129, 4099), [1, 2]), ((3, 600000), [1]), ((200000, 64), [0]),
+                                        ((5000, 300), [0, 1])])
+def test_long_float_sums_as_accurate_as_eager(shape, dims):
+    torch.manual_seed(0)
+    x = torch.randn(shape) * 100 + 3
+    fn = lambda t: (t.sum(dims), torch.var_mean(t, dims))
+    actual, expected, reference = compile_fresh(fn)(x), fn(x), fn(x.double())
+
+    def err(a, r):
+        return ((a.double() - r).abs() / r.abs().clamp_min(1e-30)).max().item()
+
+    assert err(actual[0], reference[0]) <= max(4 * err(expected[0], reference[0]), 2e-7)
+    assert err(actual[1][0], reference[1][0]) <= max(4 * err(expected[1][0], reference[1][0]), 2e-7)
+
+
+# Seed 13214: a Python float compared with (or added to) an f16 tensor is first rounded
+# to f16, where 1e30 is inf (and 3e-8 a subnormal). ember's constant rounding ignored
+# f16's range: inf <= 1e30 was False (eager: inf <= inf, True).
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("s", [1e30, 65519.0, 65520.0, 3e-8, -2.98e-8, 6.1e-5, 1e39, 3.3961e38, 1e-40, 9.18e-41])
+def test_python_float_rounded_to_half_range(dtype, s):
+    x = torch.tensor([INF, -INF, 65504, 65520, 1e-6, 1e-8, 3e-8, -2.98e-8, 6e-5, 3.3895e38, 1e-40], dtype=dtype)
+    check_identical(lambda a: (a <= s, a == s, a > -s, a * 0 + s, a + s), x)
