@@ -363,7 +363,7 @@ class KernelPrinter {
     int64_t chain = 1, below = 1;  // elements per lane; those per step of the outermost reduced dim
     for (int d = 1; d <= reduced; ++d) chain *= stage.inner[d];
     for (int d = 2; d <= reduced; ++d) below *= stage.inner[d];
-    const int64_t block1 = std::max<int64_t>(1, kLaneChain / below);  // outermost reduced steps per block
+    const int64_t block1 = std::max<int64_t>(1, kLaneChain / std::max<int64_t>(below, 1));  // steps per block
     bool blocked = false;
     std::vector<Acc> accs(stage.items.size());
     for (size_t i = 0; i < stage.items.size(); ++i) {

@@ -211,7 +211,11 @@ std::vector<TensorIR> softmax(LowerCtx& ctx, const Node& n, bool log) {
     Expr m = mx.fn(broadcast_index(idx, mx.sizes));
     // An all -inf row has max -inf; subtracting it would give NaN where eager gives
     // NaN too (exp(-inf - -inf)), so no special case is needed.
-    return op2(ExprOp::Sub, cast(in.fn(idx), acc), m);
+    // x - max is never above 0, but a fused input is recomputed in each stage, and
+    // the C compiler may vectorize one stage (libmvec's exp) and not another (libm's):
+    // one ulp of exp(171) is 4e58, whose exp is inf, and softmax gave inf/inf = NaN
+    // (fuzz seed 18074). The NaN-propagating min keeps the shift at or below 0.
+    return op2(ExprOp::Min, op2(ExprOp::Sub, cast(in.fn(idx), acc), m), c(0, acc));
   };
   TensorIR e = ctx.lazy(acc, in.sizes, [shifted](const std::vector<Expr>& idx) { return op1(ExprOp::Exp, shifted(idx)); }, {&in});
   TensorIR sum = ctx.reduce(e, dims, ReduceOp::Sum, acc, acc);

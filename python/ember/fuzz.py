@@ -424,8 +424,9 @@ class Generator:
         e = self.r.choice(["F.gelu({})", "F.gelu({}, approximate='tanh')", "F.silu({})", "F.softplus({})",
                            "F.elu({})", "F.leaky_relu({}, 0.1)", "F.hardswish({})", "F.hardsigmoid({})",
                            "F.mish({})", "F.softplus({}, beta=2.0, threshold=5.0)"])
-        if e.startswith("F.gelu") and a.dtype != torch.float64 and bool((a.t == math.inf).any()):
-            # Eager's gelu(+inf) is NaN in its vector loop and +inf in its scalar loop.
+        if e.startswith("F.gelu") and a.dtype != torch.float64 and bool((a.t.abs() > 1e38).any()):
+            # Eager's gelu(+inf) is NaN in its vector loop and +inf in its scalar loop, and
+            # gelu(3.4e38) likewise inf and 3.4e38.
             raise _Reject()
         self.emit(e.format(a.name), False)
 
@@ -460,6 +461,10 @@ class Generator:
         fn = self.r.choice(["floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite",
                             "logical_not", "bitwise_not", "signbit"])
         if fn == "bitwise_not" and a.is_float:
+            raise _Reject()
+        if fn == "signbit" and a.is_float and (not a.zsign or bool(a.t.isnan().any())):
+            # The sign of a NaN (x86's fmod(-inf, y) is -NaN) and of an undefined-sign
+            # zero are not part of what eager defines.
             raise _Reject()
         self.emit(f"torch.{fn}({a.name})", True)
 
@@ -620,7 +625,9 @@ class Generator:
         elif fn == "mean":
             self.emit(f"torch.mean({a.name}, {dims}, keepdim={keep})", False)
         elif fn == "prod":
-            self.emit(f"torch.prod({a.name}, {self.dim(a)}, keepdim={keep})", a.exact and not a.is_float)
+            d = self.dim(a)
+            self.require_order_free_product(a, d)
+            self.emit(f"torch.prod({a.name}, {d}, keepdim={keep})", a.exact and not a.is_float)
         elif fn in ("amax", "amin"):
             self.emit(f"torch.{fn}({a.name}, {dims}, keepdim={keep})", a.exact, zero_tie=True)
         elif fn == "max_all":
@@ -716,6 +723,24 @@ class Generator:
         for p in points:
             if bool(((x - p).abs() < 1e-3 * scale).any()):
                 raise _Reject()
+
+    def require_order_free_product(self, a: Value, dim: int):
+        """Rejects a float product whose partial products may overflow or underflow in
+        some order but not in another: the result (inf or 0, finite or not) then depends
+        on the accumulation order, and eager's vector lanes multiply in their own (f16
+        and bf16 products accumulate in their own type in eager)."""
+        if not a.is_float or a.t.numel() == 0:
+            return
+        info = torch.finfo(a.dtype)
+        x = a.t.double().abs()
+        x = torch.where(x.isfinite(), x, torch.ones_like(x))
+        d = dim if a.rank else None
+        big = torch.where(x > 1, x, torch.ones_like(x))
+        small = torch.where((x < 1) & (x > 0), x, torch.ones_like(x))
+        big = big.prod(d) if d is not None else big.prod()
+        small = small.prod(d) if d is not None else small.prod()
+        if bool((big > info.max / 16).any()) or bool((small < info.tiny * 16).any()):
+            raise _Reject()
 
     def require_conditioned(self, a: Value, dims):
         """Rejects a normalization (or variance) over `dims` whose result is noise: slices

@@ -122,3 +122,17 @@ TEST(fuzz_half_constants_respect_range) {
   CHECK_EQ(float_const(3.3961e38, DType::BF16)->fval, 3.3895313892515355e38);  // below the halfway point
   CHECK_EQ(float_const(1.0 + 1.0 / 256, DType::BF16)->fval, 1.0);  // ties to even
 }
+
+// Seeds 7799, 13698 (torch 2.11 keeps var.correction whole): a reduction over a
+// zero-size dim inside a cross-row (vector) stage divided by the zero extent in
+// codegen: SIGFPE in the compiler.
+TEST(fuzz_vector_reduction_over_zero_size_dims) {
+  Pipeline p(R"(graph {
+  %0 = input(0) : bf16[9,3,0,8]{24,8,8,1}
+  %1 = aten.var.correction(%0, [1, 2], 1, true) : bf16[9,1,1,8]{8,8,8,1}
+  %2 = aten.sum.dim_IntList(%0, [1, 2], true, none) : bf16[9,1,1,8]{8,8,8,1}
+  return (%1, %2)
+}
+)");
+  CHECK(!p.code.source.empty());
+}

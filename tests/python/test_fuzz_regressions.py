@@ -186,3 +186,22 @@ def test_long_float_sums_as_accurate_as_eager(shape, dims):
 def test_python_float_rounded_to_half_range(dtype, s):
     x = torch.tensor([INF, -INF, 65504, 65520, 1e-6, 1e-8, 3e-8, -2.98e-8, 6e-5, 3.3895e38, 1e-40], dtype=dtype)
     check_identical(lambda a: (a <= s, a == s, a > -s, a * 0 + s, a + s), x)
+
+
+# Seed 18074: softmax(exp(x)) fused with an f32 op in its first loop. That loop stayed
+# scalar (libm's exp) while the next ones vectorized (libmvec's exp): the row max was
+# one ulp (4e58 at exp(171.5)) below the recomputed value, exp of the shift was inf,
+# and the row's 1.0 became inf/inf = NaN. The shift x - max is now clamped to <= 0.
+def test_softmax_of_a_recomputed_input_in_mixed_type_kernel():
+    x = torch.full((4, 9), 10.0, dtype=torch.float64)
+    x[:, 1], x[:, 0], x[:, 2] = 171.5, 147.0, 66.0
+    fn = lambda a: (torch.softmax(torch.exp(a), 1), (a != -0.3).reciprocal(), torch.log_softmax(torch.exp(a), 1))
+    check_identical(fn, x)
+
+
+# Seeds 7799, 13698 (torch 2.11, which keeps var.correction whole): var over dims that
+# include a zero-size one divided by zero in codegen (SIGFPE in the compiler).
+def test_var_over_zero_size_dims():
+    x = torch.randn(9, 3, 0, 8, dtype=torch.bfloat16)
+    fn = lambda t: (torch.ops.aten.var.correction(t, [1, 2], correction=1, keepdim=True), t.sum([1, 2], keepdim=True))
+    check_identical(fn, x)
