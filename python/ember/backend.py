@@ -15,6 +15,7 @@ import warnings
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from . import _core, logs
 from .config import Config, config as global_config
@@ -218,11 +219,15 @@ def make_backend(mode: str | None = None, options: dict | None = None):
     def inference(gm, example_inputs):
         return compile_graph(gm, example_inputs, cfg, "inference")
 
+    # aot_autograd's default partitioner saves every forward value the backward reads;
+    # the min-cut one saves a minimal set and recomputes cheap pointwise work in the
+    # backward, where ember fuses it into the kernels that read it (as Inductor does).
     return aot_autograd(
         fw_compiler=fw,
         bw_compiler=bw,
         inference_compiler=inference,
         decompositions=decomposition_table(),
+        partition_fn=min_cut_rematerialization_partition,
     )
 
 
