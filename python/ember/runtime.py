@@ -192,8 +192,9 @@ class GraphRunner:
             self._workspaces.append(template)
             return out
         except _ShapeMismatch as e:
-            from . import logs
+            from . import logs, stats
 
+            stats.count_fallback("runtime")
             logs.logger("fallback").warning("a compiled graph runs eagerly from now on: %s", e)
             self._eager = self._gm
             return self._gm(*args)

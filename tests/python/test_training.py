@@ -210,7 +210,7 @@ def test_partitioner_is_min_cut():
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     backend = ember.make_backend()
-    assert backend.kwargs["partition_fn"] is min_cut_rematerialization_partition
+    assert backend.aot.kwargs["partition_fn"] is min_cut_rematerialization_partition
 
 
 # ---- AMP ------------------------------------------------------------------------------
