@@ -155,6 +155,42 @@ void register_pooling_ops(LoweringTable& t) {
     } else {
       values = drop_window_dims(ctx, ctx.reduce(win, {r - 2, r - 1}, ReduceOp::Max, dt, ct));
     }
+    if (w.k[0] * w.k[1] <= kUnrollWindow && H * in.sizes[in.rank() - 1] < (int64_t{1} << 31)) {
+      // The index unrolled too, as a pointwise op (vectorized along the output width,
+      // parallel over rows) instead of a scalar argmax loop per output element. It
+      // follows the ArgMax reduction's rule: the first maximum wins, and the first NaN
+      // (a NaN replaces a non-NaN best); the starting position is window position 0.
+      int64_t Wd = in.sizes[in.rank() - 1];
+      bool flt = is_float(ct);
+      TensorIR index = ctx.lazy(DType::I64, ctx.out_type(1).sizes, [in, w, H, Wd, ct, lowest, flt](const std::vector<Expr>& idx) {
+        size_t lead = idx.size() - 2;
+        Expr best = const_of(lowest, ct);
+        Expr arg;
+        for (int64_t kh = 0; kh < w.k[0]; ++kh)
+          for (int64_t kw = 0; kw < w.k[1]; ++kw) {
+            Expr v = window_value(in, w, H, Wd, idx, kh, kw, lowest, ct);
+            Expr ih = add(mul(idx[lead], w.s[0]), kh * w.d[0] - w.p[0]);
+            Expr iw = add(mul(idx[lead + 1], w.s[1]), kw * w.d[1] - w.p[1]);
+            // 32-bit positions (H * W < 2^31 here): lanes as wide as the float compares
+            // that select them, which GCC vectorizes; 64-bit selects it did not.
+            Expr pos = cast(add(mul(ih, Wd), iw), DType::I32);
+            if (!arg) {
+              arg = pos;
+            }
+            Expr take = cmp(ExprOp::Gt, v, best);
+            if (flt) {
+              // Bitwise, not logical: GCC does not vectorize a short-circuit || here.
+              Expr nan_over_number = binary(ExprOp::BitAnd, cmp(ExprOp::Ne, v, v), cmp(ExprOp::Eq, best, best),
+                                            DType::Bool);
+              take = binary(ExprOp::BitOr, take, nan_over_number, DType::Bool);
+            }
+            arg = where(take, pos, arg);
+            best = where(take, v, best);
+          }
+        return cast(arg, DType::I64);
+      }, {&in});
+      return std::vector<TensorIR>{values, index};
+    }
     TensorIR pos = ctx.reduce(win, {r - 2, r - 1}, ReduceOp::ArgMax, DType::I64, DType::I64);
     // Window position -> flat index into the input's H*W plane.
     int64_t W = in.sizes[in.rank() - 1];
