@@ -129,5 +129,16 @@ void define_runtime(nb::module_& m) {
       nb::arg("graph_text"), nb::arg("fuse") = true, nb::arg("disk_cache") = true, nb::arg("cache_dir") = "",
       nb::arg("debug_dir") = "");
   m.def("default_cache_dir", &ember::default_cache_dir);
+  m.def("compile_counts", [] {
+    ember::CompileCounts c = ember::compile_counts();
+    nb::dict d;
+    d["graphs"] = c.graphs;
+    d["codegen_runs"] = c.codegen_runs;
+    d["c_compiler_runs"] = c.c_compiler_runs;
+    d["memory_cache_hits"] = c.memory_cache_hits;
+    d["disk_cache_hits"] = c.disk_cache_hits;
+    return d;
+  }, "What CompiledGraph::compile did in this process since the last reset_compile_counts().");
+  m.def("reset_compile_counts", &ember::reset_compile_counts);
   m.attr("__version__") = EMBER_VERSION;
 }

@@ -397,6 +397,19 @@ void LowerCtx::finish() {
     ProgramOutput o;
     if (a.is_tensor() && value(a.ref).fn) {
       TensorIR s = stored(value(a.ref));
+      // An output leaves with the strides the graph declares: AOTAutograd compiles the
+      // backward for the declared layout of the activations the forward saves, and an
+      // extern result may have another (a convolution fed channels-last returns
+      // channels-last). Views of inputs keep their layout (they alias the input).
+      const TensorType& type = graph_.nodes.at(a.ref.node).outputs.at(a.ref.index);
+      bool dense = type.is_tensor && type.sizes == s.sizes && type.strides.size() == s.sizes.size() &&
+                   std::none_of(type.strides.begin(), type.strides.end(), [](int64_t st) { return st <= 0; });
+      if (dense && prog_.buffers[s.view->buffer].kind != Buffer::Kind::Input) {
+        bool differs = false;
+        for (size_t d = 0; d < s.sizes.size(); ++d)
+          if (s.sizes[d] > 1 && s.view->strides[d] != type.strides[d]) differs = true;
+        if (differs) s = realize(s, type.strides);
+      }
       o.is_tensor = true;
       o.view = *s.view;
     }

@@ -1,4 +1,5 @@
-// Gather-style indexing: embedding, index_select, gather, index.Tensor.
+// Gather-style indexing: embedding, index_select, gather, index.Tensor; and scatter
+// written as a gather (each output element looks for the index entries that name it).
 //
 // Indices are data, so loads through them are not affine. Out-of-range indices
 // make eager raise; ember clamps them into range so a kernel can never read
@@ -10,6 +11,51 @@ namespace ember {
 namespace {
 
 std::vector<TensorIR> one(TensorIR t) { return {std::move(t)}; }
+
+// scatter(self, dim, index, value | src): out = self, then out[..., index[..j..], ...] =
+// value (or src[..j..]) for every position j of index. In gather form an output element
+// checks the index entries along `dim` that could name it; there are index.size(dim)
+// of them, unrolled, so only a short index dim is lowered (cross-entropy's backward
+// scatters one entry per row). The last matching entry wins, as in ATen's serial CPU loop.
+constexpr int64_t kMaxScatterEntries = 8;
+
+std::vector<TensorIR> lower_scatter(LowerCtx& ctx, const Node& n, bool from_src) {
+  const TensorIR& self = ctx.tensor(n.args[0]);
+  const TensorIR& index = ctx.tensor(n.args[2]);
+  if (self.rank() == 0 || index.rank() != self.rank()) throw Unsupported("scatter of a 0-d tensor");
+  int64_t dim = normalize_dim(n.args[1].as_int(), self.rank());
+  int64_t entries = index.sizes[dim];
+  if (entries > kMaxScatterEntries) throw Unsupported("scatter with a long index dim (not unrolled)");
+  for (int d = 0; d < self.rank(); ++d)
+    if (d != dim && index.sizes[d] > self.sizes[d]) throw Unsupported("scatter index larger than self");
+  if (from_src && !n.args[3].is_tensor()) throw Unsupported("scatter.src without a tensor");
+  DType dt = ctx.out_type().dtype;
+  const LowerCtx* cp = &ctx;
+  Arg value = n.args[3];
+  auto fn = [cp, self, index, value, from_src, dim, entries, dt](const std::vector<Expr>& idx) {
+    // Positions past index's extent in the other dims are never written; the
+    // clamped coordinate keeps the (unused) load in bounds.
+    Expr inside;
+    std::vector<Expr> at = idx;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      if (static_cast<int64_t>(d) == dim || index.sizes[d] == self.sizes[d]) continue;
+      Expr ok = cmp(ExprOp::Lt, idx[d], int_const(index.sizes[d]));
+      inside = inside ? binary(ExprOp::LogicalAnd, inside, ok, DType::Bool) : ok;
+      at[d] = binary(ExprOp::Min, idx[d], int_const(index.sizes[d] - 1), DType::I64);
+    }
+    Expr out = cast(self.fn(idx), dt);
+    for (int64_t j = 0; j < entries; ++j) {
+      at[dim] = int_const(j);
+      Expr hit = cmp(ExprOp::Eq, cast(index.fn(at), DType::I64), idx[dim]);
+      if (inside) hit = binary(ExprOp::LogicalAnd, inside, hit, DType::Bool);
+      Expr v = from_src ? cast(cp->tensor(value).fn(at), dt) : arg_at(*cp, value, idx, dt);
+      out = where(hit, v, out);
+    }
+    return out;
+  };
+  if (from_src) return one(ctx.lazy(dt, self.sizes, fn, {&self, &index, &ctx.tensor(n.args[3])}));
+  return one(ctx.lazy(dt, self.sizes, fn, {&self, &index}));
+}
 
 // An index value read from a tensor, wrapped for negatives when `wrap`, clamped to [0, size).
 Expr checked_index(Expr ix, int64_t size, bool wrap) {
@@ -60,6 +106,8 @@ void register_indexing_ops(LoweringTable& t) {
       return self.fn(src);
     }, {&self, &index}));
   };
+  t["aten.scatter.value"] = [](LowerCtx& ctx, const Node& n) { return lower_scatter(ctx, n, false); };
+  t["aten.scatter.src"] = [](LowerCtx& ctx, const Node& n) { return lower_scatter(ctx, n, true); };
   t["aten.index.Tensor"] = [](LowerCtx& ctx, const Node& n) {
     const TensorIR& self = ctx.tensor(n.args[0]);
     const auto& list = n.args[1].list;

@@ -1,4 +1,5 @@
-// Windowed reductions: max_pool2d (with indices), avg_pool2d, adaptive_avg_pool2d.
+// Windowed reductions: max_pool2d (with indices), avg_pool2d, adaptive_avg_pool2d;
+// and max_pool2d's backward, a gather over the windows that may hold an input element.
 //
 // A pool is a reduction over a virtual tensor of shape [..., OH, OW, KH, KW] whose
 // elements read the padded input; out-of-window positions read the reduction's
@@ -108,6 +109,22 @@ double lowest_value(DType t) {
 
 std::vector<int64_t> last2(const std::vector<int64_t>& v) { return {v[v.size() - 2], v[v.size() - 1]}; }
 
+// The output positions along one dim whose window may contain input position `i`:
+// o with o*s - p <= i <= o*s - p + (k-1)*d, i.e. o from ceil((i + p - (k-1)*d) / s),
+// at most (k-1)*d/s + 1 of them. A candidate is real if it lies in [0, out) and
+// o*s <= i + p; its load is clamped into range so that it never reads outside.
+struct Candidates {
+  int64_t count;
+  Expr first;  // the first candidate, possibly out of range
+};
+
+Candidates window_candidates(Expr i, const Window& w, int dim) {
+  int64_t reach = (w.k[dim] - 1) * w.d[dim];
+  Expr lo = add(i, w.p[dim] - reach);
+  Expr first = binary(ExprOp::FloorDiv, add(lo, w.s[dim] - 1), int_const(w.s[dim]), DType::I64);
+  return {reach / w.s[dim] + 1, first};
+}
+
 }  // namespace
 
 void register_pooling_ops(LoweringTable& t) {
@@ -138,6 +155,42 @@ void register_pooling_ops(LoweringTable& t) {
     } else {
       values = drop_window_dims(ctx, ctx.reduce(win, {r - 2, r - 1}, ReduceOp::Max, dt, ct));
     }
+    if (w.k[0] * w.k[1] <= kUnrollWindow && H * in.sizes[in.rank() - 1] < (int64_t{1} << 31)) {
+      // The index unrolled too, as a pointwise op (vectorized along the output width,
+      // parallel over rows) instead of a scalar argmax loop per output element. It
+      // follows the ArgMax reduction's rule: the first maximum wins, and the first NaN
+      // (a NaN replaces a non-NaN best); the starting position is window position 0.
+      int64_t Wd = in.sizes[in.rank() - 1];
+      bool flt = is_float(ct);
+      TensorIR index = ctx.lazy(DType::I64, ctx.out_type(1).sizes, [in, w, H, Wd, ct, lowest, flt](const std::vector<Expr>& idx) {
+        size_t lead = idx.size() - 2;
+        Expr best = const_of(lowest, ct);
+        Expr arg;
+        for (int64_t kh = 0; kh < w.k[0]; ++kh)
+          for (int64_t kw = 0; kw < w.k[1]; ++kw) {
+            Expr v = window_value(in, w, H, Wd, idx, kh, kw, lowest, ct);
+            Expr ih = add(mul(idx[lead], w.s[0]), kh * w.d[0] - w.p[0]);
+            Expr iw = add(mul(idx[lead + 1], w.s[1]), kw * w.d[1] - w.p[1]);
+            // 32-bit positions (H * W < 2^31 here): lanes as wide as the float compares
+            // that select them, which GCC vectorizes; 64-bit selects it did not.
+            Expr pos = cast(add(mul(ih, Wd), iw), DType::I32);
+            if (!arg) {
+              arg = pos;
+            }
+            Expr take = cmp(ExprOp::Gt, v, best);
+            if (flt) {
+              // Bitwise, not logical: GCC does not vectorize a short-circuit || here.
+              Expr nan_over_number = binary(ExprOp::BitAnd, cmp(ExprOp::Ne, v, v), cmp(ExprOp::Eq, best, best),
+                                            DType::Bool);
+              take = binary(ExprOp::BitOr, take, nan_over_number, DType::Bool);
+            }
+            arg = where(take, pos, arg);
+            best = where(take, v, best);
+          }
+        return cast(arg, DType::I64);
+      }, {&in});
+      return std::vector<TensorIR>{values, index};
+    }
     TensorIR pos = ctx.reduce(win, {r - 2, r - 1}, ReduceOp::ArgMax, DType::I64, DType::I64);
     // Window position -> flat index into the input's H*W plane.
     int64_t W = in.sizes[in.rank() - 1];
@@ -152,6 +205,51 @@ void register_pooling_ops(LoweringTable& t) {
       return add(mul(ih, W), iw);
     }, {&posv});
     return std::vector<TensorIR>{values, flat};
+  };
+  // grad_input[.., h, w] = sum of grad_output[.., oh, ow] over the windows (oh, ow) that
+  // may contain (h, w) and whose saved index is h * W + w. Candidates are visited in
+  // increasing (oh, ow), the order in which ATen's CPU kernel accumulates.
+  t["aten.max_pool2d_with_indices_backward.default"] = [](LowerCtx& ctx, const Node& n) {
+    const TensorIR& grad = ctx.tensor(n.args[0]);
+    const TensorIR& self = ctx.tensor(n.args[1]);
+    const TensorIR& indices = ctx.tensor(n.args[7]);
+    if (self.rank() < 3 || grad.sizes != indices.sizes) throw Unsupported("max_pool2d_backward shapes");
+    Window w = window_args(n, 2, true);
+    int64_t H = self.sizes[self.rank() - 2], W = self.sizes[self.rank() - 1];
+    std::vector<int64_t> out_hw = last2(grad.sizes);
+    int64_t nh = window_candidates(int_const(0), w, 0).count, nw = window_candidates(int_const(0), w, 1).count;
+    if (nh * nw > kUnrollWindow) throw Unsupported("max_pool2d_backward with many overlapping windows");
+    DType dt = ctx.out_type().dtype;
+    DType ct = compute_type(dt);
+    return std::vector<TensorIR>{ctx.lazy(dt, self.sizes, [grad, indices, w, W, out_hw, ct, dt](const std::vector<Expr>& idx) {
+      size_t lead = idx.size() - 2;
+      Expr h = idx[lead], x = idx[lead + 1];
+      Expr flat = add(mul(h, W), x);
+      Candidates ch = window_candidates(h, w, 0), cw = window_candidates(x, w, 1);
+      auto real = [&](Expr o, Expr i, int dim, int64_t out) {
+        Expr c = binary(ExprOp::LogicalAnd, cmp(ExprOp::Ge, o, int_const(0)), cmp(ExprOp::Lt, o, int_const(out)),
+                        DType::Bool);
+        return binary(ExprOp::LogicalAnd, c, cmp(ExprOp::Le, mul(o, w.s[dim]), add(i, w.p[dim])), DType::Bool);
+      };
+      auto clamp = [](Expr o, int64_t out) {
+        return binary(ExprOp::Min, binary(ExprOp::Max, o, int_const(0), DType::I64), int_const(out - 1), DType::I64);
+      };
+      // From +0, as ATen's zero-filled gradient: a lone -0 contribution stays +0.
+      Expr total = const_of(0.0, ct);
+      for (int64_t jh = 0; jh < ch.count; ++jh) {
+        Expr oh = add(ch.first, jh);
+        for (int64_t jw = 0; jw < cw.count; ++jw) {
+          Expr ow = add(cw.first, jw);
+          std::vector<Expr> at(idx.begin(), idx.begin() + lead);
+          at.push_back(clamp(oh, out_hw[0]));
+          at.push_back(clamp(ow, out_hw[1]));
+          Expr hit = binary(ExprOp::LogicalAnd, real(oh, h, 0, out_hw[0]), real(ow, x, 1, out_hw[1]), DType::Bool);
+          hit = binary(ExprOp::LogicalAnd, hit, cmp(ExprOp::Eq, cast(indices.fn(at), DType::I64), flat), DType::Bool);
+          total = binary(ExprOp::Add, total, where(hit, cast(grad.fn(at), ct), const_of(0.0, ct)), ct);
+        }
+      }
+      return cast(total, dt);
+    }, {&grad, &indices})};
   };
   t["aten.avg_pool2d.default"] = [](LowerCtx& ctx, const Node& n) {
     const TensorIR& in = ctx.tensor(n.args[0]);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -39,6 +40,14 @@ std::unordered_map<std::string, std::weak_ptr<SharedLibrary>>& memory_cache() {
   return *m;
 }
 
+struct AtomicCounts {
+  std::atomic<int64_t> graphs{0}, codegen_runs{0}, c_compiler_runs{0}, memory_cache_hits{0}, disk_cache_hits{0};
+};
+AtomicCounts& counts() {
+  static AtomicCounts c;
+  return c;
+}
+
 const CCompiler& compiler() {
   static const CCompiler c;
   return c;
@@ -58,10 +67,26 @@ std::string default_cache_dir() {
   return std::string(home && *home ? home : "/tmp") + "/.cache/ember";
 }
 
+CompileCounts compile_counts() {
+  const AtomicCounts& c = counts();
+  return {c.graphs.load(), c.codegen_runs.load(), c.c_compiler_runs.load(), c.memory_cache_hits.load(),
+          c.disk_cache_hits.load()};
+}
+
+void reset_compile_counts() {
+  AtomicCounts& c = counts();
+  c.graphs = 0;
+  c.codegen_runs = 0;
+  c.c_compiler_runs = 0;
+  c.memory_cache_hits = 0;
+  c.disk_cache_hits = 0;
+}
+
 CompiledGraph::~CompiledGraph() = default;
 
 std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_text, const CompileOptions& opts) {
   std::shared_ptr<CompiledGraph> cg(new CompiledGraph());
+  ++counts().graphs;
   const bool dump = !opts.debug_dir.empty();
   auto after = [&](const char* pass, auto&& text) {
     if (dump) cg->passes_.push_back({pass, text()});
@@ -96,6 +121,7 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_t
 
   t0 = std::chrono::steady_clock::now();
   cg->code_ = generate_c(cg->program_, cg->schedule_);
+  ++counts().codegen_runs;
   cg->times_.codegen = seconds_since(t0);
   after("generate_c", [&] { return cg->code_.source; });
 
@@ -190,6 +216,7 @@ void CompiledGraph::load_kernels(const CompileOptions& opts) {
   }
   if (library_) {
     cache_status_ = "memory";
+    ++counts().memory_cache_hits;
   } else {
     std::string err;
     std::unique_ptr<DiskCache> disk;
@@ -203,7 +230,10 @@ void CompiledGraph::load_kernels(const CompileOptions& opts) {
     if (disk) {
       if (auto path = disk->lookup(key_, "so")) {
         library_ = SharedLibrary::open(*path, &err);
-        if (library_) cache_status_ = "disk";
+        if (library_) {
+          cache_status_ = "disk";
+          ++counts().disk_cache_hits;
+        }
       }
     }
     if (!library_) {
@@ -219,6 +249,7 @@ void CompiledGraph::load_kernels(const CompileOptions& opts) {
         out = scratch + "/kernels.so";
       }
       auto tc = std::chrono::steady_clock::now();
+      ++counts().c_compiler_runs;
       CompileResult r = cc.compile_shared_object(code_.source, out, false);
       times_.compile = seconds_since(tc);
       if (!r.ok) {

@@ -105,4 +105,17 @@ class CompiledGraph {
 // The default cache directory: $EMBER_CACHE_DIR, else ~/.cache/ember.
 std::string default_cache_dir();
 
+// Process-wide counts of what CompiledGraph::compile did since the last reset, so that
+// "nothing was generated or compiled again" is checkable (ember.stats()). Exact: each
+// is counted where the work happens, whichever thread compiles.
+struct CompileCounts {
+  int64_t graphs = 0;             // CompiledGraph::compile calls
+  int64_t codegen_runs = 0;       // generate_c runs (C source produced)
+  int64_t c_compiler_runs = 0;    // system C compiler invocations (failed ones too)
+  int64_t memory_cache_hits = 0;  // kernels found loaded in this process
+  int64_t disk_cache_hits = 0;    // kernels loaded from the disk cache
+};
+CompileCounts compile_counts();
+void reset_compile_counts();
+
 }  // namespace ember

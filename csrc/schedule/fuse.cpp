@@ -63,6 +63,29 @@ bool prefers_vector_reduce(const ComputedBuffer& c, const Shape& shape) {
   return verdict.value_or(false);
 }
 
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t n = 1;
+  for (int64_t x : v) n *= x;
+  return n;
+}
+
+// The outer (parallel) loop a buffer would get in a kernel of its own.
+std::vector<int64_t> own_outer(const ComputedBuffer& c, const Shape& shape) {
+  if (c.is_reduction) {
+    std::vector<int64_t> outer = shape.dims;
+    if (prefers_vector_reduce(c, shape)) outer.pop_back();
+    return outer;
+  }
+  if (shape.dims.size() >= 2) return {shape.dims.begin(), shape.dims.end() - 1};
+  return shape.dims;
+}
+
+// A pointwise buffer with more work per row than this (inner iterations) does not
+// join a kernel with fewer rows than it would have alone: rows are what the OpenMP
+// launcher splits across threads, and a kernel whose outer loop is empty (one row,
+// after a full or per-channel reduction) would run the whole buffer on one thread.
+constexpr int64_t kMaxSerialRowWork = 1 << 16;
+
 struct Where {
   int kernel = -1;
   int stage = -1;
@@ -105,14 +128,7 @@ class Fuser {
       }
     }
     Kernel k;
-    if (c.is_reduction) {
-      k.outer = shape.dims;
-      if (prefers_vector_reduce(c, shape)) k.outer.pop_back();
-    } else if (shape.dims.size() >= 2) {
-      k.outer.assign(shape.dims.begin(), shape.dims.end() - 1);
-    } else {
-      k.outer = shape.dims;
-    }
+    k.outer = own_outer(c, shape);
     s_.kernels.push_back(std::move(k));
     s_.steps.push_back({Schedule::Step::Kind::Kernel, static_cast<int>(s_.kernels.size()) - 1});
     bool ok = try_join(static_cast<int>(s_.kernels.size()) - 1, static_cast<int>(s_.steps.size()) - 1, ci, shape);
@@ -146,6 +162,8 @@ class Fuser {
       }
     } else {
       if (shape.dims.size() < k.outer.size() || !std::equal(k.outer.begin(), k.outer.end(), shape.dims.begin())) return false;
+      int64_t rows = product(k.outer);  // 0 for an empty tensor
+      if (rows > 0 && product(shape.dims) / rows > kMaxSerialRowWork && rows < product(own_outer(c, shape))) return false;
       for (size_t i = 0; i < shape.dims.size(); ++i) {
         if (i < k.outer.size()) sub[shape.vars[i]] = var(outer_var(static_cast<int>(i)));
         else sub[shape.vars[i]] = var(inner_var(static_cast<int>(i - k.outer.size())));

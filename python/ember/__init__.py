@@ -3,6 +3,7 @@
     model = torch.compile(model, backend="ember")
     model = ember.compile(model)              # the same, with ember's defaults
     print(ember.explain(model, x))            # what ember did with each graph
+    ember.stats()                             # counters: graphs, codegen, C compiler, cache, recompiles
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ._core import __version__
 from .backend import ember_backend, make_backend
 from .config import config
 from .explain import explain, last_compile_stats
+from .stats import reset_stats, stats
 
 
 def compile(model=None, *, mode=None, options=None, dynamic=None, fullgraph=False, disable=False):
@@ -23,4 +25,5 @@ def compile(model=None, *, mode=None, options=None, dynamic=None, fullgraph=Fals
     return torch.compile(model, backend=backend, dynamic=dynamic, fullgraph=fullgraph, disable=disable)
 
 
-__all__ = ["compile", "explain", "config", "ember_backend", "make_backend", "last_compile_stats", "__version__"]
+__all__ = ["compile", "explain", "config", "ember_backend", "make_backend", "last_compile_stats", "stats", "reset_stats",
+           "__version__"]

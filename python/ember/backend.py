@@ -15,8 +15,9 @@ import warnings
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import _core, logs
+from . import _core, logs, stats
 from .config import Config, config as global_config
 from .fx_import import UnsupportedGraph, import_graph
 from .runtime import GraphRunner
@@ -115,17 +116,22 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         runner = GraphRunner(cg, imported, gm)
         t2 = time.perf_counter()
         record.times = {"import": t1 - t0, **cg.times, "total": t2 - t0}
+        stats.count_graph(kind, t2 - t0)
         summary.update(cache=cg.cache_status, times=record.times, kernels=len(cg.kernels), cache_note=cg.cache_note)
         _log_graph(record)
         _dump_timings(cfg, record)
         return runner
     except UnsupportedGraph as e:
+        stats.count_graph(kind, time.perf_counter() - t0)
+        stats.count_fallback("unsupported")
         record.fallback_reason = str(e)
         logs.logger("fallback").info("graph %s runs eagerly: %s", record.name, e)
         return _eager(gm)
     except Exception as e:  # an ember bug or a C compiler failure
+        stats.count_graph(kind, time.perf_counter() - t0)
         if not cfg.fallback_on_error:
             raise
+        stats.count_fallback("error")
         record.fallback_reason = f"{type(e).__name__}: {e}"
         lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()] or [type(e).__name__]
         # The first line says what failed; add the first line of the cause (a compiler error).
@@ -204,7 +210,8 @@ def _log_graph(record: GraphRecord):
 
 
 def make_backend(mode: str | None = None, options: dict | None = None):
-    """An AOTAutograd backend compiling every graph with ember."""
+    """A Dynamo backend: AOTAutograd (ember's decompositions, the min-cut partitioner),
+    then every graph compiled with ember. `.aot` is the AOTAutograd backend inside."""
     if mode not in (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
         raise ValueError(f"ember: unknown mode {mode!r}")
     cfg = global_config.update(options)
@@ -218,12 +225,23 @@ def make_backend(mode: str | None = None, options: dict | None = None):
     def inference(gm, example_inputs):
         return compile_graph(gm, example_inputs, cfg, "inference")
 
-    return aot_autograd(
+    # aot_autograd's default partitioner saves every forward value the backward reads;
+    # the min-cut one saves a minimal set and recomputes cheap pointwise work in the
+    # backward, where ember fuses it into the kernels that read it (as Inductor does).
+    aot = aot_autograd(
         fw_compiler=fw,
         bw_compiler=bw,
         inference_compiler=inference,
         decompositions=decomposition_table(),
+        partition_fn=min_cut_rematerialization_partition,
     )
+
+    def backend(gm, example_inputs):
+        stats.count_dynamo_compile()
+        return aot(gm, example_inputs)
+
+    backend.aot = aot
+    return backend
 
 
 def ember_backend(gm, example_inputs, mode=None, options=None):

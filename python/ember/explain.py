@@ -5,7 +5,9 @@
     print(report)              # readable text
     report.to_dict()           # JSON-able
 
-The report has, in order: the graph breaks (Dynamo's reason and the user's source
+The report has, in order: the counters of ember.stats() over the explain run (graphs,
+code generations, C compiler runs, cache hits, eager fallbacks, Dynamo compilations
+and recompilations), the graph breaks (Dynamo's reason and the user's source
 line), the recompilations (the guard that failed, and where its value came from), per
 graph ember's fusion plan (kernels and the ATen ops fused into each, the ops left to
 ATen and why, compile time by phase, cache hit or miss), and with measure=True the
@@ -21,6 +23,7 @@ import time
 import torch
 
 from . import backend as _backend
+from . import stats as _stats
 
 
 def _op_name(imported, node_id):
@@ -50,8 +53,9 @@ def _graph_dict(record, frame: dict | None) -> dict:
 
 class Report:
     def __init__(self, graphs: list[dict], first_call_s: float, graph_breaks: dict | None,
-                 recompiles: list[dict] | None = None, estimate: dict | None = None):
+                 recompiles: list[dict] | None = None, estimate: dict | None = None, stats: dict | None = None):
         self.graphs = graphs
+        self.stats = stats or {}
         self.first_call_s = first_call_s
         self.graph_breaks = graph_breaks
         self.recompiles = recompiles or []
@@ -59,7 +63,7 @@ class Report:
 
     def to_dict(self) -> dict:
         return {"graphs": self.graphs, "first_call_s": round(self.first_call_s, 6), "graph_breaks": self.graph_breaks,
-                "recompiles": self.recompiles, "estimate": self.estimate}
+                "recompiles": self.recompiles, "estimate": self.estimate, "stats": self.stats}
 
     @property
     def kernels(self):
@@ -74,6 +78,8 @@ class Report:
         lines = [f"ember.explain: {len(self.graphs)} graph(s)"
                  + (f" from {len(frames)} Python frame(s)" if frames else "")
                  + f", first call {self.first_call_s:.3f} s"]
+        if self.stats:
+            lines.append("counters: " + format_stats(self.stats))
         if self.graph_breaks:
             lines += ["", f"graph breaks: {self.graph_breaks['count']}"]
             for i, b in enumerate(self.graph_breaks.get("breaks", []), 1):
@@ -116,6 +122,16 @@ class Report:
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+def format_stats(s: dict) -> str:
+    """ember.stats() (or a difference of two) on one line."""
+    fallbacks = s.get("eager_fallbacks", 0)
+    why = ", ".join(f"{k} {v}" for k, v in s.get("eager_fallbacks_by_reason", {}).items())
+    return (f"{s.get('graphs_compiled', 0)} graph(s) compiled, {s.get('codegen_runs', 0)} code generation(s), "
+            f"{s.get('c_compiler_runs', 0)} C compiler run(s), cache hits {s.get('memory_cache_hits', 0)} in memory / "
+            f"{s.get('disk_cache_hits', 0)} on disk, {fallbacks} eager fallback(s)" + (f" ({why})" if why else "")
+            + f"; Dynamo: {s.get('dynamo_compiles', 0)} compilation(s), {s.get('recompiles', 0)} recompilation(s)")
 
 
 def _short(path: str) -> str:
@@ -229,6 +245,8 @@ def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), meas
         return out
 
     _backend._recorders.append(records)
+    stats_before = _stats.stats()
+    est_counts = None
     try:
         compiled = torch.compile(fn, backend=tracked)
         t0 = time.perf_counter()
@@ -240,18 +258,23 @@ def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), meas
             from .tools.estimate import estimate_speedup
 
             first_graphs = [_graph_dict(r, frame_of_record.get(id(r))) for r in records]
+            est_before = _stats.stats()
             estimate = estimate_speedup(fn, compiled, example_inputs, first_graphs)
+            est_counts = _stats.stats_delta(est_before, _stats.stats())
             del records[len(first_graphs):]  # the estimate's own calibration graph
         for args in calls:
             compiled(*args)
     finally:
         _backend._recorders.remove(records)
+    counters = _stats.stats_delta(stats_before, _stats.stats())
+    if est_counts:  # the estimate's calibration graph is not the user's
+        counters = _stats.stats_delta(est_counts, counters)
     graphs = [_graph_dict(r, frame_of_record.get(id(r))) for r in records]
     breaks = _graph_breaks(fn, example_inputs) if graph_breaks else None
     torch._dynamo.reset()
     if estimate is not None and breaks is not None:
         estimate["graph_breaks"] = breaks["count"]
-    return Report(graphs, first, breaks, tracker.recompiles, estimate)
+    return Report(graphs, first, breaks, tracker.recompiles, estimate, counters)
 
 
 def _graph_breaks(fn, example_inputs) -> dict:

@@ -80,9 +80,11 @@ def _conform(r, sizes, dtype):
 
 
 class GraphRunner:
-    _boxed_call = True  # AOTAutograd passes the arguments as one list
-
     def __init__(self, cg, imported: ImportedGraph, gm: torch.fx.GraphModule):
+        # AOTAutograd passes the arguments as one list. An instance attribute, not a class
+        # one: AOTAutograd wraps the backward in torch._dynamo.disable, whose
+        # functools.wraps copies the instance __dict__ only.
+        self._boxed_call = True
         self.cg = cg
         self._gm = gm
         self._eager = None  # set when this graph must run eagerly from now on
@@ -190,8 +192,9 @@ class GraphRunner:
             self._workspaces.append(template)
             return out
         except _ShapeMismatch as e:
-            from . import logs
+            from . import logs, stats
 
+            stats.count_fallback("runtime")
             logs.logger("fallback").warning("a compiled graph runs eagerly from now on: %s", e)
             self._eager = self._gm
             return self._gm(*args)

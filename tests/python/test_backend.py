@@ -241,3 +241,57 @@ def test_failure_warning_names_the_debug_dir_with_traceback_and_source(tmp_path)
     assert f"traceback and IR dumps in {graph_dir}" in r.stderr
     assert "Traceback" in (graph_dir / "error.txt").read_text()
     assert (graph_dir / "5_generate_c.c").exists()  # written before the compiler ran
+
+
+# ---- ember.stats(): counters -------------------------------------------------------------
+
+def test_stats_count_codegen_compiles_cache_hits_and_recompiles(tmp_path):
+    torch._dynamo.reset()
+    ember.reset_stats()
+    f = ember.compile(lambda t: (t.sin() * 3).softmax(-1), dynamic=False, options={"cache_dir": str(tmp_path)})
+    x = torch.randn(4, 10)
+    torch.testing.assert_close(f(x), (x.sin() * 3).softmax(-1))
+    s = ember.stats()
+    assert (s["graphs_compiled"], s["codegen_runs"], s["c_compiler_runs"]) == (1, 1, 1)
+    assert (s["dynamo_frames"], s["dynamo_compiles"], s["recompiles"]) == (1, 1, 0)
+    assert s["graphs_by_kind"] == {"inference": 1} and s["eager_fallbacks"] == 0
+    f(x + 1)  # the same shapes: nothing is generated or compiled
+    assert ember.stats() == s
+    y = torch.randn(6, 7)  # a new shape with dynamic=False: Dynamo recompiles the frame
+    torch.testing.assert_close(f(y), (y.sin() * 3).softmax(-1))
+    s = ember.stats()
+    assert (s["graphs_compiled"], s["codegen_runs"], s["c_compiler_runs"]) == (2, 2, 2)
+    assert (s["dynamo_frames"], s["dynamo_compiles"], s["recompiles"]) == (1, 2, 1)
+    # The same code again after a Dynamo reset: generated again, compiled by no one (the
+    # kernels are still loaded in this process, or else on disk).
+    torch._dynamo.reset()
+    f = ember.compile(lambda t: (t.sin() * 3).softmax(-1), dynamic=False, options={"cache_dir": str(tmp_path)})
+    f(x)
+    s = ember.stats()
+    assert (s["codegen_runs"], s["c_compiler_runs"]) == (3, 2)
+    assert s["memory_cache_hits"] + s["disk_cache_hits"] == 1
+    ember.reset_stats()
+    assert ember.stats()["codegen_runs"] == 0 and ember.stats()["graphs_compiled"] == 0
+
+
+def test_stats_count_training_graphs_and_eager_fallbacks():
+    torch._dynamo.reset()
+    ember.reset_stats()
+    w = torch.randn(5, requires_grad=True)
+    torch.compile(lambda t: (t * w).tanh().sum(), backend="ember")(torch.randn(3, 5)).backward()
+    s = ember.stats()
+    assert s["graphs_by_kind"] == {"forward": 1, "backward": 1} and s["codegen_runs"] == 2
+    torch.compile(lambda t: t * 2 + 1, backend="ember")(torch.randn(3, 3, dtype=torch.complex64))
+    s = ember.stats()
+    assert s["eager_fallbacks"] == 1 and s["eager_fallbacks_by_reason"] == {"unsupported": 1}
+
+
+def test_explain_shows_counters():
+    report = ember.explain(lambda t: t.exp().sum(-1), torch.randn(3, 4), graph_breaks=False,
+                           calls=[(torch.randn(5, 4),)])
+    d = report.to_dict()["stats"]
+    # The second shape recompiles (automatic dynamic makes the size symbolic: that graph
+    # runs eagerly until dynamic shapes are compiled, and is counted as a fallback).
+    assert d["dynamo_compiles"] == 2 and d["recompiles"] == 1
+    assert d["graphs_compiled"] == 2 and d["codegen_runs"] + d["eager_fallbacks"] == 2
+    assert "counters: 2 graph(s) compiled" in str(report) and "1 recompilation(s)" in str(report)

@@ -100,3 +100,42 @@ def test_pool_after_pointwise_and_flatten():
     scale, shift = torch.randn(1, 8, 1, 1), torch.randn(1, 8, 1, 1)
     check_compiled(lambda a, s, b: F.adaptive_avg_pool2d(torch.relu(a * s + b), 1).flatten(1),
                    x, scale, shift)
+
+
+# (kernel, stride, padding, dilation, ceil_mode): non-overlapping, overlapping, padded,
+# dilated and ceil-mode windows.
+MAX_POOL_BACKWARD = [
+    (2, 2, 0, 1, False),
+    (3, 2, 1, 1, True),
+    (3, 1, 1, 1, False),
+    ((3, 2), (2, 1), (1, 0), 1, False),
+    (2, 1, 0, 2, False),
+]
+
+
+@pytest.mark.parametrize("fmt", LAYOUTS, ids=layout_id)
+@pytest.mark.parametrize("k,s,p,d,ceil", MAX_POOL_BACKWARD, ids=str)
+def test_max_pool2d_backward(k, s, p, d, ceil, fmt):
+    from helpers import compile_fresh
+    import ember.backend
+
+    x = image(fmt)
+    # A weight per output element: the gradient flowing back differs per window.
+    out_shape = F.max_pool2d(x, k, s, p, d, ceil_mode=ceil).shape
+    weight = torch.randn(out_shape)
+
+    def loss(t):
+        return (F.max_pool2d(t, k, s, p, d, ceil_mode=ceil) * weight).sum()
+
+    expected = x.clone().requires_grad_()
+    loss(expected).backward()
+    actual = x.clone().requires_grad_()
+    records = []
+    ember.backend._recorders.append(records)
+    try:
+        compile_fresh(loss)(actual).backward()
+    finally:
+        ember.backend._recorders.remove(records)
+    torch.testing.assert_close(actual.grad, expected.grad, rtol=0, atol=0)
+    backward = [r for r in records if r.name.startswith("backward")]
+    assert backward and not [e for r in backward for e in r.cg.externs], "max-pool backward ran in ATen"

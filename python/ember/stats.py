@@ -1,0 +1,106 @@
+"""Counters of what ember and Dynamo did in this process: ember.stats(), ember.reset_stats().
+
+    ember.reset_stats()
+    model(x)                      # compiled with ember
+    s = ember.stats()
+    assert s["codegen_runs"] == 0 and s["recompiles"] == 0   # nothing compiled again
+
+The compiler's counts (graphs, code generations, C compiler runs, cache hits) come from
+the C++ core, counted where the work happens (csrc/runtime/compiled_graph.h,
+CompileCounts). The rest is counted by the backend glue: graphs handed to ember by
+AOTAutograd, graphs that run eagerly, and the Dynamo compilations that reached ember:
+a compile id whose per-frame count is above 0 is a recompilation.
+"""
+from __future__ import annotations
+
+import threading
+
+from . import _core
+
+_lock = threading.Lock()
+_graphs: dict[str, int] = {}          # AOTAutograd graphs given to ember, by kind
+_fallbacks: dict[str, int] = {}       # graphs running eagerly, by why
+_compile_seconds = [0.0]              # time in ember's compile_graph (import + C++), all graphs
+# Dynamo compilations that reached ember: [first compilations of a frame, recompilations].
+# Counted per call, not by compile id: torch._dynamo.reset() restarts Dynamo's ids.
+_dynamo = [0, 0]
+
+
+def count_graph(kind: str, seconds: float) -> None:
+    with _lock:
+        _graphs[kind] = _graphs.get(kind, 0) + 1
+        _compile_seconds[0] += seconds
+
+
+def count_fallback(why: str) -> None:
+    """why: 'unsupported' (the IR cannot express the graph), 'error' (a compile error,
+    with fallback_on_error), or 'runtime' (an ATen result contradicted the metadata)."""
+    with _lock:
+        _fallbacks[why] = _fallbacks.get(why, 0) + 1
+
+
+def count_dynamo_compile() -> None:
+    """Called once per graph Dynamo hands to ember's backend."""
+    from torch._guards import CompileContext
+
+    cid = CompileContext.current_compile_id()
+    if cid is None or cid.frame_id is None:
+        return  # called outside Dynamo (the fuzzer calls the backend directly)
+    with _lock:
+        _dynamo[1 if cid.frame_compile_id else 0] += 1
+
+
+def stats() -> dict:
+    """Totals since the process started or the last reset_stats():
+
+    graphs_compiled      graphs AOTAutograd gave ember (forward, backward, inference)
+    graphs_by_kind       the same, by kind
+    codegen_runs         C source generations (the core's generate_c)
+    c_compiler_runs      system C compiler invocations
+    memory_cache_hits    graphs whose kernels were already loaded in this process
+    disk_cache_hits      graphs whose kernels came from the disk cache
+    eager_fallbacks      graphs that run eagerly (eager_fallbacks_by_reason says why)
+    dynamo_frames        Python frames Dynamo compiled with ember (first compilations)
+    dynamo_compiles      Dynamo compilations that reached ember (first ones + recompiles)
+    recompiles           of those, recompilations: a frame compiled again after a guard failed
+    compile_seconds      time inside ember's compile of each graph (import + C++ pipeline)
+    """
+    core = _core.compile_counts()
+    with _lock:
+        return {
+            "graphs_compiled": sum(_graphs.values()),
+            "graphs_by_kind": dict(_graphs),
+            "codegen_runs": core["codegen_runs"],
+            "c_compiler_runs": core["c_compiler_runs"],
+            "memory_cache_hits": core["memory_cache_hits"],
+            "disk_cache_hits": core["disk_cache_hits"],
+            "eager_fallbacks": sum(_fallbacks.values()),
+            "eager_fallbacks_by_reason": dict(_fallbacks),
+            "dynamo_frames": _dynamo[0],
+            "dynamo_compiles": _dynamo[0] + _dynamo[1],
+            "recompiles": _dynamo[1],
+            "compile_seconds": round(_compile_seconds[0], 6),
+        }
+
+
+def reset_stats() -> None:
+    _core.reset_compile_counts()
+    with _lock:
+        _graphs.clear()
+        _fallbacks.clear()
+        _dynamo[0] = _dynamo[1] = 0
+        _compile_seconds[0] = 0.0
+
+
+def stats_delta(before: dict, after: dict) -> dict:
+    """after - before for the numeric counters (dicts of counts subtract key by key)."""
+    out = {}
+    for k, v in after.items():
+        b = before.get(k)
+        if isinstance(v, dict):
+            out[k] = {kk: vv - (b or {}).get(kk, 0) for kk, vv in v.items() if vv - (b or {}).get(kk, 0)}
+        elif isinstance(v, float):
+            out[k] = round(v - (b or 0.0), 6)
+        else:
+            out[k] = v - (b or 0)
+    return out
