@@ -12,7 +12,7 @@ namespace ember {
 namespace {
 
 const char* const kOpNames[] = {
-    "const", "var", "load",
+    "const", "var", "load", "sym",
     "neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
     "erf", "erfc", "sigmoid", "floor", "ceil", "round", "trunc", "sign", "reciprocal",
@@ -105,6 +105,7 @@ Expr const_of(double v, DType t) {
   return int_const(static_cast<int64_t>(v), t);
 }
 Expr var(int id) { return make(ExprOp::Var, DType::I64, id, 0, {}); }
+Expr sym(int index) { return make(ExprOp::Sym, DType::I64, index, 0, {}); }
 Expr load(int buffer, Expr index, DType t) { return make(ExprOp::Load, t, buffer, 0, {std::move(index)}); }
 Expr unary(ExprOp op, Expr a, DType t) { return make(op, t, 0, 0, {std::move(a)}); }
 
@@ -289,6 +290,9 @@ std::string to_string(const Expr& e) {
       return os.str();
     case ExprOp::Var:
       os << "v" << e->ival;
+      return os.str();
+    case ExprOp::Sym:
+      os << "s" << e->ival;
       return os.str();
     case ExprOp::Load:
       os << "buf" << e->ival << "[" << to_string(e->args[0]) << "]";

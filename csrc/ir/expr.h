@@ -23,6 +23,8 @@
 // - Load(buffer, index) reads element `index` (in elements, not bytes) of a
 //   buffer; the index is an i64 Expr, possibly data-dependent (gather).
 // - Var is a loop index (i64) identified by an integer id.
+// - Sym is a graph symbol (i64, ival its index): a size Dynamo left symbolic, bound
+//   at run time (docs/dynamic_shapes.md).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -40,6 +42,7 @@ enum class ExprOp : uint8_t {
   Const,
   Var,
   Load,
+  Sym,  // a graph symbol: a size known only at run time (ival: its index)
   // unary
   Neg, Abs, Exp, Exp2, Expm1, Log, Log2, Log10, Log1p, Sqrt, Rsqrt,
   Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Tanh, Asinh, Acosh, Atanh,
@@ -83,6 +86,7 @@ Expr bool_const(bool v);
 // A constant of dtype t holding the number v (rounded for f16/bf16).
 Expr const_of(double v, DType t);
 Expr var(int id);
+Expr sym(int index);
 Expr load(int buffer, Expr index, DType t);
 Expr unary(ExprOp op, Expr a, DType t);
 Expr binary(ExprOp op, Expr a, Expr b, DType t);

@@ -1,10 +1,13 @@
 #include "ir/graph.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
+
+#include "ir/size_expr.h"
 
 namespace ember {
 
@@ -87,7 +90,10 @@ void print_arg(std::ostream& os, const Arg& a) {
   switch (a.kind) {
     case Arg::Kind::None: os << "none"; break;
     case Arg::Kind::Bool: os << (a.b ? "true" : "false"); break;
-    case Arg::Kind::Int: os << a.i; break;
+    case Arg::Kind::Int:
+      if (a.sym) os << print_size(a.sym);
+      else os << a.i;
+      break;
     case Arg::Kind::Float: os << print_float(a.f); break;
     case Arg::Kind::Str: os << '"' << a.s << '"'; break;
     case Arg::Kind::Tensor:
@@ -105,8 +111,12 @@ void print_arg(std::ostream& os, const Arg& a) {
   }
 }
 
-void print_ints(std::ostream& os, const std::vector<int64_t>& v) {
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+void print_ints(std::ostream& os, const std::vector<int64_t>& v, const std::vector<Expr>& sym) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    os << (i ? "," : "");
+    if (i < sym.size()) os << print_size(sym[i]);
+    else os << v[i];
+  }
 }
 
 }  // namespace
@@ -115,16 +125,22 @@ std::string print_type(const TensorType& t) {
   if (!t.is_tensor) return "none";
   std::ostringstream os;
   os << dtype_name(t.dtype) << '[';
-  print_ints(os, t.sizes);
+  print_ints(os, t.sizes, t.sym_sizes);
   os << "]{";
-  print_ints(os, t.strides);
+  print_ints(os, t.strides, t.sym_strides);
   os << '}';
   return os.str();
 }
 
 std::string print_graph(const Graph& g) {
   std::ostringstream os;
-  os << "graph {\n";
+  os << "graph";
+  if (!g.symbols.empty()) {
+    os << '(';
+    for (size_t i = 0; i < g.symbols.size(); ++i) os << (i ? ", " : "") << g.symbols[i].name << '=' << g.symbols[i].hint;
+    os << ')';
+  }
+  os << " {\n";
   for (const auto& n : g.nodes) {
     os << "  %" << n.id << " = " << n.op << '(';
     for (size_t i = 0; i < n.args.size(); ++i) {
@@ -162,6 +178,20 @@ class Parser {
   Graph graph() {
     Graph g;
     expect_word("graph");
+    if (try_consume('(')) {
+      do {
+        Symbol sym;
+        sym.name = identifier();
+        if (sym.name != "s" + std::to_string(g.symbols.size())) error("symbols must be named s0, s1, ... in order");
+        expect('=');
+        sym.hint = integer();
+        if (sym.hint < 2) error("a symbol's hint is at least 2 (Dynamo specializes 0 and 1)");
+        g.symbols.push_back(sym);
+      } while (try_consume(','));
+      expect(')');
+    }
+    hints_.clear();
+    for (const auto& sym : g.symbols) hints_.push_back(sym.hint);
     expect('{');
     while (true) {
       skip_ws();
@@ -218,19 +248,90 @@ class Parser {
     }
     t.dtype = dtype_from_name(identifier());
     expect('[');
-    t.sizes = int_list(']');
+    size_list(']', t.sizes, t.sym_sizes);
     expect('{');
-    t.strides = int_list('}');
+    size_list('}', t.strides, t.sym_strides);
     if (t.sizes.size() != t.strides.size()) error("sizes and strides differ in rank");
+    // One symbolic entry makes the type symbolic: keep every entry as an Expr.
+    if (!t.sym_sizes.empty() || !t.sym_strides.empty()) {
+      if (t.sym_sizes.empty())
+        for (int64_t v : t.sizes) t.sym_sizes.push_back(int_const(v));
+      if (t.sym_strides.empty())
+        for (int64_t v : t.strides) t.sym_strides.push_back(int_const(v));
+    }
     return t;
   }
 
-  std::vector<int64_t> int_list(char close) {
-    std::vector<int64_t> v;
-    if (try_consume(close)) return v;
-    do v.push_back(integer()); while (try_consume(','));
+  // Integers or size expressions; `sym` is filled (one Expr per entry) only when some
+  // entry is symbolic, and `v` then holds the hints.
+  void size_list(char close, std::vector<int64_t>& v, std::vector<Expr>& sym) {
+    if (try_consume(close)) return;
+    std::vector<Expr> all;
+    bool symbolic = false;
+    do {
+      Expr e = size_expr();
+      symbolic |= is_symbolic(e);
+      v.push_back(hint_of(e));
+      all.push_back(std::move(e));
+    } while (try_consume(','));
     expect(close);
-    return v;
+    if (symbolic) sym = std::move(all);
+  }
+
+  // ---- size expressions: expr := term (('+'|'-') term)*; term := unary (('*'|'//'|'%') unary)*;
+  // unary := '-' unary | primary; primary := int | sN | '(' expr ')' | max(expr, expr) | min(expr, expr).
+  Expr size_expr() {
+    Expr e = size_term();
+    while (true) {
+      if (try_consume('+')) e = binary(ExprOp::Add, e, size_term(), DType::I64);
+      else if (cur() == '-') { ++pos_; e = binary(ExprOp::Sub, e, size_term(), DType::I64); }
+      else return e;
+    }
+  }
+  Expr size_term() {
+    Expr e = size_unary();
+    while (true) {
+      if (s_.compare(pos_ = skip(), 2, "//") == 0) { pos_ += 2; e = binary(ExprOp::FloorDiv, e, size_unary(), DType::I64); }
+      else if (try_consume('*')) e = binary(ExprOp::Mul, e, size_unary(), DType::I64);
+      else if (try_consume('%')) e = binary(ExprOp::Mod, e, size_unary(), DType::I64);
+      else return e;
+    }
+  }
+  Expr size_unary() {
+    if (try_consume('-')) return binary(ExprOp::Mul, int_const(-1), size_unary(), DType::I64);
+    if (try_consume('(')) {
+      Expr e = size_expr();
+      expect(')');
+      return e;
+    }
+    char c = cur();
+    if (std::isdigit(static_cast<unsigned char>(c))) return int_const(integer());
+    std::string w = identifier();
+    if (w == "max" || w == "min") {
+      expect('(');
+      Expr a = size_expr();
+      expect(',');
+      Expr b = size_expr();
+      expect(')');
+      return binary(w == "max" ? ExprOp::Max : ExprOp::Min, a, b, DType::I64);
+    }
+    if (w.size() > 1 && w[0] == 's' && std::all_of(w.begin() + 1, w.end(), [](char d) { return std::isdigit(static_cast<unsigned char>(d)); })) {
+      size_t k = std::stoul(w.substr(1));
+      if (k >= hints_.size()) error("undeclared symbol " + w);
+      return sym(static_cast<int>(k));
+    }
+    error("unexpected '" + w + "' in a size expression");
+  }
+  int64_t hint_of(const Expr& e) {
+    try {
+      return eval_size(e, hints_);
+    } catch (const std::exception& ex) {
+      error(ex.what());
+    }
+  }
+  size_t skip() {
+    skip_ws();
+    return pos_;
   }
 
   Arg arg() {
@@ -263,6 +364,7 @@ class Parser {
       pos_ = end + 1;
       return Arg::of_str(v);
     }
+    if (c == '(' || ((c == 's' || c == 'm') && symbolic_word())) return size_arg(pos_);
     if (std::isalpha(static_cast<unsigned char>(c))) {
       std::string w = identifier();
       if (w == "none") return Arg::none();
@@ -272,7 +374,32 @@ class Parser {
       if (w == "nan") return Arg::of_float(NAN);
       error("unexpected word '" + w + "'");
     }
-    return number();
+    size_t start = pos_;
+    Arg a = number();
+    // An integer followed by an operator starts a size expression (`8*s1`).
+    char n = cur();
+    if (a.kind == Arg::Kind::Int && (n == '*' || n == '/' || n == '%' || n == '+' || n == '-')) return size_arg(start);
+    return a;
+  }
+
+  // Whether the word at the cursor is a symbol (sN) or max/min of size expressions.
+  bool symbolic_word() {
+    size_t p = pos_;
+    if (s_.compare(p, 4, "max(") == 0 || s_.compare(p, 4, "min(") == 0) return true;
+    if (s_[p] != 's' || p + 1 >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[p + 1]))) return false;
+    ++p;
+    while (p < s_.size() && std::isdigit(static_cast<unsigned char>(s_[p]))) ++p;
+    return p >= s_.size() || !(std::isalnum(static_cast<unsigned char>(s_[p])) || s_[p] == '_');
+  }
+
+  // A size expression argument starting at `start`: an Int with its hint, symbolic
+  // or folded to a constant.
+  Arg size_arg(size_t start) {
+    pos_ = start;
+    Expr e = size_expr();
+    Arg a = Arg::of_int(hint_of(e));
+    if (is_symbolic(e)) a.sym = e;
+    return a;
   }
 
   Arg number() {
@@ -376,6 +503,7 @@ class Parser {
 
   const std::string& s_;
   size_t pos_ = 0;
+  std::vector<int64_t> hints_;  // the symbols' hints, for the hint of each size expression
 };
 
 }  // namespace

@@ -15,6 +15,11 @@
 // - Floats always carry a '.', an exponent, or are inf/-inf/nan; ints never do.
 // - Types give dtype, sizes and strides (in elements) as eager would produce them.
 // - A trailing `internal` marks a decomposition's intermediate (Node::internal).
+// - Symbolic sizes (docs/dynamic_shapes.md): the header lists the symbols with their
+//   hints, `graph(s0=6, s1=5) {`; `%k = sym_input(i, s0) : none` binds s0 to runtime
+//   argument i; any size, stride or integer argument may be a size expression:
+//   integers, symbols, + - * // %, max(a, b), min(a, b), parentheses.
+//   `f32[s0,8]{8,1}`, `aten.view.default(%1, [s0*s1, 8])`.
 // - `input(k)` is the k-th runtime argument of the compiled graph (parameters,
 //   buffers and constants included).
 #pragma once
@@ -23,6 +28,7 @@
 #include <vector>
 
 #include "ir/dtype.h"
+#include "ir/expr.h"
 
 namespace ember {
 
@@ -31,6 +37,11 @@ struct TensorType {
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   bool is_tensor = true;  // false for outputs that are not tensors (printed `none`)
+  // Symbolic graphs: each size and stride as a size expression over the graph's
+  // symbols (csrc/ir/size_expr.h); then `sizes`/`strides` hold their hints. Empty
+  // when every size is a constant.
+  std::vector<Expr> sym_sizes;
+  std::vector<Expr> sym_strides;
 
   int64_t numel() const;
   bool is_contiguous() const;
@@ -53,6 +64,7 @@ struct Arg {
   std::string s;
   std::vector<Arg> list;
   ValueRef ref;
+  Expr sym;  // Int: a size expression over the graph's symbols (then i is its hint), or null
 
   static Arg none() { return Arg(); }
   static Arg of_bool(bool v);
@@ -82,7 +94,15 @@ struct Node {
   bool internal = false;
 };
 
+// A size Dynamo left symbolic. `sym_input(k, sN)` binds it to runtime argument k;
+// the hint is its value in the example inputs (for heuristics only).
+struct Symbol {
+  std::string name;  // s0, s1, ... in order
+  int64_t hint = 0;
+};
+
 struct Graph {
+  std::vector<Symbol> symbols;  // empty unless some size is symbolic
   std::vector<Node> nodes;
   std::vector<Arg> outputs;
   int num_inputs() const;

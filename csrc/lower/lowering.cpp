@@ -457,6 +457,10 @@ const LoweringTable& lowering_table() {
 bool has_lowering(const std::string& op) { return lowering_table().count(op) > 0; }
 
 Program lower_graph(const Graph& g, const LowerOptions& opts) {
+  // Phase 1 of docs/dynamic_shapes.md: symbolic graphs parse, print and import, but
+  // lowering them needs symbolic sizes in the Program (phase 2). The backend runs
+  // them eagerly before they get here.
+  if (!g.symbols.empty()) throw std::invalid_argument("symbolic sizes are not lowered yet (docs/dynamic_shapes.md)");
   LowerCtx ctx(g, opts);
   for (const auto& n : g.nodes) ctx.run(n);
   ctx.finish();

@@ -3,7 +3,9 @@
 Arguments are written positionally, exactly as the op's schema lists them, with
 defaults filled in, so the C++ lowering reads them by index. Anything the text
 cannot express (a dtype ember does not know, a non-tensor value flowing between
-nodes) raises UnsupportedGraph, and the backend runs the graph eagerly.
+nodes) raises UnsupportedGraph, and the backend runs the graph eagerly. Symbolic
+sizes are written as size expressions over the graph's symbols (phase 1 of
+docs/dynamic_shapes.md; the backend does not compile such graphs yet).
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ class ImportedGraph:
         self.nodes: list[torch.fx.Node] = []  # text node id -> FX node (inputs included)
         self.refs: dict[tuple[int, int], torch.fx.Node] = {}  # (id, output) -> FX node naming it
         self.num_placeholders = 0
+        self.num_symbols = 0  # symbolic sizes (docs/dynamic_shapes.md); 0 for a static graph
         self.attr_inputs: list[str] = []  # get_attr targets, passed after the placeholders
         self.output_args: list = []  # FX output values (nodes or constants)
         self.op_counts: dict[str, int] = {}
@@ -49,7 +52,73 @@ def _is_tensor(v) -> bool:
     return isinstance(v, torch.Tensor)
 
 
-def _type_text(v) -> str:
+class _Symbols:
+    """Dynamo's size symbols, renamed s0, s1, ... in the order the graph's SymInt inputs
+    bind them, and size expressions over them in the graph text's syntax. Expressions
+    go through the ShapeEnv's simplify first, which knows the facts Dynamo's guards
+    established (view(-1, 4) arrives as 4, not as a quotient of quotients). Printing a
+    symbolic size never calls int() on it: that would specialize the graph."""
+
+    def __init__(self):
+        self.index: dict = {}  # sympy Symbol -> k
+        self.hints: list[int] = []
+
+    def bind(self, value) -> int:
+        """Registers the symbol a SymInt input carries; returns its index."""
+        expr = value.node.expr
+        if not getattr(expr, "is_Symbol", False):
+            raise UnsupportedGraph(f"a SymInt input that is not a plain symbol ({expr})")
+        if expr not in self.index:
+            self.index[expr] = len(self.hints)
+            env = value.node.shape_env
+            hint = env.optimization_hint(expr) if hasattr(env, "optimization_hint") else env.size_hint(expr)
+            self.hints.append(int(hint))
+        return self.index[expr]
+
+    def text(self, x) -> str:
+        if isinstance(x, int):
+            return str(x)
+        if not isinstance(x, torch.SymInt):
+            raise UnsupportedGraph(f"size of type {type(x).__name__}")
+        node = x.node
+        expr = node.shape_env.simplify(node.expr) if node.shape_env is not None else node.expr
+        return self._print(expr)
+
+    def _print(self, e) -> str:
+        from torch.utils._sympy.functions import FloorDiv, Max, Min, Mod, PythonMod
+
+        if e.is_Integer:
+            return str(int(e))
+        if e.is_Symbol:
+            if e not in self.index:
+                raise UnsupportedGraph(f"size symbol {e} is not bound by a graph input")
+            return f"s{self.index[e]}"
+        if e.is_Add:
+            return "(" + "+".join(self._print(a) for a in e.args) + ")"
+        if e.is_Mul:
+            return "(" + "*".join(self._print(a) for a in e.args) + ")"
+        if e.is_Pow and e.exp.is_Integer and int(e.exp) > 0:
+            return "(" + "*".join([self._print(e.base)] * int(e.exp)) + ")"
+        if isinstance(e, FloorDiv):
+            return f"({self._print(e.args[0])}//{self._print(e.args[1])})"
+        if isinstance(e, (PythonMod, Mod)):
+            return f"({self._print(e.args[0])}%{self._print(e.args[1])})"
+        if isinstance(e, (Max, Min)):
+            name = "max" if isinstance(e, Max) else "min"
+            args = [self._print(a) for a in e.args]
+            out = args[-1]
+            for a in reversed(args[:-1]):
+                out = f"{name}({a}, {out})"
+            return out
+        raise UnsupportedGraph(f"size expression {e} ({type(e).__name__}) is not supported")
+
+    def header(self) -> str:
+        if not self.hints:
+            return "graph {"
+        return "graph(" + ", ".join(f"s{k}={h}" for k, h in enumerate(self.hints)) + ") {"
+
+
+def _type_text(v, symbols: _Symbols) -> str:
     if not _is_tensor(v):
         return "none"
     if v.dtype not in DTYPE_NAMES:
@@ -58,11 +127,8 @@ def _type_text(v) -> str:
         raise UnsupportedGraph(f"layout {v.layout} is not supported")
     if v.device.type != "cpu":
         raise UnsupportedGraph(f"device {v.device} is not supported by the CPU backend")
-    # int() on a symbolic size would specialize it: a kernel for one shape only.
-    if any(not isinstance(x, int) for x in (*v.shape, *v.stride())):
-        raise UnsupportedGraph("symbolic shapes are not supported yet")
-    sizes = ",".join(str(int(s)) for s in v.shape)
-    strides = ",".join(str(int(s)) for s in v.stride())
+    sizes = ",".join(symbols.text(s) for s in v.shape)
+    strides = ",".join(symbols.text(s) for s in v.stride())
     return f"{DTYPE_NAMES[v.dtype]}[{sizes}]{{{strides}}}"
 
 
@@ -79,9 +145,13 @@ class _Writer:
     def __init__(self, g: ImportedGraph):
         self.g = g
         self.ids: dict[torch.fx.Node, tuple[int, int]] = {}
+        self.symbols = _Symbols()
 
     def value(self, v) -> str:
         if isinstance(v, torch.fx.Node):
+            val = v.meta.get("val")
+            if isinstance(val, torch.SymInt):
+                return self.symbols.text(val)  # a size (input or arithmetic), written as its expression
             if v not in self.ids:
                 raise UnsupportedGraph(f"value {v.name} is not a tensor ember can track")
             nid, idx = self.ids[v]
@@ -108,8 +178,10 @@ class _Writer:
             if '"' in v:
                 raise UnsupportedGraph("string argument with a quote")
             return f'"{v}"'
-        if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            raise UnsupportedGraph("symbolic shapes are not supported yet")
+        if isinstance(v, torch.SymInt):
+            return self.symbols.text(v)
+        if isinstance(v, (torch.SymFloat, torch.SymBool)):
+            raise UnsupportedGraph(f"symbolic {type(v).__name__} arguments are not supported")
         raise UnsupportedGraph(f"argument of type {type(v).__name__} is not supported")
 
 
@@ -183,12 +255,21 @@ def import_graph(gm: torch.fx.GraphModule) -> ImportedGraph:
             w.ids.setdefault(node, (nid, 0))
         return nid
 
+    # Symbols first: a tensor input may come before the SymInt input binding its size.
+    for node in placeholders:
+        if isinstance(node.meta.get("val"), torch.SymInt):
+            w.symbols.bind(node.meta["val"])
+
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             val = node.meta.get("val")
+            if isinstance(val, torch.SymInt):
+                k = w.symbols.bind(val)
+                nid = add_line(node, "sym_input", f"{placeholders.index(node)}, s{k}", "none")
+                continue
             if val is not None and not _is_tensor(val):
                 raise UnsupportedGraph(f"non-tensor graph input {node.name}")
-            nid = add_line(node, "input", str(placeholders.index(node)), _type_text(val))
+            nid = add_line(node, "input", str(placeholders.index(node)), _type_text(val, w.symbols))
             g.refs[(nid, 0)] = node
         elif node.op == "get_attr":
             val = getattr(gm, node.target)
@@ -196,9 +277,11 @@ def import_graph(gm: torch.fx.GraphModule) -> ImportedGraph:
                 raise UnsupportedGraph(f"non-tensor attribute {node.target}")
             index = g.num_placeholders + len(g.attr_inputs)
             g.attr_inputs.append(node.target)
-            nid = add_line(node, "input", str(index), _type_text(val))
+            nid = add_line(node, "input", str(index), _type_text(val, w.symbols))
             g.refs[(nid, 0)] = node
         elif node.op == "call_function":
+            if isinstance(node.meta.get("val"), torch.SymInt):
+                continue  # size arithmetic: written as an expression where it is used
             if node.target is operator.getitem:
                 base, idx = node.args
                 if base not in w.ids or not isinstance(idx, int):
@@ -214,12 +297,12 @@ def import_graph(gm: torch.fx.GraphModule) -> ImportedGraph:
             args_text = ", ".join(w.value(a) for a in _schema_args(node))
             val = node.meta.get("val")
             if isinstance(val, (list, tuple)):
-                types = [_type_text(v) for v in val]
+                types = [_type_text(v, w.symbols) for v in val]
                 type_text = "(" + ", ".join(types) + ")" if len(types) != 1 else types[0]
                 if not types:
                     type_text = "none"
             else:
-                type_text = _type_text(val)
+                type_text = _type_text(val, w.symbols)
             if _inside_one_op(node, graph_outputs):
                 type_text += " internal"
             nid = add_line(node, name, args_text, type_text)
@@ -239,5 +322,7 @@ def import_graph(gm: torch.fx.GraphModule) -> ImportedGraph:
         else:
             raise UnsupportedGraph(f"FX node kind {node.op} is not supported")
     lines.append("}")
+    lines[0] = w.symbols.header()
+    g.num_symbols = len(w.symbols.hints)
     g.text = "\n".join(lines) + "\n"
     return g
