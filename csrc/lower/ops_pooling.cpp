@@ -215,7 +215,7 @@ void register_pooling_ops(LoweringTable& t) {
     const TensorIR& indices = ctx.tensor(n.args[7]);
     if (self.rank() < 3 || grad.sizes != indices.sizes) throw Unsupported("max_pool2d_backward shapes");
     Window w = window_args(n, 2, true);
-    int64_t H = self.sizes[self.rank() - 2], W = self.sizes[self.rank() - 1];
+    int64_t W = self.sizes[self.rank() - 1];
     std::vector<int64_t> out_hw = last2(grad.sizes);
     int64_t nh = window_candidates(int_const(0), w, 0).count, nw = window_candidates(int_const(0), w, 1).count;
     if (nh * nw > kUnrollWindow) throw Unsupported("max_pool2d_backward with many overlapping windows");
