@@ -12,7 +12,7 @@ from ._core import __version__
 from .backend import ember_backend, make_backend
 from .config import config
 from .explain import explain, last_compile_stats
-from .stats import reset_stats, stats
+from .counters import reset_stats, stats
 
 
 def compile(model=None, *, mode=None, options=None, dynamic=None, fullgraph=False, disable=False):

@@ -17,7 +17,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import _core, logs, stats
+from . import _core, counters as stats, logs
 from .config import Config, config as global_config
 from .fx_import import UnsupportedGraph, import_graph
 from .runtime import GraphRunner

@@ -23,7 +23,7 @@ import time
 import torch
 
 from . import backend as _backend
-from . import stats as _stats
+from . import counters as _stats
 
 
 def _op_name(imported, node_id):

@@ -192,7 +192,7 @@ class GraphRunner:
             self._workspaces.append(template)
             return out
         except _ShapeMismatch as e:
-            from . import logs, stats
+            from . import counters as stats, logs
 
             stats.count_fallback("runtime")
             logs.logger("fallback").warning("a compiled graph runs eagerly from now on: %s", e)
