@@ -75,8 +75,49 @@ std::string store_text(const std::string& ptr, const std::string& index, DType t
 struct Acc {
   std::string acc, flag, index;  // accumulator, NaN flag (max/min), arg index (argmax/argmin)
   std::string wide;              // blocked float sums: the double total of the block partials
-  std::string type;              // blocked float sums: the C type of the partials
+  std::string type;              // the C type of acc
 };
+
+// A split stage's dim in chunks: `count` chunks of `span` iterations (whole units:
+// the blocks of a blocked sum), the last one shorter. Fixed at compile time, so a
+// result does not depend on how many threads run the chunks.
+struct Chunks {
+  int64_t count = 1, span = 0, extent = 0;
+};
+
+Chunks chunk_plan(int split, int64_t extent, int64_t unit) {
+  Chunks c;
+  if (split < 2) return c;
+  const int64_t units = (extent + unit - 1) / unit;
+  c.span = (units + split - 1) / split * unit;
+  c.count = (extent + c.span - 1) / c.span;
+  c.extent = extent;
+  return c;
+}
+
+// The chunk loop, run by torch's OpenMP team; serial inside a launcher that
+// already splits rows. Its body defines the chunk's range [ch_lo, ch_hi).
+std::vector<std::string> chunk_loop_head(const Chunks& c) {
+  const std::string span = std::to_string(c.span) + "LL", extent = std::to_string(c.extent) + "LL";
+  return {"#pragma omp parallel for schedule(static) if (!omp_in_parallel())",
+          "for (int64_t ch = 0; ch < " + std::to_string(c.count) + "LL; ++ch) {",
+          "  const int64_t ch_lo = ch * " + span + ", ch_hi = ch_lo + " + span + " < " + extent + " ? ch_lo + " +
+              span + " : " + extent + ";"};
+}
+
+// `dst` combined with the partial `src` of a later chunk. Max/min partials are
+// never NaN (their flags carry it); arg-reductions combine in combine_arg.
+std::string combine_text(ReduceOp op, const std::string& dst, const std::string& src) {
+  switch (op) {
+    case ReduceOp::Sum: return dst + " += " + src + ";";
+    case ReduceOp::Prod: return dst + " *= " + src + ";";
+    case ReduceOp::Max: return dst + " = " + src + " > " + dst + " ? " + src + " : " + dst + ";";
+    case ReduceOp::Min: return dst + " = " + src + " < " + dst + " ? " + src + " : " + dst + ";";
+    case ReduceOp::Any: return dst + " |= " + src + ";";
+    case ReduceOp::All: return dst + " &= " + src + ";";
+    default: return "";
+  }
+}
 
 // Float sums longer than this accumulate in blocks: each block's partial (split
 // across SIMD lanes) is added to a double total. One f32 accumulator per lane
@@ -175,19 +216,26 @@ class KernelPrinter {
       return;
     }
     const int row_level = em_->depth();
-    // Accumulators live in the row scope.
-    std::vector<Acc> accs(stage.items.size());
-    std::vector<std::string> clauses;
     int64_t inner_numel = 1;
     for (int64_t n : stage.inner) inner_numel *= n;
+    auto blocks_sum = [&](size_t i) {
+      const auto& c = p_.computed[stage.items[i].computed];
+      return c.is_reduction && !stage.items[i].is_scan && c.reduce_op == ReduceOp::Sum && is_float(c.acc_dtype) &&
+             inner_numel > kSumBlock;
+    };
     bool blocked = false;  // some float sum accumulates per block (kSumBlock)
+    for (size_t i = 0; i < stage.items.size(); ++i) blocked |= blocks_sum(i);
+    // A split stage runs dim 0 in chunks (blocked single loops in whole blocks);
+    // everything from the accumulators to the block totals is private to a chunk.
+    const Chunks chunks = chunk_plan(stage.split, stage.inner.empty() ? 1 : stage.inner[0],
+                                     stage.inner.size() == 1 && blocked ? kSumBlock : 1);
+    if (chunks.count > 1) em_->open_scope({});
+    // Accumulators live in the row scope (in a chunk's scope when split).
+    std::vector<Acc> accs(stage.items.size());
+    std::vector<std::string> clauses;
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const auto& c = p_.computed[stage.items[i].computed];
-      if (!c.is_reduction) continue;
-      bool block = !stage.items[i].is_scan && c.reduce_op == ReduceOp::Sum && is_float(c.acc_dtype) &&
-                   inner_numel > kSumBlock;
-      accs[i] = declare_acc(c, clauses, block);
-      blocked |= block;
+      if (c.is_reduction) accs[i] = declare_acc(c, clauses, blocks_sum(i));
     }
     if (stage_has_arg(stage)) clauses.clear();
     // Inner loop nest.
@@ -232,12 +280,15 @@ class KernelPrinter {
         for (const auto& cl : clauses) pragma += " " + cl;
         loop.push_back(pragma);
       }
-      std::string n = std::to_string(stage.inner[d]) + "LL";
-      bool split = innermost && blocked && stage.inner[d] > kSumBlock;
-      std::string lo = split ? iv + "b" : "0";
-      std::string hi = split ? "(" + lo + " + " + std::to_string(kSumBlock) + "LL < " + n + " ? " + lo + " + " +
-                                   std::to_string(kSumBlock) + "LL : " + n + ")"
-                             : n;
+      // Dim 0 of a split stage runs over its chunk's range [ch_lo, ch_hi).
+      const bool chunked = d == 0 && chunks.count > 1;
+      std::string n = chunked ? "ch_hi" : std::to_string(stage.inner[d]) + "LL";
+      std::string first = chunked ? "ch_lo" : "0";
+      bool in_blocks = innermost && blocked && stage.inner[d] > kSumBlock;
+      std::string lo = in_blocks ? iv + "b" : first;
+      std::string hi = in_blocks ? "(" + lo + " + " + std::to_string(kSumBlock) + "LL < " + n + " ? " + lo + " + " +
+                                       std::to_string(kSumBlock) + "LL : " + n + ")"
+                                 : n;
       loop.push_back("for (int64_t " + iv + " = " + lo + "; " + iv + " < " + hi + "; ++" + iv + ") {");
       for (const auto& l : body) loop.push_back("  " + l);
       loop.push_back("}");
@@ -247,8 +298,7 @@ class KernelPrinter {
       }
       // One block: fresh f32 partials (the names the body accumulates into), then
       // their sum into the double totals.
-      std::string ind = split ? "  " : "";
-      if (split) em_->line("for (int64_t " + lo + " = 0; " + lo + " < " + n + "; " + lo + " += " + std::to_string(kSumBlock) + "LL) {");
+      if (in_blocks) em_->line("for (int64_t " + lo + " = " + first + "; " + lo + " < " + n + "; " + lo + " += " + std::to_string(kSumBlock) + "LL) {");
       else em_->line("{");
       for (const auto& a : accs)
         if (!a.wide.empty()) em_->line("  " + a.type + " " + a.acc + " = 0;");
@@ -257,6 +307,7 @@ class KernelPrinter {
         if (!a.wide.empty()) em_->line("  " + a.wide + " += " + a.acc + ";");
       em_->line("}");
     }
+    if (chunks.count > 1) run_row_chunks(stage, chunks, accs);
     for (auto& a : accs)
       if (!a.wide.empty()) {
         em_->line("const " + a.type + " " + a.acc + "_t = (" + a.type + ")" + a.wide + ";");
@@ -272,6 +323,116 @@ class KernelPrinter {
       if (m_.in_memory[c.buffer]) em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, result));
       em_->bind_local(c.buffer, result, row_level);
     }
+  }
+
+  // Closes a split row stage's chunk scope: each chunk leaves its accumulators in
+  // per-chunk arrays, the chunks run in parallel, and their partials combine in
+  // chunk order into row-scope accumulators that `accs` then names.
+  void run_row_chunks(const Stage& stage, const Chunks& chunks, std::vector<Acc>& accs) {
+    const std::string n = std::to_string(chunks.count);
+    std::vector<std::string> decls;
+    auto partial = [&](const std::string& type, const std::string& value) {
+      std::string name = value + "_ch";
+      decls.push_back(type + " " + name + "[" + n + "];");
+      em_->line(name + "[ch] = " + value + ";");
+      return name;
+    };
+    struct Partials {
+      std::string value, flag, index;
+    };
+    std::vector<Partials> parts(accs.size());
+    for (size_t i = 0; i < accs.size(); ++i) {
+      const Acc& a = accs[i];
+      if (a.acc.empty()) continue;
+      parts[i].value = a.wide.empty() ? partial(a.type, a.acc) : partial("double", a.wide);
+      if (!a.flag.empty()) parts[i].flag = partial("int", a.flag);
+      if (!a.index.empty()) parts[i].index = partial("int64_t", a.index);
+    }
+    std::vector<std::string> body = em_->close_scope();
+    for (const auto& l : decls) em_->line(l);
+    for (const auto& l : chunk_loop_head(chunks)) em_->line(l);
+    for (const auto& l : body) em_->line("  " + l);
+    em_->line("}");
+    for (size_t i = 0; i < accs.size(); ++i) {
+      Acc& a = accs[i];
+      if (a.acc.empty()) continue;
+      const auto& c = p_.computed[stage.items[i].computed];
+      const Partials& pt = parts[i];
+      // Combined values start from chunk 0 and take the later chunks in order.
+      std::string& value = a.wide.empty() ? a.acc : a.wide;
+      value = em_->fresh("comb");
+      em_->line((a.wide.empty() ? a.type : std::string("double")) + " " + value + " = " + pt.value + "[0];");
+      std::vector<std::string> step;
+      if (!a.index.empty()) {
+        a.index = em_->fresh("comb");
+        em_->line("int64_t " + a.index + " = " + pt.index + "[0];");
+        step.push_back(combine_arg(c, a, pt.value + "[ch]", pt.index + "[ch]"));
+      } else {
+        step.push_back(combine_text(a.wide.empty() ? c.reduce_op : ReduceOp::Sum, value, pt.value + "[ch]"));
+      }
+      if (!a.flag.empty()) {
+        a.flag = em_->fresh("comb");
+        em_->line("int " + a.flag + " = " + pt.flag + "[0];");
+        step.push_back(combine_text(ReduceOp::Any, a.flag, pt.flag + "[ch]"));
+      }
+      em_->line("for (int64_t ch = 1; ch < " + n + "LL; ++ch) {");
+      for (const auto& l : step) em_->line("  " + l);
+      em_->line("}");
+    }
+  }
+
+  // Closes a split vector stage's chunk scope, like run_row_chunks with a partial
+  // per chunk and lane: [chunk][K] arrays, combined in chunk order.
+  void run_vector_chunks(const Stage& stage, const Chunks& chunks, std::vector<Acc>& accs) {
+    const int64_t K = stage.inner[0];
+    const std::string n = std::to_string(chunks.count), Ks = std::to_string(K) + "LL";
+    std::vector<std::string> decls, copies, firsts, steps, combined;
+    auto partial = [&](const std::string& type, std::string& value, ReduceOp op) {
+      std::string part = value + "_ch", comb = em_->fresh("comb");
+      decls.push_back(type + " " + part + "[" + n + "][" + std::to_string(K) + "];");
+      copies.push_back(part + "[ch][i0] = " + value + "[i0];");
+      combined.push_back(type + " " + comb + "[" + std::to_string(K) + "];");
+      firsts.push_back(comb + "[i0] = " + part + "[0][i0];");
+      steps.push_back(combine_text(op, comb + "[i0]", part + "[ch][i0]"));
+      value = comb;
+    };
+    for (size_t i = 0; i < accs.size(); ++i) {
+      Acc& a = accs[i];
+      const auto& c = p_.computed[stage.items[i].computed];
+      if (!a.wide.empty()) {
+        partial("double", a.wide, ReduceOp::Sum);
+        a.acc = em_->fresh("comb");
+        combined.push_back(a.type + " " + a.acc + "[" + std::to_string(K) + "];");
+      } else {
+        partial(a.type, a.acc, c.reduce_op);
+      }
+      if (!a.flag.empty()) partial("int", a.flag, ReduceOp::Any);  // NaN seen in any chunk
+    }
+    em_->line("for (int64_t i0 = 0; i0 < " + Ks + "; ++i0) {");
+    for (const auto& l : copies) em_->line("  " + l);
+    em_->line("}");
+    std::vector<std::string> body = em_->close_scope();
+    for (const auto& l : decls) em_->line(l);
+    for (const auto& l : chunk_loop_head(chunks)) em_->line(l);
+    for (const auto& l : body) em_->line("  " + l);
+    em_->line("}");
+    for (const auto& l : combined) em_->line(l);
+    em_->line("for (int64_t i0 = 0; i0 < " + Ks + "; ++i0) {");
+    for (const auto& l : firsts) em_->line("  " + l);
+    em_->line("}");
+    em_->line("for (int64_t ch = 1; ch < " + n + "LL; ++ch) {");
+    em_->line("  for (int64_t i0 = 0; i0 < " + Ks + "; ++i0) {");
+    for (const auto& l : steps) em_->line("    " + l);
+    em_->line("  }");
+    em_->line("}");
+  }
+
+  // A later chunk's arg-reduction partial replaces the running one only if strictly
+  // better (or the first NaN), so the first extremum wins as in one pass.
+  std::string combine_arg(const ComputedBuffer& c, const Acc& a, const std::string& v, const std::string& index) {
+    std::string better = c.reduce_op == ReduceOp::ArgMax ? v + " > " + a.acc : v + " < " + a.acc;
+    if (is_float(c.body->dtype)) better = "(" + better + ") || (" + v + " != " + v + " && " + a.acc + " == " + a.acc + ")";
+    return "if (" + better + ") { " + a.acc + " = " + v + "; " + a.index + " = " + index + "; }";
   }
 
   // Float terms that depend on exactly one inner loop var and on nothing that changes
@@ -364,20 +525,27 @@ class KernelPrinter {
     for (int d = 1; d <= reduced; ++d) chain *= stage.inner[d];
     for (int d = 2; d <= reduced; ++d) below *= stage.inner[d];
     const int64_t block1 = std::max<int64_t>(1, kLaneChain / std::max<int64_t>(below, 1));  // steps per block
+    auto blocks_sum = [&](const ComputedBuffer& c) {
+      return c.reduce_op == ReduceOp::Sum && is_float(c.acc_dtype) && chain > kLaneChain && reduced >= 1;
+    };
     bool blocked = false;
+    for (const auto& item : stage.items) blocked |= blocks_sum(p_.computed[item.computed]);
+    // A split stage runs the outermost reduced dim in chunks of whole blocks; the
+    // accumulator arrays and everything up to the block totals are private to a chunk.
+    const Chunks chunks = chunk_plan(stage.split, reduced >= 1 ? stage.inner[1] : 1, blocked ? block1 : 1);
+    if (chunks.count > 1) em_->open_scope({});
     std::vector<Acc> accs(stage.items.size());
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const auto& c = p_.computed[stage.items[i].computed];
       Acc& a = accs[i];
       bool flt = is_float(c.acc_dtype);
-      if (c.reduce_op == ReduceOp::Sum && flt && chain > kLaneChain && reduced >= 1) {
+      if (blocks_sum(c)) {
         a.acc = em_->fresh("vacc");
         a.wide = a.acc + "_w";
         a.type = CEmitter::c_type(c.acc_dtype);
         em_->line(a.type + " " + a.acc + "[" + std::to_string(K) + "];");
         em_->line("double " + a.wide + "[" + std::to_string(K) + "];");
         em_->line("for (int64_t i0 = 0; i0 < " + Ks + "; ++i0) " + a.wide + "[i0] = 0;");
-        blocked = true;
         continue;
       }
       bool any_all = c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All;
@@ -390,6 +558,7 @@ class KernelPrinter {
         default: init = flt ? "INFINITY" : lowest_or_highest(c.acc_dtype, false); break;
       }
       a.acc = em_->fresh("vacc");
+      a.type = ct;
       em_->line(ct + " " + a.acc + "[" + std::to_string(K) + "];");
       std::string init_line = "for (int64_t i0 = 0; i0 < " + Ks + "; ++i0) " + a.acc + "[i0] = " + init + ";";
       if (flt && (c.reduce_op == ReduceOp::Max || c.reduce_op == ReduceOp::Min)) {
@@ -458,9 +627,12 @@ class KernelPrinter {
     for (int d = reduced; d >= 1; --d) {
       std::vector<std::string> body = em_->close_scope();
       std::string iv = "i" + std::to_string(d);
-      std::string n = std::to_string(stage.inner[d]) + "LL";
+      // Dim 1 of a split stage runs over its chunk's range [ch_lo, ch_hi).
+      const bool chunked = d == 1 && chunks.count > 1;
+      std::string n = chunked ? "ch_hi" : std::to_string(stage.inner[d]) + "LL";
+      std::string first = chunked ? "ch_lo" : "0";
       if (d > 1 || !blocked) {
-        em_->line("for (int64_t " + iv + " = 0; " + iv + " < " + n + "; ++" + iv + ") {");
+        em_->line("for (int64_t " + iv + " = " + first + "; " + iv + " < " + n + "; ++" + iv + ") {");
         for (const auto& l : body) em_->line("  " + l);
         em_->line("}");
         continue;
@@ -468,7 +640,7 @@ class KernelPrinter {
       // Blocks of the outermost reduced dim: fresh lane partials, then their sum into
       // the double totals.
       std::string b = std::to_string(block1) + "LL";
-      em_->line("for (int64_t i1b = 0; i1b < " + n + "; i1b += " + b + ") {");
+      em_->line("for (int64_t i1b = " + first + "; i1b < " + n + "; i1b += " + b + ") {");
       for (const auto& a : accs)
         if (!a.wide.empty()) em_->line("  " + a.type + " " + a.acc + "_p[" + std::to_string(kLanes) + "] = {0};");
       em_->line("  for (int64_t i1 = i1b; i1 < (i1b + " + b + " < " + n + " ? i1b + " + b + " : " + n + "); ++i1) {");
@@ -487,6 +659,7 @@ class KernelPrinter {
       for (const auto& l : body) em_->line("  " + l);
       em_->line("}");
     }
+    if (chunks.count > 1) run_vector_chunks(stage, chunks, accs);
     // Finish: NaN, rounding to the stored type, stores; results stay in the arrays.
     em_->open_scope({{inner_var(0), "i0"}});
     for (size_t i = 0; i < stage.items.size(); ++i) {
@@ -515,12 +688,12 @@ class KernelPrinter {
     DType t = c.acc_dtype;
     std::string ct = CEmitter::c_type(t);
     bool flt = is_float(t);
+    a.type = ct;
     switch (c.reduce_op) {
       case ReduceOp::Sum:
         if (blocked) {
           // The f32 partial a.acc is declared per block, where the loop is printed.
           a.wide = a.acc + "_w";
-          a.type = ct;
           em_->line("double " + a.wide + " = 0;");
         } else {
           em_->line(ct + " " + a.acc + " = 0;");
@@ -545,10 +718,12 @@ class KernelPrinter {
         break;
       }
       case ReduceOp::Any:
+        a.type = "int";
         em_->line("int " + a.acc + " = 0;");
         clauses.push_back("reduction(|:" + a.acc + ")");
         break;
       case ReduceOp::All:
+        a.type = "int";
         em_->line("int " + a.acc + " = 1;");
         clauses.push_back("reduction(&:" + a.acc + ")");
         break;
@@ -557,7 +732,8 @@ class KernelPrinter {
         DType vt = c.body->dtype;
         bool mx = c.reduce_op == ReduceOp::ArgMax;
         std::string init = is_float(vt) ? (mx ? "-INFINITY" : "INFINITY") : lowest_or_highest(vt, mx);
-        em_->line(CEmitter::c_type(vt) + " " + a.acc + " = " + init + ";");
+        a.type = CEmitter::c_type(vt);
+        em_->line(a.type + " " + a.acc + " = " + init + ";");
         a.index = em_->fresh("arg");
         em_->line("int64_t " + a.index + " = 0;");
         break;
@@ -671,8 +847,13 @@ GeneratedCode generate_c(const Program& p, const Schedule& s) {
     // The launcher splits rows over OpenMP threads. Loaded into a PyTorch process,
     // libgomp.so.1 resolves to torch's own copy, so kernels run on the same thread
     // team as oneDNN and BLAS (hot, not competing for cores), as Inductor's do.
+    bool split = false;
+    for (const auto& st : s.kernels[k].stages) split |= st.split > 1;
+    // A kernel with split stages and fewer rows than threads runs its rows here and
+    // its split stages on the threads.
+    std::string serial = split ? "rows <= grain || rows < omp_get_max_threads()" : "rows <= grain";
     os << "void " << info.name << "_launch(int64_t rows, int64_t grain, char* const* args) {\n"
-       << "  if (rows <= grain) { " << info.name << "(0, rows, args); return; }\n"
+       << "  if (" << serial << ") { " << info.name << "(0, rows, args); return; }\n"
        << "  const int64_t chunks = (rows + grain - 1) / grain;\n"
        << "  #pragma omp parallel for schedule(static)\n"
        << "  for (int64_t c = 0; c < chunks; ++c) {\n"

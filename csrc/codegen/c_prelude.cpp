@@ -9,6 +9,10 @@ const std::string& c_prelude() {
 #include <stdint.h>
 #include <string.h>
 
+/* The OpenMP runtime (libgomp: torch's own copy inside a PyTorch process). */
+int omp_get_max_threads(void);
+int omp_in_parallel(void);
+
 #if defined(__GLIBC__) && defined(__x86_64__) && ((__GLIBC__ > 2) || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
 #define EMBER_SIMD __attribute__((__simd__("notinbranch")))
 EMBER_SIMD float expf(float); EMBER_SIMD float logf(float); EMBER_SIMD float sinf(float);

@@ -20,6 +20,7 @@
 #include "schedule/dead_code.h"
 #include "schedule/fuse.h"
 #include "schedule/merge_dims.h"
+#include "schedule/split_reductions.h"
 
 #ifndef EMBER_VERSION
 #define EMBER_VERSION "dev"
@@ -116,8 +117,10 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_t
   after("fuse", schedule_text);
   t0 = std::chrono::steady_clock::now();
   merge_inner_dims(cg->schedule_);
-  cg->times_.schedule = fusing + seconds_since(t0);
   after("merge_inner_dims", schedule_text);
+  split_reductions(cg->schedule_);
+  cg->times_.schedule = fusing + seconds_since(t0);
+  after("split_reductions", schedule_text);
 
   t0 = std::chrono::steady_clock::now();
   cg->code_ = generate_c(cg->program_, cg->schedule_);

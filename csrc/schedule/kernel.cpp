@@ -38,7 +38,9 @@ std::string print_schedule(const Schedule& s, const Program& p, const Graph& g) 
     ints(k.outer);
     os << '\n';
     for (size_t i = 0; i < k.stages.size(); ++i) {
-      os << "  stage " << i << (k.stages[i].vector_reduce ? " vector" : "") << " inner=";
+      os << "  stage " << i << (k.stages[i].vector_reduce ? " vector" : "");
+      if (k.stages[i].split > 1) os << " split=" << k.stages[i].split;
+      os << " inner=";
       ints(k.stages[i].inner);
       os << ':';
       for (const auto& it : k.stages[i].items) {

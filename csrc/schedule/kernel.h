@@ -47,6 +47,12 @@ struct Stage {
   // outside it. Reductions accumulate into arrays indexed by inner var 0, and later
   // stages whose inner[0] is the same dim read them as acc[i0]. Only reductions.
   bool vector_reduce = false;
+  // > 1: the stage's reductions run as up to this many chunks of its outermost
+  // reduced dim (inner[1] of a vector stage, inner[0] of a row stage) on OpenMP
+  // threads, each with its own partials, combined in chunk order
+  // (split_reductions). Chunk bounds are fixed at compile time, so results do not
+  // depend on the thread count. Only stages with reductions and no scan.
+  int split = 0;
 };
 
 struct Kernel {

@@ -10,6 +10,7 @@
 #include "schedule/dead_code.h"
 #include "schedule/fuse.h"
 #include "schedule/merge_dims.h"
+#include "schedule/split_reductions.h"
 
 namespace ember_test {
 
@@ -27,6 +28,7 @@ struct Pipeline {
     o.enabled = fuse;
     schedule = ember::fuse(program, o);
     ember::merge_inner_dims(schedule);
+    ember::split_reductions(schedule);
     code = ember::generate_c(program, schedule);
   }
   std::string program_text() const { return ember::print_program(program, graph); }

@@ -124,3 +124,16 @@ TEST(vectorizes_channels_last_mean_and_column_max) {
 }
 )");
 }
+
+TEST(vectorizes_split_reductions) {
+  check_all_simd_loops_vectorize(R"(graph {
+  %0 = input(0) : f32[16,32,32,32]{32768,1,1024,32}
+  %1 = aten.var_mean.correction(%0, [0, 2, 3], 0, true) : (f32[1,32,1,1]{32,1,1,1}, f32[1,32,1,1]{32,1,1,1})
+  %2 = aten.amax.default(%0, [0, 2, 3], false) : f32[32]{1}
+  %3 = input(1) : f32[1000000]{1}
+  %4 = aten.sum.default(%3) : f32[]{}
+  %5 = aten.amax.default(%3, [0], false) : f32[]{}
+  return (%1, %1.1, %2, %4, %5)
+}
+)");
+}

@@ -221,9 +221,10 @@ def test_debug_dir_has_ir_after_each_pass_source_and_timings(tmp_path):
     graph_dir = debug / "inference_0"
     names = sorted(p.name for p in graph_dir.iterdir())
     assert names == ["0_parse_graph.txt", "1_lower_graph.txt", "2_eliminate_dead_code.txt", "3_fuse.txt",
-                     "4_merge_inner_dims.txt", "5_generate_c.c", "6_plan_arena.txt", "timings.json"]
+                     "4_merge_inner_dims.txt", "5_split_reductions.txt", "6_generate_c.c", "7_plan_arena.txt",
+                     "timings.json"]
     assert "kernel ember_k0" in (graph_dir / "3_fuse.txt").read_text()
-    assert "void ember_k0(" in (graph_dir / "5_generate_c.c").read_text()
+    assert "void ember_k0(" in (graph_dir / "6_generate_c.c").read_text()
     timings = json.loads((graph_dir / "timings.json").read_text())
     assert timings["cache"] == "miss" and timings["times_s"]["compile"] > 0 and timings["kernels"] == 1
 
@@ -240,7 +241,7 @@ def test_failure_warning_names_the_debug_dir_with_traceback_and_source(tmp_path)
     graph_dir = debug / "inference_0"
     assert f"traceback and IR dumps in {graph_dir}" in r.stderr
     assert "Traceback" in (graph_dir / "error.txt").read_text()
-    assert (graph_dir / "5_generate_c.c").exists()  # written before the compiler ran
+    assert (graph_dir / "6_generate_c.c").exists()  # written before the compiler ran
 
 
 # ---- ember.stats(): counters -------------------------------------------------------------

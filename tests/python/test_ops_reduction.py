@@ -213,3 +213,52 @@ def test_cumulative(dtype):
     # the position-id pattern of transformers: cumsum of a mask, then used as an index
     mask = torch.ones(3, 9, dtype=torch.long)
     check_compiled(lambda m: (torch.cumsum(m, -1) - 1).clamp(min=0), mask)
+
+
+# Long reductions in kernels with few rows run in chunks across threads
+# (split_reductions): full sums, BatchNorm statistics over N*H*W (channels-last: a
+# split vector stage), column sums, max/min with NaN, arg-reductions, any/all.
+# Chunk bounds are fixed at compile time, so one and two threads agree bit for bit.
+def _split_cases():
+    torch.manual_seed(0)
+    big = torch.randn(1 << 20) * 10 + 3
+    act = torch.randn(16, 24, 48, 48).to(memory_format=torch.channels_last)
+    ties = torch.zeros(1 << 19)
+    ties[200_000], ties[400_000], ties[(1 << 19) - 1] = 5.0, 5.0, 5.0  # first of three maxima
+    nan = torch.randn(1 << 19)
+    nan[300_000], nan[450_000] = float("nan"), float("nan")
+    cols = torch.randn(20_000, 40)
+    cols[15_000, 7] = float("nan")
+    ints = torch.randint(-1000, 1000, (1 << 20,))
+    flags = torch.rand(1 << 20) > 1e-6
+    return [
+        (lambda t: (t.sum(), t.mean(), t.amax(), t.amin(), torch.argmax(t), torch.argmin(t)), big),
+        (lambda t: (t.sum((0, 2, 3)), torch.var_mean(t, (0, 2, 3), correction=0), t.amax((0, 2, 3))), act),
+        (lambda t: (torch.argmax(t), torch.argmin(-t), t.amax()), ties),
+        (lambda t: (torch.argmax(t), torch.argmin(t), t.amax(), t.amin(), t.sum()), nan),
+        (lambda t: (t.sum(0), t.amax(0), t.amin(0), torch.var_mean(t, 0)), cols),
+        (lambda t: (t.sum(), t.amax(), torch.argmax(t)), ints),
+        (lambda t: (t.any(), t.all(), t.sum()), flags),
+    ]
+
+
+@pytest.mark.parametrize("case", range(7))
+def test_split_reductions_match_eager(case):
+    fn, x = _split_cases()[case]
+    check_compiled(fn, x, rtol=1e-4, atol=5e-4)
+
+
+def test_split_reductions_same_for_any_thread_count():
+    from helpers import compile_fresh
+    fn, x = _split_cases()[1]
+    compiled = compile_fresh(fn)
+    threads = torch.get_num_threads()
+    try:
+        results = []
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            results.append(compiled(x))
+    finally:
+        torch.set_num_threads(threads)
+    for a, b in zip(torch.utils._pytree.tree_leaves(results[0]), torch.utils._pytree.tree_leaves(results[1])):
+        assert torch.equal(a, b)
