@@ -11,7 +11,7 @@ from ember.fx_import import import_graph
 from torch._dynamo.backends.common import aot_autograd
 
 
-def _imported(fn, *args):
+def _imported(fn, *args, dynamic=True):
     texts = []
 
     def grab(gm, example_inputs):
@@ -20,7 +20,7 @@ def _imported(fn, *args):
 
     be = aot_autograd(fw_compiler=grab, inference_compiler=grab, decompositions=decomposition_table())
     torch._dynamo.reset()
-    torch.compile(fn, backend=be, dynamic=True)(*args)
+    torch.compile(fn, backend=be, dynamic=dynamic)(*args)
     return texts
 
 
@@ -43,15 +43,7 @@ def test_symbolic_graph_is_imported_with_size_expressions():
 
 
 def test_static_graph_text_is_unchanged():
-    texts = []
-
-    def grab(gm, example_inputs):
-        texts.append(import_graph(gm))
-        return gm
-
-    be = aot_autograd(fw_compiler=grab, inference_compiler=grab, decompositions=decomposition_table())
-    torch._dynamo.reset()
-    torch.compile(_fn, backend=be, dynamic=False)(torch.randn(6, 5, 8), torch.randn(8, 16))
+    texts = _imported(_fn, torch.randn(6, 5, 8), torch.randn(8, 16), dynamic=False)
     assert texts[0].num_symbols == 0 and texts[0].text.startswith("graph {\n")
     assert " s0" not in texts[0].text
 
