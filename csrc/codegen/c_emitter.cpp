@@ -114,6 +114,7 @@ std::string CEmitter::load_text(const Expr& e, const std::string& index) {
 
 std::string CEmitter::emit(const Expr& e) {
   if (e->op == ExprOp::Const) return literal(e);
+  if (e->op == ExprOp::Sym) return "sym[" + std::to_string(e->ival) + "]";
   if (e->op == ExprOp::Var) {
     auto it = var_name_.find(static_cast<int>(e->ival));
     if (it == var_name_.end()) throw std::logic_error("codegen: unbound var");
@@ -137,8 +138,11 @@ std::string CEmitter::emit(const Expr& e) {
     for (const auto& a : e->args) args.push_back(emit(a));
   }
   if (e->op == ExprOp::Load && guarded_depth_ > 0) {
-    int64_t extent = buffers_.at(static_cast<int>(e->ival)).extent;
-    args[0] = "ember_clamp_index(" + args[0] + ", " + std::to_string(std::max<int64_t>(extent - 1, 0)) + "LL)";
+    const Dim extent = buffers_.at(static_cast<int>(e->ival)).extent;
+    // A symbolic extent may be small at run time (size-oblivious symbols): clamp at 0.
+    std::string last = extent.is_static() ? std::to_string(std::max<int64_t>(extent.hint() - 1, 0)) + "LL"
+                                          : emit(max(extent - 1, Dim(0)).expr());
+    args[0] = "ember_clamp_index(" + args[0] + ", " + last + ")";
   }
   std::string name = "t" + std::to_string(counter_++);
   scopes_[level].lines.push_back("const " + c_type(e->dtype) + " " + name + " = " + print(e, args) + ";");

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ir/dim.h"
 #include "ir/expr.h"
 
 namespace ember {
@@ -19,7 +20,7 @@ class CEmitter {
   struct BufferRef {
     std::string name;
     DType dtype;
-    int64_t extent = 0;  // elements addressable from the base pointer
+    Dim extent = 0;  // elements addressable from the base pointer
   };
 
   explicit CEmitter(std::unordered_map<int, BufferRef> buffers) : buffers_(std::move(buffers)) {}
@@ -45,6 +46,8 @@ class CEmitter {
   // earlier in the same kernel and only valid from that point).
   void set_min_load_level(int buffer, int level) { min_load_level_[buffer] = level; }
 
+  // Symbols (docs/dynamic_shapes.md) print as sym[k]: the kernel reads them from
+  // the array of the call's symbol values.
   // Emits statements for e (as needed) and returns a C expression naming its value.
   std::string emit(const Expr& e);
   // Like emit, but at a fixed scope level (for accumulator updates).

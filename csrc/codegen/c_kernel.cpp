@@ -154,6 +154,8 @@ class KernelPrinter {
     std::ostringstream head;
     head << "void " << k_.name << "(int64_t begin, int64_t end, char* const* args) {\n";
     head << "  EMBER_EXP_BOUNDS\n";
+    if (p_.num_symbols > 0)
+      head << "  const int64_t* restrict sym = (const int64_t*)args[" << info.args.size() << "];\n";
     for (size_t i = 0; i < info.args.size(); ++i) {
       int b = info.args[i];
       const Buffer& buf = p_.buffers[b];
@@ -171,11 +173,11 @@ class KernelPrinter {
     std::vector<std::pair<int, std::string>> outer_vars;
     for (size_t d = 0; d < k_.outer.size(); ++d) outer_vars.push_back({outer_var(static_cast<int>(d)), "o" + std::to_string(d)});
     em_->open_scope(outer_vars);
-    int64_t stride = 1;
+    Dim stride = 1;
     std::vector<std::string> coords(k_.outer.size());
     for (size_t d = k_.outer.size(); d-- > 0;) {
-      std::string q = stride == 1 ? "x" : "(x / " + std::to_string(stride) + "LL)";
-      coords[d] = d == 0 ? q : q + " % " + std::to_string(k_.outer[d]) + "LL";
+      std::string q = stride == 1 ? "x" : "(x / " + dim_text(stride) + ")";
+      coords[d] = d == 0 ? q : q + " % " + dim_text(k_.outer[d]);
       stride *= k_.outer[d];
     }
     for (size_t d = 0; d < k_.outer.size(); ++d) em_->line("const int64_t o" + std::to_string(d) + " = " + coords[d] + ";");
@@ -209,6 +211,13 @@ class KernelPrinter {
     return false;
   }
 
+  // A size as C text: a literal, or a function-scope value computed from sym[].
+  std::string dim_text(const Dim& d) {
+    return d.is_static() ? std::to_string(d.hint()) + "LL" : em_->emit(d.expr());
+  }
+  // Whether a loop may run longer than n iterations (a symbolic size may).
+  static bool may_exceed(const Dim& d, int64_t n) { return !d.is_static() || d.hint() > n; }
+
   void print_stage(int st) {
     const Stage& stage = k_.stages[st];
     if (stage.vector_reduce) {
@@ -216,18 +225,17 @@ class KernelPrinter {
       return;
     }
     const int row_level = em_->depth();
-    int64_t inner_numel = 1;
-    for (int64_t n : stage.inner) inner_numel *= n;
+    const Dim inner_numel = product(stage.inner);
     auto blocks_sum = [&](size_t i) {
       const auto& c = p_.computed[stage.items[i].computed];
       return c.is_reduction && !stage.items[i].is_scan && c.reduce_op == ReduceOp::Sum && is_float(c.acc_dtype) &&
-             inner_numel > kSumBlock;
+             may_exceed(inner_numel, kSumBlock);
     };
     bool blocked = false;  // some float sum accumulates per block (kSumBlock)
     for (size_t i = 0; i < stage.items.size(); ++i) blocked |= blocks_sum(i);
     // A split stage runs dim 0 in chunks (blocked single loops in whole blocks);
     // everything from the accumulators to the block totals is private to a chunk.
-    const Chunks chunks = chunk_plan(stage.split, stage.inner.empty() ? 1 : stage.inner[0],
+    const Chunks chunks = chunk_plan(stage.split, stage.inner.empty() ? 1 : stage.inner[0].hint(),
                                      stage.inner.size() == 1 && blocked ? kSumBlock : 1);
     if (chunks.count > 1) em_->open_scope({});
     // Accumulators live in the row scope (in a chunk's scope when split).
@@ -282,9 +290,9 @@ class KernelPrinter {
       }
       // Dim 0 of a split stage runs over its chunk's range [ch_lo, ch_hi).
       const bool chunked = d == 0 && chunks.count > 1;
-      std::string n = chunked ? "ch_hi" : std::to_string(stage.inner[d]) + "LL";
+      std::string n = chunked ? "ch_hi" : dim_text(stage.inner[d]);
       std::string first = chunked ? "ch_lo" : "0";
-      bool in_blocks = innermost && blocked && stage.inner[d] > kSumBlock;
+      bool in_blocks = innermost && blocked && may_exceed(stage.inner[d], kSumBlock);
       std::string lo = in_blocks ? iv + "b" : first;
       std::string hi = in_blocks ? "(" + lo + " + " + std::to_string(kSumBlock) + "LL < " + n + " ? " + lo + " + " +
                                        std::to_string(kSumBlock) + "LL : " + n + ")"
@@ -384,7 +392,7 @@ class KernelPrinter {
   // Closes a split vector stage's chunk scope, like run_row_chunks with a partial
   // per chunk and lane: [chunk][K] arrays, combined in chunk order.
   void run_vector_chunks(const Stage& stage, const Chunks& chunks, std::vector<Acc>& accs) {
-    const int64_t K = stage.inner[0];
+    const int64_t K = stage.inner[0].hint();  // vector stages keep a static dim
     const std::string n = std::to_string(chunks.count), Ks = std::to_string(K) + "LL";
     std::vector<std::string> decls, copies, firsts, steps, combined;
     auto partial = [&](const std::string& type, std::string& value, ReduceOp op) {
@@ -439,7 +447,7 @@ class KernelPrinter {
   // from row to row (no outer var, no buffer this kernel writes): batch-norm's
   // per-channel 1/sqrt(var + eps) under a pointwise or pooling loop. Computed once
   // per call into an array before the row loop, instead of once per row.
-  void row_invariants(const Expr& e, const std::vector<int64_t>& inner, std::vector<std::pair<Expr, int>>& out) const {
+  void row_invariants(const Expr& e, const Dims& inner, std::vector<std::pair<Expr, int>>& out) const {
     if (e->op == ExprOp::Var || e->op == ExprOp::Const) return;
     bool on_outer = false;
     for (size_t d = 0; d < k_.outer.size(); ++d) on_outer |= depends_on(e, outer_var(static_cast<int>(d)));
@@ -452,7 +460,7 @@ class KernelPrinter {
     bool own_buffer = false;
     for (int b : loaded_buffers(e)) own_buffer |= m_.producer[b].kernel == ki_;
     if (!on_outer && count == 1 && !own_buffer && is_float(e->dtype) && e->op != ExprOp::Load && cost(e) >= 2 &&
-        inner[used] <= 4096) {
+        inner[used].is_static() && inner[used].hint() <= 4096) {
       for (const auto& [x, d] : out)
         if (equal(x, e)) return;
       out.push_back({e, used});
@@ -464,7 +472,7 @@ class KernelPrinter {
   void precompute_row_invariants() {
     for (size_t st = 0; st < k_.stages.size(); ++st) {
       const Stage& stage = k_.stages[st];
-      if (stage.vector_reduce || stage.inner.empty() || k_.outer_numel() < 2) continue;
+      if (stage.vector_reduce || stage.inner.empty() || k_.outer_numel().hint() < 2) continue;
       std::vector<std::pair<Expr, int>> found;
       for (const auto& item : stage.items) row_invariants(item.value, stage.inner, found);
       for (const auto& [e, d] : found) {
@@ -474,9 +482,10 @@ class KernelPrinter {
         std::string v = em_->emit(e);
         em_->line(name + "[" + iv + "] = " + v + ";");
         std::vector<std::string> body = em_->close_scope();
-        em_->line(CEmitter::c_type(e->dtype) + " " + name + "[" + std::to_string(stage.inner[d]) + "];");
+        const int64_t extent = stage.inner[d].hint();  // static (row_invariants)
+        em_->line(CEmitter::c_type(e->dtype) + " " + name + "[" + std::to_string(extent) + "];");
         em_->line("#pragma omp simd");
-        em_->line("for (int64_t " + iv + " = 0; " + iv + " < " + std::to_string(stage.inner[d]) + "LL; ++" + iv + ") {");
+        em_->line("for (int64_t " + iv + " = 0; " + iv + " < " + std::to_string(extent) + "LL; ++" + iv + ") {");
         for (const auto& l : body) em_->line("  " + l);
         em_->line("}");
         row_invariant_names_[st].push_back({e, name + "[" + iv + "]", d});
@@ -514,25 +523,26 @@ class KernelPrinter {
   // arrays, then the reduced dims loop with the lanes innermost (SIMD).
   void print_vector_stage(int st) {
     const Stage& stage = k_.stages[st];
-    const int64_t K = stage.inner[0];
+    const int64_t K = stage.inner[0].hint();  // the kept dim is static (fuse)
     const std::string Ks = std::to_string(K) + "LL";
     constexpr int kLanes = 16;
     const int reduced = static_cast<int>(stage.inner.size()) - 1;
     // Each lane accumulates every element of the reduced dims: float sums over more
     // than kLaneChain of them add per-block partials into a double total instead.
     constexpr int64_t kLaneChain = 256;
-    int64_t chain = 1, below = 1;  // elements per lane; those per step of the outermost reduced dim
+    Dim chain = 1, below = 1;  // elements per lane; those per step of the outermost reduced dim
     for (int d = 1; d <= reduced; ++d) chain *= stage.inner[d];
     for (int d = 2; d <= reduced; ++d) below *= stage.inner[d];
-    const int64_t block1 = std::max<int64_t>(1, kLaneChain / std::max<int64_t>(below, 1));  // steps per block
+    // Steps per block; one when the inner reduced dims are symbolic (any size).
+    const int64_t block1 = below.is_static() ? std::max<int64_t>(1, kLaneChain / std::max<int64_t>(below.hint(), 1)) : 1;
     auto blocks_sum = [&](const ComputedBuffer& c) {
-      return c.reduce_op == ReduceOp::Sum && is_float(c.acc_dtype) && chain > kLaneChain && reduced >= 1;
+      return c.reduce_op == ReduceOp::Sum && is_float(c.acc_dtype) && may_exceed(chain, kLaneChain) && reduced >= 1;
     };
     bool blocked = false;
     for (const auto& item : stage.items) blocked |= blocks_sum(p_.computed[item.computed]);
     // A split stage runs the outermost reduced dim in chunks of whole blocks; the
     // accumulator arrays and everything up to the block totals are private to a chunk.
-    const Chunks chunks = chunk_plan(stage.split, reduced >= 1 ? stage.inner[1] : 1, blocked ? block1 : 1);
+    const Chunks chunks = chunk_plan(stage.split, reduced >= 1 ? stage.inner[1].hint() : 1, blocked ? block1 : 1);
     if (chunks.count > 1) em_->open_scope({});
     std::vector<Acc> accs(stage.items.size());
     for (size_t i = 0; i < stage.items.size(); ++i) {
@@ -629,7 +639,7 @@ class KernelPrinter {
       std::string iv = "i" + std::to_string(d);
       // Dim 1 of a split stage runs over its chunk's range [ch_lo, ch_hi).
       const bool chunked = d == 1 && chunks.count > 1;
-      std::string n = chunked ? "ch_hi" : std::to_string(stage.inner[d]) + "LL";
+      std::string n = chunked ? "ch_hi" : dim_text(stage.inner[d]);
       std::string first = chunked ? "ch_lo" : "0";
       if (d > 1 || !blocked) {
         em_->line("for (int64_t " + iv + " = " + first + "; " + iv + " < " + n + "; ++" + iv + ") {");
@@ -772,10 +782,10 @@ class KernelPrinter {
       case ReduceOp::ArgMin: {
         // First extremum wins; NaN counts as the extremum (first NaN wins).
         std::string r = "0";
-        int64_t stride = 1;
+        Dim stride = 1;
         std::string flat;
         for (size_t d = stage.inner.size(); d-- > 0;) {
-          std::string term = "i" + std::to_string(d) + (stride == 1 ? "" : " * " + std::to_string(stride) + "LL");
+          std::string term = "i" + std::to_string(d) + (stride == 1 ? "" : " * " + dim_text(stride));
           flat = flat.empty() ? term : term + " + " + flat;
           stride *= stage.inner[d];
         }

@@ -2,6 +2,8 @@
 //   void NAME(int64_t begin, int64_t end, char* const* args)
 // computing rows [begin, end) of the kernel's outer loop. The runtime splits
 // rows across threads; args[i] is the base pointer of buffer `args[i]` below.
+// In a graph with symbols, args[args.size()] points to the call's symbol values
+// (int64_t[]), which the kernel reads as sym[k].
 #pragma once
 #include <string>
 #include <vector>
@@ -13,7 +15,7 @@ namespace ember {
 
 struct KernelInfo {
   std::string name;
-  int64_t rows = 1;                // outer_numel
+  Dim rows = 1;                    // outer_numel (symbolic: evaluated per call)
   int64_t work_per_row = 1;        // inner iterations per row, all stages
   std::vector<int> args;           // buffer ids, in argument order
   std::vector<int> origins;        // graph nodes whose work the kernel does

@@ -44,6 +44,7 @@ Arg Arg::of_list(std::vector<Arg> v) { Arg a; a.kind = Kind::List; a.list = std:
 Arg Arg::of_tensor(ValueRef r) { Arg a; a.kind = Kind::Tensor; a.ref = r; return a; }
 
 double Arg::as_double() const {
+  if (kind == Kind::Int && sym) throw SymbolicValue("a symbolic size where a static number is needed: " + print_size(sym));
   switch (kind) {
     case Kind::Int: return static_cast<double>(i);
     case Kind::Float: return f;
@@ -53,6 +54,7 @@ double Arg::as_double() const {
 }
 
 int64_t Arg::as_int() const {
+  if (kind == Kind::Int && sym) throw SymbolicValue("a symbolic size where a static integer is needed: " + print_size(sym));
   if (kind == Kind::Int) return i;
   if (kind == Kind::Bool) return b ? 1 : 0;
   throw std::invalid_argument("argument is not an integer");
@@ -65,6 +67,31 @@ std::vector<int64_t> Arg::as_ints() const {
   for (const auto& a : list) out.push_back(a.as_int());
   return out;
 }
+
+Dim Arg::as_dim() const {
+  if (kind == Kind::Int && sym) return Dim::of(sym, i);
+  return Dim(as_int());
+}
+
+Dims Arg::as_dims() const {
+  if (kind == Kind::Int) return {as_dim()};
+  if (kind != Kind::List) throw std::invalid_argument("argument is not an int list");
+  Dims out;
+  for (const auto& a : list) out.push_back(a.as_dim());
+  return out;
+}
+
+namespace {
+Dims type_dims(const std::vector<int64_t>& hints, const std::vector<Expr>& sym) {
+  if (sym.empty()) return to_dims(hints);
+  Dims d;
+  for (size_t k = 0; k < hints.size(); ++k) d.push_back(Dim::of(sym[k], hints[k]));
+  return d;
+}
+}  // namespace
+
+Dims TensorType::dims() const { return type_dims(sizes, sym_sizes); }
+Dims TensorType::stride_dims() const { return type_dims(strides, sym_strides); }
 
 int Graph::num_inputs() const {
   int n = 0;
@@ -185,7 +212,6 @@ class Parser {
         if (sym.name != "s" + std::to_string(g.symbols.size())) error("symbols must be named s0, s1, ... in order");
         expect('=');
         sym.hint = integer();
-        if (sym.hint < 2) error("a symbol's hint is at least 2 (Dynamo specializes 0 and 1)");
         g.symbols.push_back(sym);
       } while (try_consume(','));
       expect(')');

@@ -24,9 +24,11 @@
 //   buffers and constants included).
 #pragma once
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "ir/dim.h"
 #include "ir/dtype.h"
 #include "ir/expr.h"
 
@@ -45,6 +47,15 @@ struct TensorType {
 
   int64_t numel() const;
   bool is_contiguous() const;
+  // Sizes and strides as Dims: symbolic where the graph left them symbolic.
+  Dims dims() const;
+  Dims stride_dims() const;
+};
+
+// Thrown when a static integer is asked of a symbolic value (Arg::as_int on a
+// size expression): the caller must handle the symbolic case or give up on the op.
+struct SymbolicValue : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
@@ -78,8 +89,10 @@ struct Arg {
   bool is_tensor() const { return kind == Kind::Tensor; }
   bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
   double as_double() const;             // Int/Float/Bool
-  int64_t as_int() const;               // Int/Bool; throws otherwise
+  int64_t as_int() const;               // Int/Bool; throws otherwise (SymbolicValue if symbolic)
   std::vector<int64_t> as_ints() const; // List of Int (or a single Int)
+  Dim as_dim() const;                   // Int, static or symbolic
+  Dims as_dims() const;                 // List of Int (or a single Int), static or symbolic
 };
 
 struct Node {

@@ -19,5 +19,11 @@ std::string print_size(const Expr& e);
 int64_t eval_size(const Expr& e, const std::vector<int64_t>& symbols);
 // Whether e mentions a symbol.
 bool is_symbolic(const Expr& e);
+// The canonical form of a size expression: a sum of monomials with integer
+// coefficients, in a fixed order. Floor division and remainder by a monomial that
+// divides every term exactly fold ((4*s0)//4 = s0, (s0*s1)%s1 = 0); other floor
+// divisions, remainders, max and min are opaque factors with canonical arguments.
+// Two expressions with the same canonical form are equal for all symbol values.
+Expr canonical_size(const Expr& e);
 
 }  // namespace ember

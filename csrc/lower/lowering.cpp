@@ -9,11 +9,7 @@
 
 namespace ember {
 
-int64_t TensorIR::numel() const {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
+Dim TensorIR::numel() const { return product(sizes); }
 
 int64_t normalize_dim(int64_t dim, int64_t rank) {
   int64_t r = std::max<int64_t>(rank, 1);
@@ -21,23 +17,34 @@ int64_t normalize_dim(int64_t dim, int64_t rank) {
   return dim < 0 ? dim + r : dim;
 }
 
-std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+Dims broadcast_shapes(const Dims& a, const Dims& b) {
   size_t n = std::max(a.size(), b.size());
-  std::vector<int64_t> out(n);
+  Dims out(n);
   for (size_t i = 0; i < n; ++i) {
-    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    Dim x = i < n - a.size() ? Dim(1) : a[i - (n - a.size())];
+    Dim y = i < n - b.size() ? Dim(1) : b[i - (n - b.size())];
     if (x != y && x != 1 && y != 1) throw Unsupported("shapes do not broadcast");
     out[i] = x == 1 ? y : x;
   }
   return out;
 }
 
-std::vector<Expr> broadcast_index(const std::vector<Expr>& idx, const std::vector<int64_t>& from) {
+std::vector<Expr> broadcast_index(const std::vector<Expr>& idx, const Dims& from) {
   std::vector<Expr> out(from.size());
   size_t lead = idx.size() - from.size();
   for (size_t i = 0; i < from.size(); ++i) out[i] = from[i] == 1 ? int_const(0) : idx[lead + i];
   return out;
+}
+
+void require_static(const LowerCtx& ctx, const Node& n) {
+  std::function<void(const Arg&)> check = [&](const Arg& a) {
+    if (a.is_tensor() && is_symbolic(ctx.value(a.ref).sizes)) throw Unsupported("symbolic sizes (static shapes only)");
+    if (a.kind == Arg::Kind::Int && a.sym) throw Unsupported("symbolic argument (static shapes only)");
+    for (const auto& x : a.list) check(x);
+  };
+  for (const auto& a : n.args) check(a);
+  for (const auto& t : n.outputs)
+    if (!t.sym_sizes.empty() || !t.sym_strides.empty()) throw Unsupported("symbolic sizes (static shapes only)");
 }
 
 LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts) {
@@ -70,7 +77,7 @@ TensorIR LowerCtx::from_view(const StridedView& v) const {
   return t;
 }
 
-TensorIR LowerCtx::lazy(DType t, std::vector<int64_t> sizes, IndexFn fn, std::initializer_list<const TensorIR*> inputs) const {
+TensorIR LowerCtx::lazy(DType t, Dims sizes, IndexFn fn, std::initializer_list<const TensorIR*> inputs) const {
   TensorIR r;
   r.dtype = t;
   r.sizes = std::move(sizes);
@@ -85,12 +92,13 @@ TensorIR LowerCtx::lazy(DType t, std::vector<int64_t> sizes, IndexFn fn, std::in
 
 namespace {
 // Dims from outermost to innermost in memory; unit dims keep their logical place.
-std::vector<int> memory_order(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+// Symbolic strides compare by their hints: loop order is a choice, not a correctness matter.
+std::vector<int> memory_order(const Dims& sizes, const Dims& strides) {
   std::vector<int> order(sizes.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     if (sizes[a] == 1 || sizes[b] == 1) return false;
-    return strides[a] > strides[b];
+    return strides[a].hint() > strides[b].hint();
   });
   return order;
 }
@@ -100,13 +108,13 @@ std::vector<int> memory_order(const std::vector<int64_t>& sizes, const std::vect
 void prefer_contiguous_loads(ComputedBuffer& c) {
   if (c.iter_order.empty()) return;
   int last = c.iter_order.back();
-  if (c.sizes[last] >= 8) return;
+  if (c.sizes[last].hint() >= 8) return;
   std::vector<int> loads;
   std::function<void(const Expr&)> first_load = [&](const Expr& e) {
     if (!loads.empty()) return;
     if (e->op == ExprOp::Load) {
       for (size_t d = 0; d < c.vars.size(); ++d) {
-        if (c.vars[d] < 0 || c.sizes[d] < 8) continue;
+        if (c.vars[d] < 0 || c.sizes[d].hint() < 8) continue;
         auto k = coefficient(e->args[0], c.vars[d]);
         if (k && *k == 1) loads.push_back(static_cast<int>(d));
       }
@@ -122,18 +130,24 @@ void prefer_contiguous_loads(ComputedBuffer& c) {
   c.iter_order.push_back(d);
 }
 
-// Each loop var's trip count, for range-based simplification.
+// Each loop var's trip count, for range-based simplification (static ones only:
+// a symbolic trip count leaves its var's range open).
 std::unordered_map<int, int64_t> var_extents(const ComputedBuffer& c) {
   std::unordered_map<int, int64_t> e;
   for (size_t d = 0; d < c.vars.size(); ++d)
-    if (c.vars[d] >= 0) e[c.vars[d]] = c.sizes[d];
+    if (c.vars[d] >= 0 && c.sizes[d].is_static()) e[c.vars[d]] = c.sizes[d].hint();
   for (size_t d = 0; d < c.reduce_vars.size(); ++d)
-    if (c.reduce_vars[d] >= 0) e[c.reduce_vars[d]] = c.reduce_sizes[d];
+    if (c.reduce_vars[d] >= 0 && c.reduce_sizes[d].is_static()) e[c.reduce_vars[d]] = c.reduce_sizes[d].hint();
   return e;
+}
+
+// Strides eager gives a dense tensor are positive; symbolic ones are (sizes >= 2).
+bool positive_strides(const Dims& strides) {
+  return std::none_of(strides.begin(), strides.end(), [](const Dim& s) { return s.is_static() && s.hint() <= 0; });
 }
 }  // namespace
 
-int LowerCtx::new_computed_buffer(DType t, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+int LowerCtx::new_computed_buffer(DType t, const Dims& sizes, const Dims& strides) {
   Buffer b;
   b.kind = Buffer::Kind::Computed;
   b.dtype = t;
@@ -150,7 +164,7 @@ TensorIR LowerCtx::commit(ComputedBuffer c) {
   return from_view(v);
 }
 
-TensorIR LowerCtx::realize(const TensorIR& t, std::vector<int64_t> strides) {
+TensorIR LowerCtx::realize(const TensorIR& t, Dims strides) {
   if (strides.empty()) strides = contiguous_strides(t.sizes);
   if (t.view && t.view->strides == strides && t.view->offset == 0 &&
       prog_.buffers[t.view->buffer].sizes == t.sizes)
@@ -159,7 +173,7 @@ TensorIR LowerCtx::realize(const TensorIR& t, std::vector<int64_t> strides) {
   c.buffer = new_computed_buffer(t.dtype, t.sizes, strides);
   c.sizes = t.sizes;
   std::vector<Expr> idx;
-  for (int64_t s : t.sizes) {
+  for (const Dim& s : t.sizes) {
     if (s == 1) {
       c.vars.push_back(-1);
       idx.push_back(int_const(0));
@@ -262,11 +276,11 @@ void LowerCtx::lower_input(const Node& n) {
   Buffer b;
   b.kind = Buffer::Kind::Input;
   b.dtype = t.dtype;
-  b.sizes = t.sizes;
-  b.strides = t.strides;
+  b.sizes = t.dims();
+  b.strides = t.stride_dims();
   b.input_index = static_cast<int>(n.args.at(0).as_int());
   int id = prog_.add_buffer(b);
-  StridedView v{id, t.dtype, t.sizes, t.strides, 0};
+  StridedView v{id, t.dtype, b.sizes, b.strides, 0};
   values_[n.id].push_back(from_view(v));
 }
 
@@ -278,8 +292,9 @@ void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
   std::function<void(const Arg&)> collect = [&](const Arg& a) {
     if (a.is_tensor()) {
       const TensorIR& v = value(a.ref);
-      auto layout = extern_input_layout(n, arg_index, v.sizes);
-      TensorIR s = layout ? realize(v, *layout) : stored(v);
+      // Layout changes for extern ops are for static graphs only.
+      auto layout = graph_.symbols.empty() ? extern_input_layout(n, arg_index, hints(v.sizes)) : std::nullopt;
+      TensorIR s = layout ? realize(v, to_dims(*layout)) : stored(v);
       if (!layout) values_[a.ref.node][a.ref.index] = s;  // later users read the stored copy
       call.tensor_args.push_back(a.ref);
       call.tensor_views.push_back(*s.view);
@@ -301,13 +316,14 @@ void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
     Buffer b;
     b.kind = Buffer::Kind::Extern;
     b.dtype = t.dtype;
-    b.sizes = t.sizes;
-    b.strides = extern_output_layout(n, static_cast<int>(k)).value_or(t.strides);
+    b.sizes = t.dims();
+    auto layout = graph_.symbols.empty() ? extern_output_layout(n, static_cast<int>(k)) : std::nullopt;
+    b.strides = layout ? to_dims(*layout) : t.stride_dims();
     b.extern_call = call_index;
     b.extern_output = static_cast<int>(k);
     int id = prog_.add_buffer(b);
     call.output_buffers.push_back(id);
-    values_[n.id].push_back(from_view(StridedView{id, t.dtype, t.sizes, b.strides, 0}));
+    values_[n.id].push_back(from_view(StridedView{id, t.dtype, b.sizes, b.strides, 0}));
   }
   prog_.steps.push_back({Step::Kind::Extern, call_index});
   prog_.externs.push_back(std::move(call));
@@ -318,16 +334,16 @@ void LowerCtx::after_node(const Node& n) {
     TensorIR& t = values_[n.id][k];
     if (!t.fn || t.view) continue;
     const TensorType& type = n.outputs.at(k);
-    bool layout_known = type.is_tensor && type.sizes == t.sizes;
+    bool layout_known = type.is_tensor && type.dims() == t.sizes;
     if (is_output_[n.id]) {
-      t = realize(t, layout_known ? type.strides : std::vector<int64_t>{});
+      t = realize(t, layout_known ? type.stride_dims() : Dims{});
       continue;
     }
     if (uses_[n.id] > 1) {
       std::vector<Expr> idx;
       for (size_t d = 0; d < t.sizes.size(); ++d) idx.push_back(var(-1000 - static_cast<int>(d)));
       if (cost(t.fn(idx)) >= opts_.realize_cost_threshold)
-        t = realize(t, layout_known ? type.strides : std::vector<int64_t>{});
+        t = realize(t, layout_known ? type.stride_dims() : Dims{});
     }
   }
 }
@@ -351,6 +367,10 @@ void LowerCtx::run(const Node& n) {
     lower_input(n);
     return;
   }
+  if (n.op == "sym_input") {  // binds a symbol: kernels read its value from the call
+    values_[n.id].push_back(TensorIR{});
+    return;
+  }
   const auto& table = lowering_table();
   auto it = table.find(n.op);
   if (it == table.end()) {
@@ -367,11 +387,10 @@ void LowerCtx::run(const Node& n) {
     if (outs.size() != n.outputs.size()) throw Unsupported("lowering produced the wrong number of outputs");
     for (size_t k = 0; k < outs.size(); ++k) {
       const TensorType& t = n.outputs[k];
-      if (t.is_tensor && (outs[k].sizes != t.sizes || outs[k].dtype != t.dtype))
+      if (t.is_tensor && (outs[k].sizes != t.dims() || outs[k].dtype != t.dtype))
         throw Unsupported("lowering disagrees with eager on the output type");
-      bool dense = t.is_tensor && std::none_of(t.strides.begin(), t.strides.end(), [](int64_t s) { return s <= 0; }) &&
-                   t.sizes.size() == t.strides.size();
-      if (!outs[k].view && dense) outs[k].preferred_strides = t.strides;
+      bool dense = t.is_tensor && t.sizes.size() == t.strides.size() && positive_strides(t.stride_dims());
+      if (!outs[k].view && dense) outs[k].preferred_strides = t.stride_dims();
       // Eager rounds every op's f16/bf16 result except inside a decomposition.
       if (!n.internal && outs[k].fn && !outs[k].view && (outs[k].dtype == DType::F16 || outs[k].dtype == DType::BF16)) {
         IndexFn fn = std::move(outs[k].fn);
@@ -379,7 +398,8 @@ void LowerCtx::run(const Node& n) {
       }
     }
     values_[n.id] = std::move(outs);
-  } catch (const Unsupported& e) {
+  } catch (const std::runtime_error& e) {
+    // Unsupported, or SymbolicValue: an op asked for a static integer of a symbolic size.
     prog_.steps.resize(steps_before);
     prog_.computed.resize(computed_before);
     prog_.buffers.resize(buffers_before);
@@ -402,13 +422,14 @@ void LowerCtx::finish() {
       // extern result may have another (a convolution fed channels-last returns
       // channels-last). Views of inputs keep their layout (they alias the input).
       const TensorType& type = graph_.nodes.at(a.ref.node).outputs.at(a.ref.index);
-      bool dense = type.is_tensor && type.sizes == s.sizes && type.strides.size() == s.sizes.size() &&
-                   std::none_of(type.strides.begin(), type.strides.end(), [](int64_t st) { return st <= 0; });
+      const Dims type_strides = type.stride_dims();
+      bool dense = type.is_tensor && type.dims() == s.sizes && type.strides.size() == s.sizes.size() &&
+                   positive_strides(type_strides);
       if (dense && prog_.buffers[s.view->buffer].kind != Buffer::Kind::Input) {
         bool differs = false;
         for (size_t d = 0; d < s.sizes.size(); ++d)
-          if (s.sizes[d] > 1 && s.view->strides[d] != type.strides[d]) differs = true;
-        if (differs) s = realize(s, type.strides);
+          if (!(s.sizes[d] == 1) && !(s.sizes[d] == 0) && s.view->strides[d] != type_strides[d]) differs = true;
+        if (differs) s = realize(s, type_strides);
       }
       o.is_tensor = true;
       o.view = *s.view;
@@ -457,11 +478,8 @@ const LoweringTable& lowering_table() {
 bool has_lowering(const std::string& op) { return lowering_table().count(op) > 0; }
 
 Program lower_graph(const Graph& g, const LowerOptions& opts) {
-  // Phase 1 of docs/dynamic_shapes.md: symbolic graphs parse, print and import, but
-  // lowering them needs symbolic sizes in the Program (phase 2). The backend runs
-  // them eagerly before they get here.
-  if (!g.symbols.empty()) throw std::invalid_argument("symbolic sizes are not lowered yet (docs/dynamic_shapes.md)");
   LowerCtx ctx(g, opts);
+  ctx.program().num_symbols = static_cast<int>(g.symbols.size());
   for (const auto& n : g.nodes) ctx.run(n);
   ctx.finish();
   return std::move(ctx.program());

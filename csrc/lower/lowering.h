@@ -28,16 +28,16 @@ using IndexFn = std::function<Expr(const std::vector<Expr>&)>;
 
 struct TensorIR {
   DType dtype = DType::F32;
-  std::vector<int64_t> sizes;
+  Dims sizes;
   IndexFn fn;                          // value at a logical index
   std::optional<StridedView> view;     // set when the value lives in memory
   std::vector<int> origins;            // graph nodes whose work `fn` does
   // Eager's strides for this value when it is a node's output: realizing with
   // them keeps later views and extern operands (a transposed bmm input) as eager
   // has them, instead of forcing a transposing copy.
-  std::vector<int64_t> preferred_strides;
+  Dims preferred_strides;
 
-  int64_t numel() const;
+  Dim numel() const;
   int rank() const { return static_cast<int>(sizes.size()); }
 };
 
@@ -69,10 +69,10 @@ class LowerCtx {
   // Builders used by op lowerings.
   TensorIR from_view(const StridedView& v) const;
   // A lazy value with the current node as its origin (plus the given inputs').
-  TensorIR lazy(DType t, std::vector<int64_t> sizes, IndexFn fn, std::initializer_list<const TensorIR*> inputs) const;
+  TensorIR lazy(DType t, Dims sizes, IndexFn fn, std::initializer_list<const TensorIR*> inputs) const;
   // Computes `t` into a new buffer with `strides` (contiguous if empty) and returns
   // the stored value. A value already in memory with that layout is returned as is.
-  TensorIR realize(const TensorIR& t, std::vector<int64_t> strides = {});
+  TensorIR realize(const TensorIR& t, Dims strides = {});
   // A value in memory: `t` if stored, else realized contiguously.
   TensorIR stored(const TensorIR& t);
   // Reduces `in` over `dims` into a new buffer of dtype `out` (keepdim layout),
@@ -88,7 +88,7 @@ class LowerCtx {
  private:
   // A new buffer for a ComputedBuffer step; commit() appends the step (in
   // execution order) and returns the stored value it produces.
-  int new_computed_buffer(DType t, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
+  int new_computed_buffer(DType t, const Dims& sizes, const Dims& strides);
   TensorIR commit(ComputedBuffer c);
   void lower_input(const Node& n);
   void lower_extern(const Node& n, const std::string& reason);
@@ -123,9 +123,12 @@ bool has_lowering(const std::string& op);
 Program lower_graph(const Graph& g, const LowerOptions& opts = {});
 
 // ---- helpers shared by op lowerings -------------------------------------------
+// Throws Unsupported when a tensor argument or result of `n` has a symbolic size:
+// lowerings that handle static shapes only call it first (the op then runs in ATen).
+void require_static(const LowerCtx& ctx, const Node& n);
 int64_t normalize_dim(int64_t dim, int64_t rank);
-std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+Dims broadcast_shapes(const Dims& a, const Dims& b);
 // Index into `from` (a broadcast source) given an index of the broadcast result.
-std::vector<Expr> broadcast_index(const std::vector<Expr>& idx, const std::vector<int64_t>& from);
+std::vector<Expr> broadcast_index(const std::vector<Expr>& idx, const Dims& from);
 
 }  // namespace ember

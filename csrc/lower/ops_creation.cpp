@@ -10,7 +10,7 @@ std::vector<TensorIR> constant(LowerCtx& ctx, const Arg& value) {
   const TensorType& out = ctx.out_type();
   DType dt = out.dtype;
   Expr v = value.kind == Arg::Kind::Int && !is_float(dt) ? int_const(value.i, dt) : const_of(value.as_double(), dt);
-  return {ctx.lazy(dt, out.sizes, [v](const std::vector<Expr>&) { return v; }, {})};
+  return {ctx.lazy(dt, out.dims(), [v](const std::vector<Expr>&) { return v; }, {})};
 }
 
 }  // namespace
@@ -37,7 +37,7 @@ void register_creation_ops(LoweringTable& t) {
     // For integer outputs ATen converts start and step to int64 first (truncating),
     // then computes start + i * step; the length comes from the float arguments.
     bool ints = !is_float(dt);
-    return std::vector<TensorIR>{ctx.lazy(dt, out.sizes, [start, step, dt, ints](const std::vector<Expr>& idx) {
+    return std::vector<TensorIR>{ctx.lazy(dt, out.dims(), [start, step, dt, ints](const std::vector<Expr>& idx) {
       if (ints) return cast(add(mul(idx[0], static_cast<int64_t>(step)), static_cast<int64_t>(start)), dt);
       // ATen computes start + i * step in double for float outputs.
       Expr i = cast(idx[0], DType::F64);

@@ -24,10 +24,11 @@ std::vector<TensorIR> lower_scatter(LowerCtx& ctx, const Node& n, bool from_src)
   const TensorIR& index = ctx.tensor(n.args[2]);
   if (self.rank() == 0 || index.rank() != self.rank()) throw Unsupported("scatter of a 0-d tensor");
   int64_t dim = normalize_dim(n.args[1].as_int(), self.rank());
-  int64_t entries = index.sizes[dim];
+  if (is_symbolic(self.sizes) || is_symbolic(index.sizes)) throw Unsupported("scatter with symbolic sizes");
+  int64_t entries = index.sizes[dim].hint();
   if (entries > kMaxScatterEntries) throw Unsupported("scatter with a long index dim (not unrolled)");
   for (int d = 0; d < self.rank(); ++d)
-    if (d != dim && index.sizes[d] > self.sizes[d]) throw Unsupported("scatter index larger than self");
+    if (d != dim && index.sizes[d].hint() > self.sizes[d].hint()) throw Unsupported("scatter index larger than self");
   if (from_src && !n.args[3].is_tensor()) throw Unsupported("scatter.src without a tensor");
   DType dt = ctx.out_type().dtype;
   const LowerCtx* cp = &ctx;
@@ -39,9 +40,10 @@ std::vector<TensorIR> lower_scatter(LowerCtx& ctx, const Node& n, bool from_src)
     std::vector<Expr> at = idx;
     for (size_t d = 0; d < idx.size(); ++d) {
       if (static_cast<int64_t>(d) == dim || index.sizes[d] == self.sizes[d]) continue;
-      Expr ok = cmp(ExprOp::Lt, idx[d], int_const(index.sizes[d]));
+      const int64_t extent = index.sizes[d].hint();
+      Expr ok = cmp(ExprOp::Lt, idx[d], int_const(extent));
       inside = inside ? binary(ExprOp::LogicalAnd, inside, ok, DType::Bool) : ok;
-      at[d] = binary(ExprOp::Min, idx[d], int_const(index.sizes[d] - 1), DType::I64);
+      at[d] = binary(ExprOp::Min, idx[d], int_const(extent - 1), DType::I64);
     }
     Expr out = cast(self.fn(idx), dt);
     for (int64_t j = 0; j < entries; ++j) {
@@ -58,10 +60,10 @@ std::vector<TensorIR> lower_scatter(LowerCtx& ctx, const Node& n, bool from_src)
 }
 
 // An index value read from a tensor, wrapped for negatives when `wrap`, clamped to [0, size).
-Expr checked_index(Expr ix, int64_t size, bool wrap) {
+Expr checked_index(Expr ix, const Dim& size, bool wrap) {
   ix = cast(ix, DType::I64);
-  if (wrap) ix = where(cmp(ExprOp::Lt, ix, int_const(0)), add(ix, size), ix);
-  return binary(ExprOp::Min, binary(ExprOp::Max, ix, int_const(0), DType::I64), int_const(size - 1), DType::I64);
+  if (wrap) ix = where(cmp(ExprOp::Lt, ix, int_const(0)), add(ix, size.expr()), ix);
+  return binary(ExprOp::Min, binary(ExprOp::Max, ix, int_const(0), DType::I64), (size - 1).expr(), DType::I64);
 }
 
 }  // namespace
@@ -72,8 +74,8 @@ void register_indexing_ops(LoweringTable& t) {
     const TensorIR& ids = ctx.tensor(n.args[1]);
     if (w.rank() != 2) throw Unsupported("embedding weight must be 2-d");
     const TensorType& out = ctx.out_type();
-    int64_t rows = w.sizes[0];
-    return one(ctx.lazy(w.dtype, out.sizes, [w, ids, rows](const std::vector<Expr>& idx) {
+    Dim rows = w.sizes[0];
+    return one(ctx.lazy(w.dtype, out.dims(), [w, ids, rows](const std::vector<Expr>& idx) {
       std::vector<Expr> lead(idx.begin(), idx.end() - 1);
       Expr row = checked_index(ids.fn(lead), rows, false);
       return w.fn({row, idx.back()});
@@ -83,9 +85,9 @@ void register_indexing_ops(LoweringTable& t) {
     const TensorIR& self = ctx.tensor(n.args[0]);
     int64_t dim = normalize_dim(n.args[1].as_int(), self.rank());
     const TensorIR& index = ctx.tensor(n.args[2]);
-    int64_t size = self.rank() ? self.sizes[dim] : 1;
+    Dim size = self.rank() ? self.sizes[dim] : Dim(1);
     bool zero_dim = self.rank() == 0;
-    return one(ctx.lazy(self.dtype, ctx.out_type().sizes, [self, index, dim, size, zero_dim](const std::vector<Expr>& idx) {
+    return one(ctx.lazy(self.dtype, ctx.out_type().dims(), [self, index, dim, size, zero_dim](const std::vector<Expr>& idx) {
       if (zero_dim) return self.fn({});
       std::vector<Expr> src = idx;
       src[dim] = checked_index(index.fn(index.sizes.empty() ? std::vector<Expr>{} : std::vector<Expr>{idx[dim]}), size, false);
@@ -99,7 +101,7 @@ void register_indexing_ops(LoweringTable& t) {
     if (index.rank() != self.rank()) throw Unsupported("gather with a 0-d operand");
     if (self.rank() == 0)  // the only valid index is 0
       return one(ctx.lazy(self.dtype, {}, [self](const std::vector<Expr>&) { return self.fn({}); }, {&self}));
-    int64_t size = self.sizes[dim];
+    Dim size = self.sizes[dim];
     return one(ctx.lazy(self.dtype, index.sizes, [self, index, dim, size](const std::vector<Expr>& idx) {
       std::vector<Expr> src = idx;
       src[dim] = checked_index(index.fn(idx), size, false);
@@ -113,7 +115,7 @@ void register_indexing_ops(LoweringTable& t) {
     const auto& list = n.args[1].list;
     std::vector<int> dims;
     std::vector<TensorIR> indices;
-    std::vector<int64_t> bshape;
+    Dims bshape;
     for (size_t d = 0; d < list.size(); ++d) {
       if (list[d].is_none()) continue;
       const TensorIR& ix = ctx.tensor(list[d]);
@@ -126,12 +128,12 @@ void register_indexing_ops(LoweringTable& t) {
     for (size_t k = 1; k < dims.size(); ++k)
       if (dims[k] != dims[k - 1] + 1) throw Unsupported("non-adjacent advanced indices");
     int first = dims.front();
-    std::vector<int64_t> shape(self.sizes.begin(), self.sizes.begin() + first);
+    Dims shape(self.sizes.begin(), self.sizes.begin() + first);
     shape.insert(shape.end(), bshape.begin(), bshape.end());
     shape.insert(shape.end(), self.sizes.begin() + dims.back() + 1, self.sizes.end());
-    if (shape != ctx.out_type().sizes) throw Unsupported("index: unexpected result shape");
+    if (shape != ctx.out_type().dims()) throw Unsupported("index: unexpected result shape");
     size_t nb = bshape.size();
-    std::vector<int64_t> sizes = self.sizes;
+    Dims sizes = self.sizes;
     TensorIR r = ctx.lazy(self.dtype, shape, [self, indices, dims, first, nb, sizes](const std::vector<Expr>& idx) {
       std::vector<Expr> src(idx.begin(), idx.begin() + first);
       std::vector<Expr> b(idx.begin() + first, idx.begin() + first + nb);

@@ -38,13 +38,13 @@ TensorIR map_args(LowerCtx& ctx, std::vector<const Arg*> args, DType compute,
                   std::function<Expr(const std::vector<Expr>&)> f, Operands mode) {
   const TensorType& out = ctx.out_type();
   std::vector<const TensorIR*> inputs;
-  std::vector<int64_t> shape;
+  Dims shape;
   for (const Arg* a : args) {
     if (!a->is_tensor()) continue;
     inputs.push_back(&ctx.tensor(*a));
     shape = broadcast_shapes(shape, inputs.back()->sizes);
   }
-  if (shape != out.sizes) throw Unsupported("result shape is not the broadcast of the inputs");
+  if (shape != out.dims()) throw Unsupported("result shape is not the broadcast of the inputs");
   const LowerCtx* cp = &ctx;
   std::vector<Arg> held;
   for (const Arg* a : args) held.push_back(*a);
@@ -62,7 +62,7 @@ TensorIR map_args(LowerCtx& ctx, std::vector<const Arg*> args, DType compute,
       }
     }
   }
-  TensorIR r = ctx.lazy(out_dtype, out.sizes, nullptr, {});
+  TensorIR r = ctx.lazy(out_dtype, out.dims(), nullptr, {});
   for (const TensorIR* in : inputs)
     if (!in->view) r.origins.insert(r.origins.end(), in->origins.begin(), in->origins.end());
   r.fn = [cp, held, via, compute, f, out_dtype](const std::vector<Expr>& idx) {
@@ -226,6 +226,7 @@ void register_pointwise_ops(LoweringTable& t) {
     }, Operands::ExactScalarSecond));
   };
   t["aten.div.Tensor"] = div;
+  t["aten.true_divide.Tensor"] = div;  // an alias of div.Tensor
   t["aten.div.Scalar"] = div;
   t["aten.div.Tensor_mode"] = div;
   t["aten.div.Scalar_mode"] = div;

@@ -39,13 +39,14 @@ Window window_args(const Node& n, size_t first, bool with_dilation) {
 
 // The [..., OH, OW, KH, KW] virtual tensor of input positions, `fill` outside the input.
 TensorIR windows(LowerCtx& ctx, const TensorIR& in, const std::vector<int64_t>& out_hw, const Window& w, double fill, DType t) {
-  std::vector<int64_t> shape(in.sizes.begin(), in.sizes.end() - 2);
-  int64_t H = in.sizes[in.rank() - 2], W = in.sizes[in.rank() - 1];
+  std::vector<int64_t> shape = hints(in.sizes);
+  shape.resize(shape.size() - 2);
+  int64_t H = in.sizes[in.rank() - 2].hint(), W = in.sizes[in.rank() - 1].hint();
   shape.push_back(out_hw[0]);
   shape.push_back(out_hw[1]);
   shape.push_back(w.k[0]);
   shape.push_back(w.k[1]);
-  return ctx.lazy(t, shape, [in, w, H, W, fill, t](const std::vector<Expr>& idx) {
+  return ctx.lazy(t, to_dims(shape), [in, w, H, W, fill, t](const std::vector<Expr>& idx) {
     size_t lead = idx.size() - 4;
     std::vector<Expr> src(idx.begin(), idx.begin() + lead);
     Expr ih = add(add(mul(idx[lead], w.s[0]), mul(idx[lead + 2], w.d[0])), -w.p[0]);
@@ -129,6 +130,7 @@ Candidates window_candidates(Expr i, const Window& w, int dim) {
 
 void register_pooling_ops(LoweringTable& t) {
   t["aten.max_pool2d_with_indices.default"] = [](LowerCtx& ctx, const Node& n) {
+    require_static(ctx, n);
     const TensorIR& in = ctx.tensor(n.args[0]);
     if (in.rank() < 3) throw Unsupported("max_pool2d input rank");
     Window w = window_args(n, 1, true);
@@ -139,11 +141,11 @@ void register_pooling_ops(LoweringTable& t) {
     double lowest = is_float(ct) ? -INFINITY : lowest_value(ct);
     TensorIR win = windows(ctx, in, out_hw, w, lowest, ct);
     int64_t r = win.rank();
-    int64_t H = in.sizes[in.rank() - 2];
+    int64_t H = in.sizes[in.rank() - 2].hint();
     TensorIR values;
     if (w.k[0] * w.k[1] <= kUnrollWindow) {
-      int64_t Wd = in.sizes[in.rank() - 1];
-      values = ctx.lazy(dt, ctx.out_type(0).sizes, [in, w, H, Wd, ct, dt, lowest](const std::vector<Expr>& idx) {
+      int64_t Wd = in.sizes[in.rank() - 1].hint();
+      values = ctx.lazy(dt, ctx.out_type(0).dims(), [in, w, H, Wd, ct, dt, lowest](const std::vector<Expr>& idx) {
         Expr m;
         for (int64_t kh = 0; kh < w.k[0]; ++kh)
           for (int64_t kw = 0; kw < w.k[1]; ++kw) {
@@ -155,14 +157,14 @@ void register_pooling_ops(LoweringTable& t) {
     } else {
       values = drop_window_dims(ctx, ctx.reduce(win, {r - 2, r - 1}, ReduceOp::Max, dt, ct));
     }
-    if (w.k[0] * w.k[1] <= kUnrollWindow && H * in.sizes[in.rank() - 1] < (int64_t{1} << 31)) {
+    if (w.k[0] * w.k[1] <= kUnrollWindow && H * in.sizes[in.rank() - 1].hint() < (int64_t{1} << 31)) {
       // The index unrolled too, as a pointwise op (vectorized along the output width,
       // parallel over rows) instead of a scalar argmax loop per output element. It
       // follows the ArgMax reduction's rule: the first maximum wins, and the first NaN
       // (a NaN replaces a non-NaN best); the starting position is window position 0.
-      int64_t Wd = in.sizes[in.rank() - 1];
+      int64_t Wd = in.sizes[in.rank() - 1].hint();
       bool flt = is_float(ct);
-      TensorIR index = ctx.lazy(DType::I64, ctx.out_type(1).sizes, [in, w, H, Wd, ct, lowest, flt](const std::vector<Expr>& idx) {
+      TensorIR index = ctx.lazy(DType::I64, ctx.out_type(1).dims(), [in, w, H, Wd, ct, lowest, flt](const std::vector<Expr>& idx) {
         size_t lead = idx.size() - 2;
         Expr best = const_of(lowest, ct);
         Expr arg;
@@ -193,7 +195,7 @@ void register_pooling_ops(LoweringTable& t) {
     }
     TensorIR pos = ctx.reduce(win, {r - 2, r - 1}, ReduceOp::ArgMax, DType::I64, DType::I64);
     // Window position -> flat index into the input's H*W plane.
-    int64_t W = in.sizes[in.rank() - 1];
+    int64_t W = in.sizes[in.rank() - 1].hint();
     TensorIR posv = drop_window_dims(ctx, pos);
     TensorIR flat = ctx.lazy(DType::I64, posv.sizes, [posv, w, W](const std::vector<Expr>& idx) {
       Expr p = posv.fn(idx);
@@ -210,13 +212,14 @@ void register_pooling_ops(LoweringTable& t) {
   // may contain (h, w) and whose saved index is h * W + w. Candidates are visited in
   // increasing (oh, ow), the order in which ATen's CPU kernel accumulates.
   t["aten.max_pool2d_with_indices_backward.default"] = [](LowerCtx& ctx, const Node& n) {
+    require_static(ctx, n);
     const TensorIR& grad = ctx.tensor(n.args[0]);
     const TensorIR& self = ctx.tensor(n.args[1]);
     const TensorIR& indices = ctx.tensor(n.args[7]);
     if (self.rank() < 3 || grad.sizes != indices.sizes) throw Unsupported("max_pool2d_backward shapes");
     Window w = window_args(n, 2, true);
-    int64_t W = self.sizes[self.rank() - 1];
-    std::vector<int64_t> out_hw = last2(grad.sizes);
+    int64_t W = self.sizes[self.rank() - 1].hint();
+    std::vector<int64_t> out_hw = last2(hints(grad.sizes));
     int64_t nh = window_candidates(int_const(0), w, 0).count, nw = window_candidates(int_const(0), w, 1).count;
     if (nh * nw > kUnrollWindow) throw Unsupported("max_pool2d_backward with many overlapping windows");
     DType dt = ctx.out_type().dtype;
@@ -252,6 +255,7 @@ void register_pooling_ops(LoweringTable& t) {
     }, {&grad, &indices})};
   };
   t["aten.avg_pool2d.default"] = [](LowerCtx& ctx, const Node& n) {
+    require_static(ctx, n);
     const TensorIR& in = ctx.tensor(n.args[0]);
     if (in.rank() < 3) throw Unsupported("avg_pool2d input rank");
     Window w = window_args(n, 1, false);
@@ -262,10 +266,10 @@ void register_pooling_ops(LoweringTable& t) {
     DType ct = compute_type(dt);
     if (!is_float(ct)) throw Unsupported("avg_pool2d of integers");
     std::vector<int64_t> out_hw = last2(ctx.out_type().sizes);
-    int64_t H = in.sizes[in.rank() - 2], W = in.sizes[in.rank() - 1];
+    int64_t H = in.sizes[in.rank() - 2].hint(), W = in.sizes[in.rank() - 1].hint();
     TensorIR sum;
     if (w.k[0] * w.k[1] <= kUnrollWindow) {
-      sum = ctx.lazy(ct, ctx.out_type().sizes, [in, w, H, W, ct](const std::vector<Expr>& idx) {
+      sum = ctx.lazy(ct, ctx.out_type().dims(), [in, w, H, W, ct](const std::vector<Expr>& idx) {
         Expr total;
         for (int64_t kh = 0; kh < w.k[0]; ++kh)
           for (int64_t kw = 0; kw < w.k[1]; ++kw) {
@@ -297,12 +301,13 @@ void register_pooling_ops(LoweringTable& t) {
     }, {&sum})};
   };
   t["aten._adaptive_avg_pool2d.default"] = [](LowerCtx& ctx, const Node& n) {
+    require_static(ctx, n);
     const TensorIR& in = ctx.tensor(n.args[0]);
     if (in.rank() < 3) throw Unsupported("adaptive_avg_pool2d input rank");
     DType dt = in.dtype;
     DType ct = compute_type(dt);
     std::vector<int64_t> out_hw = last2(ctx.out_type().sizes);
-    int64_t H = in.sizes[in.rank() - 2], W = in.sizes[in.rank() - 1];
+    int64_t H = in.sizes[in.rank() - 2].hint(), W = in.sizes[in.rank() - 1].hint();
     if (H % out_hw[0] != 0 || W % out_hw[1] != 0) throw Unsupported("adaptive pooling with uneven windows");
     if (out_hw[0] == 1 && out_hw[1] == 1) {
       // Global average pooling: a plain mean over H and W.

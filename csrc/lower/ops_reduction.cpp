@@ -42,7 +42,7 @@ TensorIR squeeze_lazy(LowerCtx& ctx, const TensorIR& kd, const std::vector<int64
       if (x == static_cast<int64_t>(d)) return true;
     return false;
   };
-  std::vector<int64_t> sizes;
+  Dims sizes;
   for (size_t d = 0; d < kd.sizes.size(); ++d)
     if (!reduced(d)) sizes.push_back(kd.sizes[d]);
   return ctx.lazy(kd.dtype, sizes, [kd, reduced](const std::vector<Expr>& idx) {
@@ -59,10 +59,15 @@ DType acc_type(DType t) {
   return DType::I64;
 }
 
-int64_t count(const TensorIR& in, const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= in.sizes.empty() ? 1 : in.sizes[d];
+Dim count(const TensorIR& in, const std::vector<int64_t>& dims) {
+  Dim n = 1;
+  for (int64_t d : dims) n *= in.sizes.empty() ? Dim(1) : in.sizes[d];
   return n;
+}
+
+// A count as a number of type t: a constant, or computed from the symbols.
+Expr count_value(const Dim& n, DType t) {
+  return n.is_static() ? c(static_cast<double>(n.hint()), t) : cast(n.expr(), t);
 }
 
 // A lazy element-wise function of a stored tensor, shaped like it.
@@ -86,8 +91,8 @@ std::vector<TensorIR> sum_like(LowerCtx& ctx, const Node& n, ReduceOp op, bool m
     src = map_stored(ctx, in, DType::Bool, [](Expr x) { return cast(x, DType::Bool); });
   TensorIR r = ctx.reduce(src, dims, op, mean ? acc : out, acc);
   if (mean) {
-    double nelem = static_cast<double>(count(in, dims));
-    r = map_stored(ctx, r, out, [nelem, acc](Expr x) { return op2(ExprOp::Div, x, c(nelem, acc)); });
+    Expr nelem = count_value(count(in, dims), acc);
+    r = map_stored(ctx, r, out, [nelem](Expr x) { return op2(ExprOp::Div, x, nelem); });
     if (!keepdim) r = squeeze_lazy(ctx, r, dims);
     return {r};
   }
@@ -170,18 +175,20 @@ std::vector<TensorIR> variance(LowerCtx& ctx, const Node& n, bool take_sqrt, boo
   DType out = ctx.out_type(0).dtype;
   if (!is_float(out)) throw Unsupported("variance of a non-float tensor");
   DType acc = acc_type(out);
-  double nelem = static_cast<double>(count(in, dims));
+  const Dim n_dim = count(in, dims);
+  Expr nelem = count_value(n_dim, acc);
   TensorIR sum = ctx.reduce(in, dims, ReduceOp::Sum, acc, acc);
-  TensorIR mean = map_stored(ctx, sum, acc, [nelem, acc](Expr x) { return op2(ExprOp::Div, x, c(nelem, acc)); });
-  std::vector<int64_t> sizes = in.sizes;
+  TensorIR mean = map_stored(ctx, sum, acc, [nelem](Expr x) { return op2(ExprOp::Div, x, nelem); });
+  Dims sizes = in.sizes;
   TensorIR dev2 = ctx.lazy(acc, sizes, [in, mean, acc](const std::vector<Expr>& idx) {
     Expr d = op2(ExprOp::Sub, cast(in.fn(idx), acc), mean.fn(broadcast_index(idx, mean.sizes)));
     return op2(ExprOp::Mul, d, d);
   }, {&in});
   TensorIR ss = ctx.reduce(dev2, dims, ReduceOp::Sum, acc, acc);
-  double denom = std::max(nelem - correction, 0.0);
-  TensorIR var = map_stored(ctx, ss, out, [denom, acc, take_sqrt](Expr x) {
-    Expr v = op2(ExprOp::Div, x, c(denom, acc));
+  Expr denom = n_dim.is_static() ? c(std::max(static_cast<double>(n_dim.hint()) - correction, 0.0), acc)
+                                  : op2(ExprOp::Max, op2(ExprOp::Sub, nelem, c(correction, acc)), c(0, acc));
+  TensorIR var = map_stored(ctx, ss, out, [denom, take_sqrt](Expr x) {
+    Expr v = op2(ExprOp::Div, x, denom);
     return take_sqrt ? op1(ExprOp::Sqrt, v) : v;
   });
   auto squeeze = [&](const TensorIR& kd) { return keepdim || kd.sizes.empty() ? kd : squeeze_lazy(ctx, kd, dims); };
@@ -190,9 +197,11 @@ std::vector<TensorIR> variance(LowerCtx& ctx, const Node& n, bool take_sqrt, boo
     // Eager's var_mean runs Welford's algorithm, whose mean is NaN once an infinity
     // meets any other element (inf - inf), where sum / n would be the infinity. The
     // squared deviations are NaN exactly when the slice holds an infinity or a NaN.
-    TensorIR m = ctx.lazy(out, mean.sizes, [mean, ss, nelem, acc, out](const std::vector<Expr>& idx) {
+    // A symbolic count is at least 2 (Dynamo specializes sizes 0 and 1).
+    const bool several = !n_dim.is_static() || n_dim.hint() > 1;
+    TensorIR m = ctx.lazy(out, mean.sizes, [mean, ss, several, acc, out](const std::vector<Expr>& idx) {
       Expr mv = mean.fn(idx);
-      if (nelem > 1) mv = where(unary(ExprOp::IsNan, ss.fn(idx), DType::Bool), c(NAN, acc), mv);
+      if (several) mv = where(unary(ExprOp::IsNan, ss.fn(idx), DType::Bool), c(NAN, acc), mv);
       return cast(mv, out);
     }, {&mean, &ss});
     outs.push_back(squeeze(m));

@@ -16,19 +16,19 @@ namespace {
 std::vector<TensorIR> one(TensorIR t) { return {std::move(t)}; }
 
 // torch's computeStride: strides that view `sizes`/`strides` as `shape`, if any.
-std::optional<std::vector<int64_t>> view_strides(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
-                                                 const std::vector<int64_t>& shape) {
-  int64_t numel = 1;
-  for (int64_t s : sizes) numel *= s;
+// With symbolic sizes the grouping of dims follows the hints, and every group must
+// match exactly (canonical forms), so a result holds for all sizes.
+std::optional<Dims> view_strides(const Dims& sizes, const Dims& strides, const Dims& shape) {
+  Dim numel = product(sizes);
   if (sizes.empty() || numel == 0) return contiguous_strides(shape);
-  std::vector<int64_t> out(shape.size(), 1);
+  Dims out(shape.size(), Dim(1));
   int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
-  int64_t chunk_base_stride = strides.back();
-  int64_t tensor_numel = 1, view_numel = 1;
+  Dim chunk_base_stride = strides.back();
+  Dim tensor_numel = 1, view_numel = 1;
   for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
     tensor_numel *= sizes[d];
     if (d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
-      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+      while (view_d >= 0 && (view_numel.hint() < tensor_numel.hint() || shape[view_d] == 1)) {
         out[view_d] = view_numel * chunk_base_stride;
         view_numel *= shape[view_d];
         --view_d;
@@ -45,19 +45,20 @@ std::optional<std::vector<int64_t>> view_strides(const std::vector<int64_t>& siz
   return out;
 }
 
-std::vector<int64_t> infer_shape(std::vector<int64_t> shape, int64_t numel) {
-  int64_t known = 1, infer = -1;
+Dims infer_shape(Dims shape, const Dim& numel) {
+  Dim known = 1;
+  int64_t infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) infer = static_cast<int64_t>(i);
     else known *= shape[i];
   }
-  if (infer >= 0) shape[infer] = known == 0 ? 0 : numel / known;
+  if (infer >= 0) shape[infer] = known == 0 ? Dim(0) : floordiv(numel, known);
   return shape;
 }
 
-std::vector<int64_t> non_unit(const std::vector<int64_t>& v) {
-  std::vector<int64_t> out;
-  for (int64_t s : v)
+Dims non_unit(const Dims& v) {
+  Dims out;
+  for (const Dim& s : v)
     if (s != 1) out.push_back(s);
   return out;
 }
@@ -68,7 +69,7 @@ TensorIR with_view(LowerCtx& ctx, const TensorIR& src, StridedView v) {
   return t;
 }
 
-TensorIR reshape(LowerCtx& ctx, const TensorIR& in, const std::vector<int64_t>& shape) {
+TensorIR reshape(LowerCtx& ctx, const TensorIR& in, const Dims& shape) {
   if (in.view) {
     if (auto st = view_strides(in.sizes, in.view->strides, shape)) {
       StridedView v = *in.view;
@@ -78,7 +79,7 @@ TensorIR reshape(LowerCtx& ctx, const TensorIR& in, const std::vector<int64_t>& 
     }
   } else if (non_unit(in.sizes) == non_unit(shape)) {
     // Only unit dims move: remap the index without touching memory.
-    std::vector<int64_t> from = in.sizes;
+    Dims from = in.sizes;
     return ctx.lazy(in.dtype, shape, [in, from, shape](const std::vector<Expr>& idx) {
       std::vector<Expr> src_idx(from.size(), int_const(0));
       size_t k = 0;
@@ -111,39 +112,40 @@ TensorIR reshape(LowerCtx& ctx, const TensorIR& in, const std::vector<int64_t>& 
 // (or none) at start[d] + step[d] * i.
 struct DimMap {
   int src = -1;  // -1: a new (broadcast or unit) dim
-  int64_t start = 0;
+  Dim start = 0;
   int64_t step = 1;
 };
 
-TensorIR remap(LowerCtx& ctx, const TensorIR& in, const std::vector<int64_t>& shape, const std::vector<DimMap>& map,
-               const std::vector<std::pair<int, int64_t>>& fixed = {}) {
-  // fixed: old dims pinned to a constant index (select).
+TensorIR remap(LowerCtx& ctx, const TensorIR& in, const Dims& shape, const std::vector<DimMap>& map,
+               const std::vector<std::pair<int, Dim>>& fixed = {}) {
+  // fixed: old dims pinned to an index (select).
   if (in.view) {
     StridedView v = *in.view;
-    StridedView out{v.buffer, v.dtype, shape, std::vector<int64_t>(shape.size(), 0), v.offset};
+    StridedView out{v.buffer, v.dtype, shape, Dims(shape.size(), Dim(0)), v.offset};
     for (const auto& [d, i] : fixed) out.offset += i * v.strides[d];
     for (size_t d = 0; d < shape.size(); ++d) {
       if (map[d].src < 0) continue;
       out.offset += map[d].start * v.strides[map[d].src];
-      out.strides[d] = map[d].step * v.strides[map[d].src];
+      out.strides[d] = Dim(map[d].step) * v.strides[map[d].src];
     }
-    bool negative = std::any_of(out.strides.begin(), out.strides.end(), [](int64_t s) { return s < 0; });
+    // Symbolic strides are positive, so their sign is their hint's.
+    bool negative = std::any_of(out.strides.begin(), out.strides.end(), [](const Dim& s) { return s.hint() < 0; });
     if (!negative) return with_view(ctx, in, out);
   }
   size_t old_rank = in.sizes.size();
   return ctx.lazy(in.dtype, shape, [in, map, fixed, old_rank](const std::vector<Expr>& idx) {
     std::vector<Expr> src_idx(old_rank, int_const(0));
-    for (const auto& [d, i] : fixed) src_idx[d] = int_const(i);
+    for (const auto& [d, i] : fixed) src_idx[d] = i.expr();
     for (size_t d = 0; d < map.size(); ++d) {
       if (map[d].src < 0) continue;
-      src_idx[map[d].src] = add(mul(idx[d], map[d].step), map[d].start);
+      src_idx[map[d].src] = add(mul(idx[d], map[d].step), map[d].start.expr());
     }
     return in.fn(src_idx);
   }, {&in});
 }
 
 TensorIR identity_remap(LowerCtx& ctx, const TensorIR& in, const std::vector<int>& perm) {
-  std::vector<int64_t> shape;
+  Dims shape;
   std::vector<DimMap> map;
   for (int p : perm) {
     shape.push_back(in.sizes[p]);
@@ -153,17 +155,35 @@ TensorIR identity_remap(LowerCtx& ctx, const TensorIR& in, const std::vector<int
 }
 
 std::vector<TensorIR> slice(LowerCtx& ctx, const TensorIR& in, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  int64_t size = in.sizes[dim];
+  int64_t size = in.sizes[dim].hint();
   if (start < 0) start += size;
   if (end < 0) end += size;
   start = std::clamp<int64_t>(start, 0, size);
   end = std::clamp<int64_t>(end, start, size);
   int64_t len = step > 0 ? (end - start + step - 1) / step : 0;
-  std::vector<int64_t> shape = in.sizes;
+  Dims shape = in.sizes;
   shape[dim] = len;
   std::vector<DimMap> map;
   for (size_t d = 0; d < in.sizes.size(); ++d) map.push_back({static_cast<int>(d), 0, 1});
   map[dim] = {static_cast<int>(dim), start, step};
+  return one(remap(ctx, in, shape, map));
+}
+
+// A slice where the sliced size or the bounds are symbolic: the result's length is
+// the graph's (Dynamo computed it), and the start is clamped as ATen clamps it.
+std::vector<TensorIR> symbolic_slice(LowerCtx& ctx, const TensorIR& in, int64_t dim, const Dim& start, const Dim& len,
+                                     int64_t step) {
+  const Dim& size = in.sizes[dim];
+  Dim first = start;
+  if (start.is_static() && start.hint() < 0) first = max(size + start, Dim(0));
+  else if (!start.is_static()) first = min(start, size);
+  // A non-empty result starts inside the tensor: a static start >= 0 needs no clamp.
+  if (step <= 0) throw Unsupported("slice with a non-positive step");
+  Dims shape = in.sizes;
+  shape[dim] = len;
+  std::vector<DimMap> map;
+  for (size_t d = 0; d < in.sizes.size(); ++d) map.push_back({static_cast<int>(d), 0, 1});
+  map[dim] = {static_cast<int>(dim), first, step};
   return one(remap(ctx, in, shape, map));
 }
 
@@ -184,13 +204,13 @@ bool is_view_op(const std::string& op) {
 
 // Strides that lay out every element exactly once from offset 0 (a permutation
 // of a contiguous layout).
-bool dense_layout(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+bool dense_layout(const Dims& sizes, const Dims& strides) {
   if (sizes.size() != strides.size()) return false;
   std::vector<size_t> order;
   for (size_t d = 0; d < sizes.size(); ++d)
     if (sizes[d] != 1) order.push_back(d);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
-  int64_t expect = 1;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides[a].hint() < strides[b].hint(); });
+  Dim expect = 1;
   for (size_t d : order) {
     if (strides[d] != expect) return false;
     expect *= sizes[d];
@@ -203,7 +223,7 @@ bool dense_layout(const std::vector<int64_t>& sizes, const std::vector<int64_t>&
 void register_view_ops(LoweringTable& t) {
   auto view = [](LowerCtx& ctx, const Node& n) {
     const TensorIR& in = ctx.tensor(n.args[0]);
-    return one(reshape(ctx, in, infer_shape(n.args[1].as_ints(), in.numel())));
+    return one(reshape(ctx, in, infer_shape(n.args[1].as_dims(), in.numel())));
   };
   t["aten.view.default"] = view;
   t["aten._unsafe_view.default"] = view;
@@ -232,12 +252,12 @@ void register_view_ops(LoweringTable& t) {
   };
   t["aten.expand.default"] = [](LowerCtx& ctx, const Node& n) {
     const TensorIR& in = ctx.tensor(n.args[0]);
-    std::vector<int64_t> shape = n.args[1].as_ints();
+    Dims shape = n.args[1].as_dims();
     size_t lead = shape.size() - in.sizes.size();
     std::vector<DimMap> map(shape.size());
     for (size_t d = 0; d < shape.size(); ++d) {
       if (d < lead) continue;
-      int64_t old = in.sizes[d - lead];
+      const Dim& old = in.sizes[d - lead];
       if (shape[d] == -1) shape[d] = old;
       if (old == shape[d]) map[d] = {static_cast<int>(d - lead), 0, 1};
     }
@@ -247,7 +267,7 @@ void register_view_ops(LoweringTable& t) {
     const TensorIR& in = ctx.tensor(n.args[0]);
     int64_t dim = n.args[1].as_int();
     if (dim < 0) dim += in.rank() + 1;
-    std::vector<int64_t> shape;
+    Dims shape;
     std::vector<DimMap> map;
     for (int64_t d = 0; d <= in.rank(); ++d) {
       if (d == dim) {
@@ -273,7 +293,7 @@ void register_view_ops(LoweringTable& t) {
         drop[nd] = in.sizes[nd] == 1;
       }
     }
-    std::vector<int64_t> shape;
+    Dims shape;
     std::vector<DimMap> map;
     for (size_t d = 0; d < in.sizes.size(); ++d) {
       if (drop[d]) continue;
@@ -288,41 +308,54 @@ void register_view_ops(LoweringTable& t) {
   t["aten.slice.Tensor"] = [](LowerCtx& ctx, const Node& n) {
     const TensorIR& in = ctx.tensor(n.args[0]);
     int64_t dim = normalize_dim(arg_int_or(n, 1, 0), in.rank());
-    int64_t start = arg_int_or(n, 2, 0);
-    int64_t end = arg_int_or(n, 3, INT64_MAX);
+    Dim start = n.args.size() > 2 && !n.args[2].is_none() ? n.args[2].as_dim() : Dim(0);
+    bool symbolic_end = n.args.size() > 3 && n.args[3].kind == Arg::Kind::Int && n.args[3].sym;
     int64_t step = arg_int_or(n, 4, 1);
-    return slice(ctx, in, dim, start, end, step);
+    if (!in.sizes[dim].is_static() || !start.is_static() || symbolic_end)
+      return symbolic_slice(ctx, in, dim, start, ctx.out_type().dims().at(dim), step);
+    return slice(ctx, in, dim, start.hint(), arg_int_or(n, 3, INT64_MAX), step);
   };
   t["aten.select.int"] = [](LowerCtx& ctx, const Node& n) {
     const TensorIR& in = ctx.tensor(n.args[0]);
     int64_t dim = normalize_dim(n.args[1].as_int(), in.rank());
     int64_t index = n.args[2].as_int();
-    if (index < 0) index += in.sizes[dim];
-    if (index < 0 || index >= in.sizes[dim]) throw Unsupported("select index out of range");
-    std::vector<int64_t> shape;
+    Dim at = index;
+    if (in.sizes[dim].is_static()) {
+      if (index < 0) index += in.sizes[dim].hint();
+      if (index < 0 || index >= in.sizes[dim].hint()) throw Unsupported("select index out of range");
+      at = index;
+    } else if (index < 0) {
+      at = in.sizes[dim] + Dim(index);  // Dynamo's guards keep it in range
+    }
+    Dims shape;
     std::vector<DimMap> map;
     for (int64_t d = 0; d < in.rank(); ++d) {
       if (d == dim) continue;
       shape.push_back(in.sizes[d]);
       map.push_back({static_cast<int>(d), 0, 1});
     }
-    return one(remap(ctx, in, shape, map, {{static_cast<int>(dim), index}}));
+    return one(remap(ctx, in, shape, map, {{static_cast<int>(dim), at}}));
   };
   auto split = [](LowerCtx& ctx, const Node& n) {
     const TensorIR& in = ctx.tensor(n.args[0]);
     int64_t dim = normalize_dim(arg_int_or(n, 2, 0), in.rank());
-    std::vector<int64_t> sizes;
+    Dims sizes;
     if (n.op == "aten.split.Tensor") {
       int64_t chunk = n.args[1].as_int();
-      for (int64_t s = 0; s < in.sizes[dim]; s += chunk) sizes.push_back(std::min(chunk, in.sizes[dim] - s));
+      if (!in.sizes[dim].is_static()) throw Unsupported("split of a symbolic dim into chunks");
+      const int64_t size = in.sizes[dim].hint();
+      for (int64_t s = 0; s < size; s += chunk) sizes.push_back(std::min(chunk, size - s));
       if (sizes.empty()) sizes.push_back(0);
     } else {
-      sizes = n.args[1].as_ints();
+      sizes = n.args[1].as_dims();
     }
     std::vector<TensorIR> outs;
-    int64_t start = 0;
-    for (int64_t s : sizes) {
-      outs.push_back(slice(ctx, in, dim, start, start + s, 1)[0]);
+    Dim start = 0;
+    for (const Dim& s : sizes) {
+      if (start.is_static() && s.is_static() && in.sizes[dim].is_static())
+        outs.push_back(slice(ctx, in, dim, start.hint(), start.hint() + s.hint(), 1)[0]);
+      else
+        outs.push_back(symbolic_slice(ctx, in, dim, start, s, 1)[0]);
       start += s;
     }
     return outs;
@@ -333,15 +366,16 @@ void register_view_ops(LoweringTable& t) {
     const TensorIR& in = ctx.tensor(n.args[0]);
     int64_t dim = normalize_dim(arg_int_or(n, 1, 0), in.rank());
     std::vector<TensorIR> outs;
-    for (int64_t i = 0; i < in.sizes[dim]; ++i) {
-      std::vector<int64_t> shape;
+    if (!in.sizes[dim].is_static()) throw Unsupported("unbind of a symbolic dim");
+    for (int64_t i = 0; i < in.sizes[dim].hint(); ++i) {
+      Dims shape;
       std::vector<DimMap> map;
       for (int64_t d = 0; d < in.rank(); ++d) {
         if (d == dim) continue;
         shape.push_back(in.sizes[d]);
         map.push_back({static_cast<int>(d), 0, 1});
       }
-      outs.push_back(remap(ctx, in, shape, map, {{static_cast<int>(dim), i}}));
+      outs.push_back(remap(ctx, in, shape, map, {{static_cast<int>(dim), Dim(i)}}));
     }
     return outs;
   };
@@ -356,6 +390,7 @@ void register_view_ops(LoweringTable& t) {
     return one(remap(ctx, in, in.sizes, map));
   };
   t["aten.diagonal.default"] = [](LowerCtx& ctx, const Node& n) {
+    require_static(ctx, n);
     const TensorIR& in = ctx.tensor(n.args[0]);
     int64_t offset = arg_int_or(n, 1, 0);
     int64_t d1 = normalize_dim(arg_int_or(n, 2, 0), in.rank());
@@ -363,8 +398,8 @@ void register_view_ops(LoweringTable& t) {
     if (d1 == d2) throw Unsupported("diagonal with equal dims");
     // Diagonal element k sits at (k + r1, k + r2).
     int64_t r1 = offset >= 0 ? 0 : -offset, r2 = offset >= 0 ? offset : 0;
-    int64_t len = std::max<int64_t>(std::min(in.sizes[d1] - r1, in.sizes[d2] - r2), 0);
-    std::vector<int64_t> shape;
+    int64_t len = std::max<int64_t>(std::min(in.sizes[d1].hint() - r1, in.sizes[d2].hint() - r2), 0);
+    Dims shape;
     std::vector<int> keep;
     for (int64_t d = 0; d < in.rank(); ++d) {
       if (d == d1 || d == d2) continue;
@@ -377,7 +412,7 @@ void register_view_ops(LoweringTable& t) {
       StridedView out{v.buffer, v.dtype, shape, {}, v.offset};
       for (int d : keep) out.strides.push_back(v.strides[d]);
       out.strides.push_back(v.strides[d1] + v.strides[d2]);
-      if (len > 0) out.offset += r1 * v.strides[d1] + r2 * v.strides[d2];
+      if (len > 0) out.offset += Dim(r1) * v.strides[d1] + Dim(r2) * v.strides[d2];
       return one(with_view(ctx, in, out));
     }
     int64_t rank = in.rank();
@@ -394,19 +429,20 @@ void register_view_ops(LoweringTable& t) {
     std::vector<int64_t> reps = n.args[1].as_ints();
     if (reps.size() < in.sizes.size()) throw Unsupported("repeat with fewer repeats than dims");
     size_t lead = reps.size() - in.sizes.size();
-    std::vector<int64_t> shape(reps.size());
-    for (size_t d = 0; d < reps.size(); ++d) shape[d] = reps[d] * (d < lead ? 1 : in.sizes[d - lead]);
-    std::vector<int64_t> from = in.sizes;
+    Dims shape(reps.size());
+    for (size_t d = 0; d < reps.size(); ++d) shape[d] = Dim(reps[d]) * (d < lead ? Dim(1) : in.sizes[d - lead]);
+    Dims from = in.sizes;
     return one(ctx.lazy(in.dtype, shape, [in, from, lead](const std::vector<Expr>& idx) {
       std::vector<Expr> src;
       for (size_t d = 0; d < from.size(); ++d) {
         Expr i = idx[d + lead];
-        src.push_back(from[d] == 1 ? int_const(0) : binary(ExprOp::Mod, i, int_const(from[d]), DType::I64));
+        src.push_back(from[d] == 1 ? int_const(0) : binary(ExprOp::Mod, i, from[d].expr(), DType::I64));
       }
       return in.fn(src);
     }, {&in}));
   };
   t["aten.as_strided.default"] = [](LowerCtx& ctx, const Node& n) {
+    require_static(ctx, n);
     const TensorIR& in = ctx.tensor(n.args[0]);
     // Storage offsets are relative to the storage, which ember knows for buffers
     // it allocated (computed or extern results start at offset 0) and for lazy
@@ -416,16 +452,16 @@ void register_view_ops(LoweringTable& t) {
     if (!in.view) {
       const Node& producer = ctx.graph().nodes.at(n.args[0].ref.node);
       const TensorType& t = producer.outputs.at(n.args[0].ref.index);
-      if (is_view_op(producer.op) || !dense_layout(t.sizes, t.strides))
+      if (is_view_op(producer.op) || !dense_layout(t.dims(), t.stride_dims()))
         throw Unsupported("as_strided of a lazy view");
-      base = ctx.realize(in, t.strides);
+      base = ctx.realize(in, t.stride_dims());
     } else if (ctx.program().buffers[in.view->buffer].kind == Buffer::Kind::Input) {
       throw Unsupported("as_strided of a graph input");
     }
     StridedView v = *base.view;
-    v.sizes = n.args[1].as_ints();
-    v.strides = n.args[2].as_ints();
-    v.offset = arg_int_or(n, 3, v.offset);
+    v.sizes = to_dims(n.args[1].as_ints());
+    v.strides = to_dims(n.args[2].as_ints());
+    v.offset = n.args.size() > 3 && !n.args[3].is_none() ? Dim(n.args[3].as_int()) : v.offset;
     return one(with_view(ctx, in, v));
   };
 
@@ -439,8 +475,8 @@ void register_view_ops(LoweringTable& t) {
     const TensorType& out = ctx.out_type();
     int64_t dim = normalize_dim(arg_int_or(n, 1, 0), static_cast<int64_t>(out.sizes.size()));
     DType dt = out.dtype;
-    std::vector<int64_t> starts;
-    int64_t acc = 0;
+    Dims starts;
+    Dim acc = 0;
     std::vector<TensorIR> kept;
     for (const auto& p : parts) {
       if (p.sizes[dim] == 0) continue;
@@ -448,19 +484,19 @@ void register_view_ops(LoweringTable& t) {
       acc += p.sizes[dim];
       kept.push_back(p);
     }
-    if (acc != out.sizes[dim] || kept.empty()) throw Unsupported("cat: unexpected sizes");
+    if (acc != out.dims()[dim] || kept.empty()) throw Unsupported("cat: unexpected sizes");
     std::vector<const TensorIR*> ins;
     for (const auto& p : kept) ins.push_back(&p);
-    TensorIR r = ctx.lazy(dt, out.sizes, [kept, starts, dim, dt](const std::vector<Expr>& idx) {
+    TensorIR r = ctx.lazy(dt, out.dims(), [kept, starts, dim, dt](const std::vector<Expr>& idx) {
       // Part k covers [starts[k], starts[k+1]); pick it by comparing the cat-dim index.
       auto part = [&](size_t k) {
         std::vector<Expr> local = idx;
-        local[dim] = add(idx[dim], -starts[k]);
+        local[dim] = add(idx[dim], (Dim(0) - starts[k]).expr());
         return cast(kept[k].fn(local), dt);
       };
       Expr v = part(kept.size() - 1);
       for (size_t k = kept.size() - 1; k-- > 0;)
-        v = where(cmp(ExprOp::Lt, idx[dim], int_const(starts[k + 1])), part(k), v);
+        v = where(cmp(ExprOp::Lt, idx[dim], starts[k + 1].expr()), part(k), v);
       return v;
     }, {});
     for (const auto& p : kept)
@@ -477,16 +513,16 @@ void register_view_ops(LoweringTable& t) {
     std::vector<int64_t> before(rank, 0);
     for (size_t k = 0; k * 2 < pad.size(); ++k) before[rank - 1 - k] = pad[2 * k];
     DType dt = out.dtype;
-    std::vector<int64_t> in_sizes = in.sizes, out_sizes = out.sizes;
-    return one(ctx.lazy(dt, out.sizes, [in, before, in_sizes, out_sizes, value, dt](const std::vector<Expr>& idx) {
+    Dims in_sizes = in.sizes, out_sizes = out.dims();
+    return one(ctx.lazy(dt, out_sizes, [in, before, in_sizes, out_sizes, value, dt](const std::vector<Expr>& idx) {
       std::vector<Expr> src(idx.size());
       Expr inside;
       auto both = [&](Expr cond) { inside = inside ? binary(ExprOp::LogicalAnd, inside, cond, DType::Bool) : cond; };
       for (size_t d = 0; d < idx.size(); ++d) {
         src[d] = add(idx[d], -before[d]);
-        int64_t after = out_sizes[d] - in_sizes[d] - before[d];
+        Dim after = out_sizes[d] - in_sizes[d] - Dim(before[d]);
         if (before[d] > 0) both(cmp(ExprOp::Ge, src[d], int_const(0)));
-        if (after > 0) both(cmp(ExprOp::Lt, src[d], int_const(in_sizes[d])));
+        if (!after.is_static() || after.hint() > 0) both(cmp(ExprOp::Lt, src[d], in_sizes[d].expr()));
       }
       Expr x = cast(in.fn(src), dt);
       return inside ? where(inside, x, const_of(value, dt)) : x;

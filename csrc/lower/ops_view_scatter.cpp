@@ -36,9 +36,10 @@ std::vector<TensorIR> scatter_into(LowerCtx& ctx, const Node& n,
 
 void register_view_scatter_ops(LoweringTable& t) {
   t["aten.slice_scatter.default"] = [](LowerCtx& ctx, const Node& n) {
+    require_static(ctx, n);
     const TensorIR& self = ctx.tensor(n.args[0]);
     int64_t dim = normalize_dim(arg_int_or(n, 2, 0), self.rank());
-    int64_t size = self.sizes[dim];
+    int64_t size = self.sizes[dim].hint();
     int64_t start = arg_int_or(n, 3, 0), end = arg_int_or(n, 4, INT64_MAX), step = arg_int_or(n, 5, 1);
     if (step <= 0) throw Unsupported("slice_scatter with a non-positive step");
     if (start < 0) start += size;
@@ -64,11 +65,12 @@ void register_view_scatter_ops(LoweringTable& t) {
     return scatter_into(ctx, n, in_view, view_index);
   };
   t["aten.select_scatter.default"] = [](LowerCtx& ctx, const Node& n) {
+    require_static(ctx, n);
     const TensorIR& self = ctx.tensor(n.args[0]);
     int64_t dim = normalize_dim(n.args[2].as_int(), self.rank());
     int64_t index = n.args[3].as_int();
-    if (index < 0) index += self.sizes[dim];
-    if (index < 0 || index >= self.sizes[dim]) throw Unsupported("select_scatter index out of range");
+    if (index < 0) index += self.sizes[dim].hint();
+    if (index < 0 || index >= self.sizes[dim].hint()) throw Unsupported("select_scatter index out of range");
     auto in_view = [dim, index](const std::vector<Expr>& idx) -> Expr {
       return cmp(ExprOp::Eq, idx[dim], int_const(index));
     };
@@ -80,6 +82,7 @@ void register_view_scatter_ops(LoweringTable& t) {
     return scatter_into(ctx, n, in_view, view_index);
   };
   t["aten.diagonal_scatter.default"] = [](LowerCtx& ctx, const Node& n) {
+    require_static(ctx, n);
     const TensorIR& self = ctx.tensor(n.args[0]);
     int64_t offset = arg_int_or(n, 2, 0);
     int64_t d1 = normalize_dim(arg_int_or(n, 3, 0), self.rank());

@@ -9,17 +9,13 @@ const char* reduce_op_name(ReduceOp op) {
   return names[static_cast<int>(op)];
 }
 
-int64_t Buffer::numel() const {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
+Dim Buffer::numel() const { return product(sizes); }
 
-int64_t Buffer::extent() const {
-  int64_t e = 1;
+Dim Buffer::extent() const {
+  Dim e = 1;
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] == 0) return 0;
-    e += (sizes[i] - 1) * strides[i];
+    if (!(strides[i] == 0)) e = e + (sizes[i] - 1) * strides[i];
   }
   return e;
 }
@@ -30,25 +26,22 @@ int Program::add_buffer(Buffer b) {
   return buffers.back().id;
 }
 
-Expr strided_index(const std::vector<Expr>& idx, const std::vector<int64_t>& strides, int64_t offset) {
+Expr strided_index(const std::vector<Expr>& idx, const Dims& strides, const Dim& offset) {
   Expr e = int_const(0);
+  Dim constant = offset;
   for (size_t d = 0; d < idx.size(); ++d) {
     if (strides[d] == 0 || idx[d]->is_int_const(0)) continue;
     if (idx[d]->is_const()) {
-      offset += idx[d]->ival * strides[d];
+      constant = constant + Dim(idx[d]->ival) * strides[d];
       continue;
     }
-    e = add(e, mul(idx[d], strides[d]));
+    e = add(e, mul(idx[d], strides[d].expr()));
   }
-  return add(e, offset);
+  return add(e, constant.expr());
 }
 
 namespace {
-void print_ints(std::ostream& os, const std::vector<int64_t>& v) {
-  os << '[';
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-  os << ']';
-}
+void print_ints(std::ostream& os, const Dims& v) { os << print_dims(v); }
 }  // namespace
 
 std::string print_program(const Program& p, const Graph& g) {

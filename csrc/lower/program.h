@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/dim.h"
 #include "ir/expr.h"
 #include "ir/graph.h"
 
@@ -25,23 +26,23 @@ struct Buffer {
   int id = 0;
   Kind kind = Kind::Computed;
   DType dtype = DType::F32;
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
+  Dims sizes;
+  Dims strides;
   int input_index = -1;    // Input: which runtime argument
   int extern_call = -1;    // Extern: which call produced it
   int extern_output = 0;   // Extern: which output of that call
 
-  int64_t numel() const;
-  int64_t extent() const;  // elements of storage the layout spans (1 + max offset)
+  Dim numel() const;
+  Dim extent() const;  // elements of storage the layout spans (1 + max offset; strides >= 0)
 };
 
 // A tensor that lives in memory: a strided window onto a buffer.
 struct StridedView {
   int buffer = -1;
   DType dtype = DType::F32;
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
-  int64_t offset = 0;
+  Dims sizes;
+  Dims strides;
+  Dim offset = 0;
 };
 
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Any, All, ArgMax, ArgMin };
@@ -49,12 +50,12 @@ const char* reduce_op_name(ReduceOp op);
 
 struct ComputedBuffer {
   int buffer = -1;
-  std::vector<int64_t> sizes;          // == the buffer's sizes
+  Dims sizes;                          // == the buffer's sizes
   std::vector<int> vars;               // per dim of sizes; -1 for unit dims
   std::vector<int> iter_order;         // dims from outermost to innermost (memory order)
   bool is_reduction = false;
   ReduceOp reduce_op = ReduceOp::Sum;
-  std::vector<int64_t> reduce_sizes;
+  Dims reduce_sizes;
   std::vector<int> reduce_vars;        // per reduce dim; -1 for unit dims
   DType acc_dtype = DType::F32;        // accumulator type (reductions)
   // Scans (cumsum, cumprod): >= 0 is the scanned dim. sizes are the full input
@@ -91,6 +92,7 @@ struct Program {
   std::vector<Step> steps;
   std::vector<ProgramOutput> outputs;  // one per graph output
   int num_vars = 0;                    // var ids used so far
+  int num_symbols = 0;                 // the graph's symbols (kernels read their values)
 
   int add_buffer(Buffer b);
 };
@@ -99,6 +101,6 @@ std::string print_program(const Program& p, const Graph& g);
 
 // Canonical element offset of `idx` in a strided layout (terms in dim order,
 // zero terms dropped), so that equal accesses build equal Exprs.
-Expr strided_index(const std::vector<Expr>& idx, const std::vector<int64_t>& strides, int64_t offset);
+Expr strided_index(const std::vector<Expr>& idx, const Dims& strides, const Dim& offset);
 
 }  // namespace ember

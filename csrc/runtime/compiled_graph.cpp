@@ -14,6 +14,7 @@
 
 #include "jit/c_compiler.h"
 #include "lower/lowering.h"
+#include "ir/size_expr.h"
 #include "runtime/disk_cache.h"
 #include "runtime/sha256.h"
 #include "runtime/shared_library.h"
@@ -177,7 +178,7 @@ void CompiledGraph::build_steps() {
     const KernelInfo& info = code_.kernels[k];
     // Rows per task: enough work (~16k inner iterations) to pay for an OpenMP
     // fork/join on threads that are usually still hot from the last ATen op.
-    grains_[k] = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, info.work_per_row));
+    grains_[k] = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, info.work_per_row));  // at the hints
   }
 }
 
@@ -199,13 +200,26 @@ void CompiledGraph::plan_memory() {
       for (const auto& v : program_.externs[st.extern_call].tensor_views) touch(v.buffer, static_cast<int>(si));
     }
   }
-  std::vector<Lifetime> candidates;
   for (const auto& b : program_.buffers) {
     if (b.kind != Buffer::Kind::Computed || is_output[b.id] || first[b.id] < 0) continue;
     if (!code_.buffer_in_memory.empty() && !code_.buffer_in_memory[b.id]) continue;
-    candidates.push_back({b.id, b.extent() * dtype_size(b.dtype), first[b.id], last[b.id]});
+    lifetimes_.push_back({b.id, b.extent() * Dim(static_cast<int64_t>(dtype_size(b.dtype))), first[b.id], last[b.id]});
   }
-  arena_ = plan_arena(candidates, static_cast<int>(program_.buffers.size()));
+  arena_ = arena_at(hints());
+}
+
+std::vector<int64_t> CompiledGraph::hints() const {
+  std::vector<int64_t> h;
+  for (const auto& s : graph_.symbols) h.push_back(s.hint);
+  return h;
+}
+
+MemoryPlan CompiledGraph::arena_at(const std::vector<int64_t>& symbols) const {
+  std::vector<Lifetime> candidates;
+  // A size-oblivious symbol may be 0 at run time: an empty buffer takes no bytes.
+  for (const auto& l : lifetimes_)
+    candidates.push_back({l.buffer, std::max<int64_t>(0, eval_dim(l.bytes, symbols)), l.first, l.last});
+  return plan_arena(candidates, static_cast<int>(program_.buffers.size()));
 }
 
 void CompiledGraph::load_kernels(const CompileOptions& opts) {
@@ -287,22 +301,27 @@ void CompiledGraph::load_kernels(const CompileOptions& opts) {
   times_.load = seconds_since(t0) - times_.compile;
 }
 
-void CompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs) const {
+void CompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, const std::vector<int64_t>& symbols) const {
   const ExecStep& st = steps_.at(step);
   if (st.kind != ExecStep::Kind::Kernels) throw std::invalid_argument("step is not a kernel group");
   if (ptrs.size() != st.args.size()) throw std::invalid_argument("wrong number of buffer pointers");
+  if (symbols.size() != graph_.symbols.size()) throw std::invalid_argument("wrong number of symbol values");
+  // Kernels of a graph with symbols read their values after the buffers (sym[k]).
+  const size_t extra = symbols.empty() ? 0 : 1;
   char* args[64];
   std::vector<char*> heap;
   for (size_t i = 0; i < st.kernels.size(); ++i) {
     int k = st.kernels[i];
     const auto& slots = arg_slots_[step][i];
     char** a = args;
-    if (slots.size() > 64) {
-      heap.resize(slots.size());
+    if (slots.size() + extra > 64) {
+      heap.resize(slots.size() + extra);
       a = heap.data();
     }
     for (size_t j = 0; j < slots.size(); ++j) a[j] = reinterpret_cast<char*>(ptrs[slots[j]]);
-    fns_[k](code_.kernels[k].rows, grains_[k], a);
+    if (extra) a[slots.size()] = reinterpret_cast<char*>(const_cast<int64_t*>(symbols.data()));
+    const Dim& rows = code_.kernels[k].rows;
+    fns_[k](rows.is_static() ? rows.hint() : eval_size(rows.expr(), symbols), grains_[k], a);
   }
 }
 

@@ -62,8 +62,14 @@ class CompiledGraph {
   const std::string& cache_key() const { return key_; }
   // Intermediates that never leave the graph live in one arena of this size,
   // reused across calls; arena_offset(b) is -1 for buffers allocated per call.
+  // For a graph with symbols these are the plan at the hints; arena_at() plans
+  // for the sizes of a call (lifetimes are fixed, byte counts are not).
   int64_t arena_bytes() const { return arena_.arena_bytes; }
   int64_t arena_offset(int buffer) const { return arena_.offset.empty() ? -1 : arena_.offset[buffer]; }
+  MemoryPlan arena_at(const std::vector<int64_t>& symbols) const;
+  // The graph's symbols (docs/dynamic_shapes.md): how many, and their hints.
+  int num_symbols() const { return static_cast<int>(graph_.symbols.size()); }
+  std::vector<int64_t> hints() const;
   // "memory", "disk" or "miss" (compiled now); "none" when there are no kernels.
   const std::string& cache_status() const { return cache_status_; }
   const std::string& cache_note() const { return cache_note_; }  // why the disk cache was bypassed
@@ -73,8 +79,8 @@ class CompiledGraph {
   std::string schedule_text() const;
 
   // Runs the kernels of step `step` with the buffers' base pointers, in the order
-  // of steps()[step].args.
-  void run_step(int step, const std::vector<uintptr_t>& ptrs) const;
+  // of steps()[step].args, and the call's symbol values (one per graph symbol).
+  void run_step(int step, const std::vector<uintptr_t>& ptrs, const std::vector<int64_t>& symbols = {}) const;
 
  private:
   CompiledGraph() = default;
@@ -89,6 +95,12 @@ class CompiledGraph {
   GeneratedCode code_;
   std::vector<ExecStep> steps_;
   MemoryPlan arena_;
+  struct SizedLifetime {
+    int buffer;
+    Dim bytes;
+    int first, last;
+  };
+  std::vector<SizedLifetime> lifetimes_;  // arena candidates
   PhaseTimes times_;
   std::vector<PassDump> passes_;
   std::string key_;

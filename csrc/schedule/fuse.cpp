@@ -13,9 +13,9 @@ namespace {
 
 // How a computed buffer's dims map onto a kernel's loops.
 struct Shape {
-  std::vector<int64_t> dims;       // non-unit iteration sizes, outermost first
+  Dims dims;                       // non-unit iteration sizes, outermost first
   std::vector<int> vars;           // the buffer's var for each of dims
-  std::vector<int64_t> rdims;      // reductions: non-unit reduce sizes
+  Dims rdims;                      // reductions: non-unit reduce sizes
   std::vector<int> rvars;
 };
 
@@ -40,7 +40,9 @@ Shape shape_of(const ComputedBuffer& c) {
 bool prefers_vector_reduce(const ComputedBuffer& c, const Shape& shape) {
   if (!c.is_reduction || c.scan_dim >= 0 || shape.dims.empty() || shape.rdims.empty()) return false;
   if (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin) return false;
-  if (shape.dims.back() < 8 || shape.dims.back() > 4096) return false;
+  // The lane arrays are sized at compile time: a symbolic kept dim stays a row reduction.
+  if (!shape.dims.back().is_static()) return false;
+  if (shape.dims.back().hint() < 8 || shape.dims.back().hint() > 4096) return false;
   const int kept = shape.vars.back();
   std::optional<bool> verdict;
   std::function<void(const Expr&)> walk = [&](const Expr& e) {
@@ -63,16 +65,10 @@ bool prefers_vector_reduce(const ComputedBuffer& c, const Shape& shape) {
   return verdict.value_or(false);
 }
 
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t n = 1;
-  for (int64_t x : v) n *= x;
-  return n;
-}
-
 // The outer (parallel) loop a buffer would get in a kernel of its own.
-std::vector<int64_t> own_outer(const ComputedBuffer& c, const Shape& shape) {
+Dims own_outer(const ComputedBuffer& c, const Shape& shape) {
   if (c.is_reduction) {
-    std::vector<int64_t> outer = shape.dims;
+    Dims outer = shape.dims;
     if (prefers_vector_reduce(c, shape)) outer.pop_back();
     return outer;
   }
@@ -139,7 +135,7 @@ class Fuser {
     Kernel& k = s_.kernels[ki];
     const ComputedBuffer& c = p_.computed[ci];
     // Loop shape.
-    std::vector<int64_t> inner;
+    Dims inner;
     std::unordered_map<int, Expr> sub;
     bool vector = false;
     if (c.is_reduction) {
@@ -162,8 +158,10 @@ class Fuser {
       }
     } else {
       if (shape.dims.size() < k.outer.size() || !std::equal(k.outer.begin(), k.outer.end(), shape.dims.begin())) return false;
-      int64_t rows = product(k.outer);  // 0 for an empty tensor
-      if (rows > 0 && product(shape.dims) / rows > kMaxSerialRowWork && rows < product(own_outer(c, shape))) return false;
+      // A heuristic: sizes at their hints.
+      int64_t rows = product(k.outer).hint();  // 0 for an empty tensor
+      if (rows > 0 && product(shape.dims).hint() / rows > kMaxSerialRowWork && rows < product(own_outer(c, shape)).hint())
+        return false;
       for (size_t i = 0; i < shape.dims.size(); ++i) {
         if (i < k.outer.size()) sub[shape.vars[i]] = var(outer_var(static_cast<int>(i)));
         else sub[shape.vars[i]] = var(inner_var(static_cast<int>(i - k.outer.size())));

@@ -4,17 +4,12 @@
 
 namespace ember {
 
-int64_t Kernel::outer_numel() const {
-  int64_t n = 1;
-  for (int64_t s : outer) n *= s;
-  return n;
-}
+Dim Kernel::outer_numel() const { return product(outer); }
 
 int64_t Kernel::work_per_row() const {
   int64_t w = 0;
   for (const auto& st : stages) {
-    int64_t n = 1;
-    for (int64_t s : st.inner) n *= s;
+    int64_t n = product(st.inner).hint();
     w += n * static_cast<int64_t>(st.items.size());
   }
   return w;
@@ -22,11 +17,7 @@ int64_t Kernel::work_per_row() const {
 
 std::string print_schedule(const Schedule& s, const Program& p, const Graph& g) {
   std::ostringstream os;
-  auto ints = [&](const std::vector<int64_t>& v) {
-    os << '[';
-    for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-    os << ']';
-  };
+  auto ints = [&](const Dims& v) { os << print_dims(v); };
   for (const auto& step : s.steps) {
     if (step.kind == Schedule::Step::Kind::Extern) {
       const auto& e = p.externs[step.index];

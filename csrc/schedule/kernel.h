@@ -40,7 +40,7 @@ struct KernelItem {
 };
 
 struct Stage {
-  std::vector<int64_t> inner;
+  Dims inner;
   std::vector<KernelItem> items;
   // A vector reduction: inner[0] is a kept (not reduced) dim, contiguous in
   // memory, looped innermost and vectorized; inner[1..] are reduced dims looped
@@ -57,11 +57,11 @@ struct Stage {
 
 struct Kernel {
   std::string name;
-  std::vector<int64_t> outer;
+  Dims outer;
   std::vector<Stage> stages;
 
-  int64_t outer_numel() const;
-  int64_t work_per_row() const;  // sum over stages of the inner loop trip counts
+  Dim outer_numel() const;
+  int64_t work_per_row() const;  // sum over stages of the inner loop trip counts (at the hints)
 };
 
 struct Schedule {

@@ -11,7 +11,8 @@ namespace {
 // Whether inner dims k and k+1 of `stage` can be merged.
 bool mergeable(const Stage& stage, int k) {
   const int a = inner_var(k), b = inner_var(k + 1);
-  const int64_t size_b = stage.inner[k + 1];
+  if (!stage.inner[k + 1].is_static()) return false;  // affine coefficients are static
+  const int64_t size_b = stage.inner[k + 1].hint();
   bool ok = true;
   auto check_index = [&](const Expr& index) {
     auto f = affine_form(index);

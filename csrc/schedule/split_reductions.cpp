@@ -18,12 +18,6 @@ constexpr int64_t kMaxChunks = 64;
 // Vector stages keep one partial per chunk and lane on the stack.
 constexpr int64_t kMaxPartials = 32768;
 
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t n = 1;
-  for (int64_t x : v) n *= x;
-  return n;
-}
-
 // The chunk count for one stage, or 0 to leave it whole.
 int chunks_for(const Stage& st) {
   bool reduces = false;
@@ -35,8 +29,13 @@ int chunks_for(const Stage& st) {
   // inner dim of a row stage.
   const size_t dim = st.vector_reduce ? 1 : 0;
   if (!reduces || st.inner.size() <= dim) return 0;
-  int64_t chunks = std::min({kMaxChunks, product(st.inner) / kMinChunkWork, st.inner[dim]});
-  if (st.vector_reduce) chunks = std::min(chunks, kMaxPartials / std::max<int64_t>(1, st.inner[0]));
+  // Chunk bounds are compile-time constants: symbolic stages stay whole (for now).
+  auto inner = values(st.inner);
+  if (!inner) return 0;
+  int64_t work = 1;
+  for (int64_t x : *inner) work *= x;
+  int64_t chunks = std::min({kMaxChunks, work / kMinChunkWork, (*inner)[dim]});
+  if (st.vector_reduce) chunks = std::min(chunks, kMaxPartials / std::max<int64_t>(1, (*inner)[0]));
   return chunks >= 2 ? static_cast<int>(chunks) : 0;
 }
 
@@ -44,7 +43,7 @@ int chunks_for(const Stage& st) {
 
 void split_reductions(Schedule& s) {
   for (auto& k : s.kernels) {
-    if (k.outer_numel() >= kMaxRows) continue;
+    if (!k.outer_numel().is_static() || k.outer_numel().hint() >= kMaxRows) continue;
     for (auto& st : k.stages) st.split = chunks_for(st);
   }
 }

@@ -104,9 +104,6 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
     try:
         imported = import_graph(gm)
         record.imported = imported
-        if imported.num_symbols:
-            raise UnsupportedGraph(f"symbolic sizes ({imported.num_symbols} symbols) are imported but not compiled "
-                                   "yet (docs/dynamic_shapes.md)")
         t1 = time.perf_counter()
         cg = _core.compile(
             imported.text,

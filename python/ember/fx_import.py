@@ -4,8 +4,8 @@ Arguments are written positionally, exactly as the op's schema lists them, with
 defaults filled in, so the C++ lowering reads them by index. Anything the text
 cannot express (a dtype ember does not know, a non-tensor value flowing between
 nodes) raises UnsupportedGraph, and the backend runs the graph eagerly. Symbolic
-sizes are written as size expressions over the graph's symbols (phase 1 of
-docs/dynamic_shapes.md; the backend does not compile such graphs yet).
+sizes are written as size expressions over the graph's symbols
+(docs/dynamic_shapes.md).
 """
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ class ImportedGraph:
         self.refs: dict[tuple[int, int], torch.fx.Node] = {}  # (id, output) -> FX node naming it
         self.num_placeholders = 0
         self.num_symbols = 0  # symbolic sizes (docs/dynamic_shapes.md); 0 for a static graph
+        # Per symbol s<k>: (runtime argument i, coef, const) with args[i] == coef * s<k> + const.
+        self.symbol_args: list[tuple[int, int, int]] = []
+        self.symbol_index: dict = {}  # Dynamo's sympy symbol -> k
         self.attr_inputs: list[str] = []  # get_attr targets, passed after the placeholders
         self.output_args: list = []  # FX output values (nodes or constants)
         self.op_counts: dict[str, int] = {}
@@ -63,17 +66,27 @@ class _Symbols:
         self.index: dict = {}  # sympy Symbol -> k
         self.hints: list[int] = []
 
-    def bind(self, value) -> int:
-        """Registers the symbol a SymInt input carries; returns its index."""
+    def bind(self, value, derived_ok=True):
+        """Registers the symbol a SymInt input carries. Returns (k, coef, const) such
+        that the input's value is coef * s<k> + const (coef is 1 or -1: AOTAutograd
+        passes the backward -s55 where the forward had s55), or None for a constant."""
         expr = value.node.expr
-        if not getattr(expr, "is_Symbol", False):
-            raise UnsupportedGraph(f"a SymInt input that is not a plain symbol ({expr})")
-        if expr not in self.index:
-            self.index[expr] = len(self.hints)
-            env = value.node.shape_env
-            hint = env.optimization_hint(expr) if hasattr(env, "optimization_hint") else env.size_hint(expr)
-            self.hints.append(int(hint))
-        return self.index[expr]
+        if expr.is_Integer:
+            return None  # a constant: its uses print the number
+        free = list(expr.free_symbols)
+        if len(free) == 1:
+            s = free[0]
+            coef, const = expr.coeff(s), expr.subs(s, 0)
+            if coef in (1, -1) and const.is_Integer and (coef * s + const - expr) == 0:
+                if s not in self.index:
+                    self.index[s] = len(self.hints)
+                    env = value.node.shape_env
+                    hint = env.optimization_hint(s) if hasattr(env, "optimization_hint") else env.size_hint(s)
+                    self.hints.append(int(hint))
+                return self.index[s], int(coef), int(const)
+        if not derived_ok or all(f in self.index for f in free):
+            return None  # computed from symbols other inputs bind: its uses print the expression
+        raise UnsupportedGraph(f"a SymInt input whose symbols no input binds ({expr})")
 
     def text(self, x) -> str:
         if isinstance(x, int):
@@ -258,14 +271,20 @@ def import_graph(gm: torch.fx.GraphModule) -> ImportedGraph:
     # Symbols first: a tensor input may come before the SymInt input binding its size.
     for node in placeholders:
         if isinstance(node.meta.get("val"), torch.SymInt):
-            w.symbols.bind(node.meta["val"])
+            w.symbols.bind(node.meta["val"], derived_ok=False)
 
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             val = node.meta.get("val")
             if isinstance(val, torch.SymInt):
-                k = w.symbols.bind(val)
-                nid = add_line(node, "sym_input", f"{placeholders.index(node)}, s{k}", "none")
+                bound = w.symbols.bind(val)
+                if bound is None:  # a constant: its uses print the number
+                    continue
+                k, coef, const = bound
+                if k == len(g.symbol_args):
+                    g.symbol_args.append((placeholders.index(node), coef, const))
+                if (coef, const) == (1, 0):
+                    add_line(node, "sym_input", f"{placeholders.index(node)}, s{k}", "none")
                 continue
             if val is not None and not _is_tensor(val):
                 raise UnsupportedGraph(f"non-tensor graph input {node.name}")
@@ -324,5 +343,6 @@ def import_graph(gm: torch.fx.GraphModule) -> ImportedGraph:
     lines.append("}")
     lines[0] = w.symbols.header()
     g.num_symbols = len(w.symbols.hints)
+    g.symbol_index = dict(w.symbols.index)
     g.text = "\n".join(lines) + "\n"
     return g

@@ -30,7 +30,8 @@ def _view_fn(spec, layout, arena_views):
 
 
 def _arg_builder(value, fetch):
-    """A function bufs -> value, with FX nodes replaced by runtime tensors."""
+    """A function bufs -> value, with FX nodes replaced by runtime tensors (or, for
+    size arithmetic, by its value at the plan's symbol values)."""
     if isinstance(value, torch.fx.Node):
         return fetch[value]
     if isinstance(value, (list, tuple)):
@@ -79,33 +80,54 @@ def _conform(r, sizes, dtype):
     return r.to(dtype)
 
 
-class GraphRunner:
-    def __init__(self, cg, imported: ImportedGraph, gm: torch.fx.GraphModule):
-        # AOTAutograd passes the arguments as one list. An instance attribute, not a class
-        # one: AOTAutograd wraps the backward in torch._dynamo.disable, whose
-        # functools.wraps copies the instance __dict__ only.
-        self._boxed_call = True
-        self.cg = cg
-        self._gm = gm
-        self._eager = None  # set when this graph must run eagerly from now on
-        self.attr_tensors = [getattr(gm, t) for t in imported.attr_inputs]
-        buffers = cg.buffers
+class _SymbolValues(dict):
+    """FX nodes -> functions bufs -> value: tensors as given, and any SymInt-valued
+    node (a size input or size arithmetic) evaluated once at the plan's symbol values."""
+
+    def __init__(self, tensors, symbol_index, values):
+        super().__init__(tensors)
+        self._subs = None
+        if symbol_index:
+            import sympy
+
+            self._subs = {s: sympy.Integer(values[k]) for s, k in symbol_index.items()}
+
+    def __missing__(self, node):
+        val = node.meta.get("val")
+        if self._subs is None or not isinstance(val, torch.SymInt):
+            raise KeyError(node)
+        v = int(val.node.expr.xreplace(self._subs))
+        fn = lambda bufs: v  # noqa: E731
+        self[node] = fn
+        return fn
+
+
+class _Plan:
+    """Everything a call needs, decided once: per kernel group the buffers to allocate
+    and the pointers to pass; per extern op one prebuilt ATen call. A graph with
+    symbols gets one plan per distinct set of symbol values (the layout's sizes)."""
+
+    def __init__(self, runner, layout, symbols):
+        imported = runner.imported
+        cg = runner.cg
+        self.symbols = list(symbols) if symbols is not None else None
+        buffers = layout["buffers"]
         self.num_buffers = len(buffers)
-        layout = {b["id"]: (tuple(b["sizes"]), tuple(b["strides"])) for b in buffers}
+        layout_of = {b["id"]: (tuple(b["sizes"]), tuple(b["strides"])) for b in buffers}
         self.inputs = [(b["id"], b["input_index"]) for b in buffers if b["kind"] == "input"]
         # Intermediates live in an arena planned by C++ and reused across calls;
         # only graph outputs are allocated per call.
-        self.arena_bytes = cg.arena_bytes
+        self.arena_bytes = layout["arena_bytes"]
         self.arena_views = [(b["id"], b["arena_offset"], tuple(b["sizes"]), tuple(b["strides"]),
                              TORCH_DTYPES[b["dtype"]]) for b in buffers if b["arena_offset"] >= 0]
         in_arena = {b for b, *_ in self.arena_views}
         alloc = {b["id"]: (tuple(b["sizes"]), tuple(b["strides"]), TORCH_DTYPES[b["dtype"]])
                  for b in buffers if b["kind"] == "computed" and b["in_memory"] and b["id"] not in in_arena}
-        self._workspaces = []  # free workspaces: one is taken per concurrent call
+        self.workspaces = []  # free workspaces: one is taken per concurrent call
 
         # (arena buffer ids, first extra slot, views of arena buffers made per workspace)
         self._arena_view_specs = (in_arena, self.num_buffers, [])
-        kernels, externs = cg.kernels, cg.externs
+        kernels, externs = cg.kernels, layout["externs"]
         steps, uses = [], []
         allocated = set()
         for si, (kind, payload, args) in enumerate(cg.steps):
@@ -117,19 +139,27 @@ class GraphRunner:
             else:
                 e = externs[payload]
                 node = imported.nodes[e["node"]]
-                fetch = {imported.refs[(nid, idx)]: _view_fn(view, layout, self._arena_view_specs)
-                         for nid, idx, view in e["tensor_args"]}
+                tensors = {imported.refs[(nid, idx)]: _view_fn(view, layout_of, self._arena_view_specs)
+                           for nid, idx, view in e["tensor_args"]}
+                fetch = _SymbolValues(tensors, imported.symbol_index, symbols)
                 outs = tuple(e["output_buffers"])
                 # Kernels read extern results with the strides ember compiled for;
                 # ATen is checked on every call and its result copied if it differs.
-                expect = tuple((b, layout[b][0], layout[b][1], TORCH_DTYPES[buffers[b]["dtype"]]) if b >= 0 else None
+                expect = tuple((b, layout_of[b][0], layout_of[b][1], TORCH_DTYPES[buffers[b]["dtype"]]) if b >= 0 else None
                                for b in outs)
                 steps.append((1, _call_builder(node, fetch), outs, expect))
                 uses.append({view[0] for _, _, view in e["tensor_args"]})
-        self.outputs = [(False, out) if spec is None else (True, _view_fn(spec, layout, (set(), 0, [])))
-                        for out, spec in zip(imported.output_args, cg.outputs)]
+        constants = _SymbolValues({}, imported.symbol_index, symbols)
+        self.outputs = []
+        for out, spec in zip(imported.output_args, layout["outputs"]):
+            if spec is not None:
+                self.outputs.append((True, _view_fn(spec, layout_of, (set(), 0, []))))
+            elif isinstance(out, torch.fx.Node) and isinstance(out.meta.get("val"), torch.SymInt):
+                self.outputs.append((False, constants[out](None)))  # a size the backward needs
+            else:
+                self.outputs.append((False, out))
         # Drop each buffer after its last use (outputs are kept alive by the caller).
-        keep = {spec[0] for spec in cg.outputs if spec is not None} | in_arena
+        keep = {spec[0] for spec in layout["outputs"] if spec is not None} | in_arena
         last = {}
         for si, used in enumerate(uses):
             for b in used:
@@ -140,7 +170,7 @@ class GraphRunner:
                 release[si].append(b)
         self.steps = [s + (tuple(r),) for s, r in zip(steps, release)]
 
-    def _new_workspace(self):
+    def new_workspace(self):
         """A buffer list template with every arena buffer as a view of one allocation,
         followed by the views of arena buffers that extern ops take."""
         template = [None] * self.num_buffers
@@ -152,27 +182,60 @@ class GraphRunner:
             template.append(base.as_strided(sizes, strides, base.storage_offset() + offset))
         return template
 
+
+class GraphRunner:
+    def __init__(self, cg, imported: ImportedGraph, gm: torch.fx.GraphModule):
+        # AOTAutograd passes the arguments as one list. An instance attribute, not a class
+        # one: AOTAutograd wraps the backward in torch._dynamo.disable, whose
+        # functools.wraps copies the instance __dict__ only.
+        self._boxed_call = True
+        self.cg = cg
+        self.imported = imported
+        self._gm = gm
+        self._eager = None  # set when this graph must run eagerly from now on
+        self.attr_tensors = [getattr(gm, t) for t in imported.attr_inputs]
+        # A static graph has one plan; a graph with symbols one per set of symbol
+        # values, made on its first call (the kernels are the same for all of them).
+        self._symbol_args = imported.symbol_args
+        self._plans = {}
+        self._plan = None
+        if not self._symbol_args:
+            self._plan = _Plan(self, {"buffers": cg.buffers, "externs": cg.externs, "outputs": cg.outputs,
+                                      "arena_bytes": cg.arena_bytes}, None)
+
+    def _plan_for(self, args):
+        key = tuple((int(args[i]) - const) * coef for i, coef, const in self._symbol_args)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = _Plan(self, self.cg.layout(list(key)), key)
+        return plan
+
     def __call__(self, args):
         if self._eager is not None:
             return self._eager(*args)
         try:
+            plan = self._plan or self._plan_for(args)
             try:
-                template = self._workspaces.pop()
+                template = plan.workspaces.pop()
             except IndexError:
-                template = self._new_workspace()
+                template = plan.new_workspace()
             bufs = list(template)
             attrs = self.attr_tensors
             nargs = len(args)
-            for b, i in self.inputs:
+            for b, i in plan.inputs:
                 bufs[b] = args[i] if i < nargs else attrs[i - nargs]
             run_step = self.cg.run_step
+            symbols = plan.symbols
             empty = torch.empty_strided
-            for step in self.steps:
+            for step in plan.steps:
                 if step[0] == 0:
                     _, si, arg_ids, new, release = step
                     for b, sizes, strides, dtype in new:
                         bufs[b] = empty(sizes, strides, dtype=dtype)
-                    run_step(si, [bufs[b].data_ptr() for b in arg_ids])
+                    if symbols is None:
+                        run_step(si, [bufs[b].data_ptr() for b in arg_ids])
+                    else:
+                        run_step(si, [bufs[b].data_ptr() for b in arg_ids], symbols)
                 else:
                     _, call, outs, expect, release = step
                     result = call(bufs)
@@ -188,8 +251,8 @@ class GraphRunner:
                             bufs[b] = r
                 for b in release:
                     bufs[b] = None
-            out = [fn(bufs) if is_tensor else fn for is_tensor, fn in self.outputs]
-            self._workspaces.append(template)
+            out = [fn(bufs) if is_tensor else fn for is_tensor, fn in plan.outputs]
+            plan.workspaces.append(template)
             return out
         except _ShapeMismatch as e:
             from . import counters as stats, logs

@@ -77,15 +77,6 @@ TEST(symbolic_graph_errors) {
     return false;
   };
   CHECK(fails("graph(s1=4) {\n  return ()\n}\n"));                                     // not in order
-  CHECK(fails("graph(s0=1) {\n  return ()\n}\n"));                                     // hint below 2
   CHECK(fails("graph(s0=4) {\n  %0 = input(0) : f32[s1]{1}\n  return (%0)\n}\n"));     // undeclared
   CHECK(fails("graph(s0=4) {\n  %0 = input(0) : f32[s0//0]{1}\n  return (%0)\n}\n"));  // divides by zero
-  // Lowering refuses symbolic graphs until phase 2.
-  bool threw = false;
-  try {
-    lower_graph(parse_graph(kSymbolic));
-  } catch (const std::invalid_argument&) {
-    threw = true;
-  }
-  CHECK(threw);
 }

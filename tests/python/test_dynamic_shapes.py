@@ -1,0 +1,165 @@
+"""Dynamic shapes (docs/dynamic_shapes.md): one compiled graph serves every size
+Dynamo's guards admit. Each test compiles once, runs several sizes against eager, and
+checks with ember.stats() that no size after the first generated or compiled code."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ember
+
+
+def run_sizes(fn, make_args, sizes, dynamic=True, mark=None, atol=1e-5, rtol=1e-5):
+    """Compiles fn once and runs it at each size; returns the stats after the first call
+    and after the last."""
+    torch._dynamo.reset()
+    ember.reset_stats()
+    compiled = torch.compile(fn, backend="ember", dynamic=dynamic)
+    first = None
+    for size in sizes:
+        args = make_args(size)
+        if mark:
+            for i, dims in mark.items():
+                for d in dims:
+                    torch._dynamo.mark_dynamic(args[i], d)
+        got, want = compiled(*args), fn(*args)
+        for a, e in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            torch.testing.assert_close(a, e, atol=atol, rtol=rtol)
+        if first is None:
+            first = ember.stats()
+    return first, ember.stats()
+
+
+def assert_compiled_once(first, last):
+    assert first["eager_fallbacks"] == 0, first
+    assert first["codegen_runs"] >= 1, first
+    for key in ("codegen_runs", "c_compiler_runs", "graphs_compiled", "recompiles", "eager_fallbacks"):
+        assert last[key] == first[key], (key, first, last)
+
+
+def test_layer_norm_softmax_and_column_sum_serve_every_size():
+    def fn(x, w, b):
+        y = F.layer_norm(x, (x.shape[-1],), w, b)
+        return torch.softmax(y * 2.0, dim=-1) + x.sum(dim=0, keepdim=True)
+
+    w, b = torch.randn(16), torch.randn(16)
+    first, last = run_sizes(fn, lambda n: (torch.randn(n, 5, 16), w, b), [3, 7, 64, 129])
+    assert_compiled_once(first, last)
+
+
+def test_views_slices_and_extern_matmuls_with_symbolic_sizes():
+    def fn(x, w):
+        y = F.layer_norm(x, [x.shape[-1]]) @ w
+        return y.view(-1, 4).softmax(-1), y.sum(0), y[:, 1:].expand(2, -1, -1, -1)
+
+    first, last = run_sizes(fn, lambda s: (torch.randn(*s), torch.randn(8, 16)), [(6, 5, 8), (3, 7, 8), (2, 9, 8)])
+    assert_compiled_once(first, last)
+
+
+def test_mark_dynamic_batch_of_an_mlp_block():
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.LayerNorm(32), torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32))
+    fn = lambda x: block(x) + x  # noqa: E731
+    first, last = run_sizes(fn, lambda n: (torch.randn(n, 32),), [4, 9, 33, 100], dynamic=None, mark={0: [0]})
+    assert_compiled_once(first, last)
+
+
+def test_slices_select_cat_pad_and_permute_with_symbolic_sizes():
+    def fn(x):
+        n = x.shape[1]
+        a = x[:, : n - 1] * 2 + x[:, 1:]              # slices ending at a symbolic size
+        b = torch.cat([a, x[:, -1:]], dim=1)          # cat along a symbolic dim
+        c = F.pad(b, (1, 2)) + 1                      # constant pad around a symbolic dim
+        d = c.transpose(0, 1).contiguous()
+        return d, x[:, -1], x.flip(1)
+
+    first, last = run_sizes(fn, lambda s: (torch.randn(*s),), [(3, 5, 4), (4, 11, 4), (2, 40, 4)])
+    assert_compiled_once(first, last)
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "var", "amax", "argmax", "log_softmax", "cumsum"])
+def test_reductions_over_symbolic_dims(op):
+    fns = {
+        "sum": lambda x: x.sum(-1),
+        "mean": lambda x: x.mean(0),
+        "var": lambda x: torch.var(x, dim=-1, correction=1),
+        "amax": lambda x: x.amax(1),
+        "argmax": lambda x: x.argmax(-1),
+        "log_softmax": lambda x: torch.log_softmax(x, dim=-1),
+        "cumsum": lambda x: x.cumsum(-1),
+    }
+    # 6000 columns: past the 4096-element blocks of the long float sums.
+    first, last = run_sizes(fns[op], lambda s: (torch.randn(*s),), [(3, 5), (4, 6000), (17, 33)], atol=1e-4, rtol=1e-4)
+    assert_compiled_once(first, last)
+
+
+def test_training_step_with_a_dynamic_batch_matches_eager():
+    torch.manual_seed(0)
+
+    def build():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+
+    eager, model = build(), build()
+    compiled = torch.compile(model, backend="ember", dynamic=True)
+    torch._dynamo.reset()
+    ember.reset_stats()
+    first = None
+    for n in [3, 8, 27, 5]:
+        x, t = torch.randn(n, 16), torch.randn(n, 4)
+        le = F.mse_loss(eager(x), t)
+        le.backward()
+        lc = F.mse_loss(compiled(x), t)
+        lc.backward()
+        torch.testing.assert_close(lc, le, atol=1e-6, rtol=1e-5)
+        for pe, pc in zip(eager.parameters(), model.parameters()):
+            torch.testing.assert_close(pc.grad, pe.grad, atol=1e-6, rtol=1e-5)
+            pe.grad = pc.grad = None
+        if first is None:
+            first = ember.stats()
+    last = ember.stats()
+    assert first["graphs_by_kind"].get("backward", 0) >= 1, first
+    assert_compiled_once(first, last)
+
+
+def gpt2_tiny():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=64, n_head=4, n_positions=256, vocab_size=500, bos_token_id=499,
+                        eos_token_id=499, use_cache=False, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    return GPT2LMHeadModel(config)
+
+
+def test_gpt2_inference_over_batch_and_sequence_compiles_once():
+    model = gpt2_tiny().eval()
+    shapes = [(3, 7), (8, 64), (5, 129), (2, 33)]
+    with torch.no_grad():
+        first, last = run_sizes(lambda ids: model(input_ids=ids).logits,
+                                lambda s: (torch.randint(0, 500, s, generator=torch.Generator().manual_seed(s[1])),),
+                                shapes, atol=1e-4, rtol=1e-4)
+    assert_compiled_once(first, last)
+
+
+def test_gpt2_training_over_batch_and_sequence_compiles_once():
+    eager, model = gpt2_tiny(), gpt2_tiny()
+    compiled = torch.compile(model, backend="ember", dynamic=True)
+    torch._dynamo.reset()
+    ember.reset_stats()
+    first = None
+    g = torch.Generator().manual_seed(1)
+    for b, t in [(3, 7), (8, 64), (5, 129), (2, 33)]:
+        ids = torch.randint(0, 500, (b, t), generator=g)
+        le = eager(input_ids=ids, labels=ids).loss
+        le.backward()
+        lc = compiled(input_ids=ids, labels=ids).loss
+        lc.backward()
+        torch.testing.assert_close(lc, le, atol=1e-5, rtol=1e-5)
+        for (name, pe), pc in zip(eager.named_parameters(), model.parameters()):
+            scale = pe.grad.abs().max().item() + 1e-12
+            assert (pc.grad - pe.grad).abs().max().item() / scale < 1e-4, name
+            pe.grad = pc.grad = None
+        if first is None:
+            first = ember.stats()
+    last = ember.stats()
+    assert first["graphs_by_kind"].get("backward", 0) >= 1, first
+    assert_compiled_once(first, last)
