@@ -26,7 +26,8 @@ struct Producer {
 // Which reads are served by a register and which buffers must exist in memory: the CPU
 // printer's rule (c_kernel.cpp), which holds on the GPU because every thread of a row
 // holds the row's reduction results and per-row values, and a later stage's reads of an
-// earlier stage's per-element values go through memory after a barrier.
+// earlier stage's per-element values go through memory after a barrier. One difference:
+// vector stages' results always go through memory.
 struct Placement {
   std::vector<bool> in_memory;
   std::vector<Producer> producer;  // per buffer
@@ -36,6 +37,9 @@ bool read_is_local(const Producer& prod, const Schedule& s, int kernel, int stag
   if (prod.kernel != kernel) return false;
   const Stage& ps = s.kernels[kernel].stages[prod.stage];
   const KernelItem& item = ps.items[prod.item];
+  // A vector stage's per-lane results are spread over the row's threads differently
+  // from any later stage's elements: they go through memory (the CPU keeps them in arrays).
+  if (ps.vector_reduce) return false;
   if (item.is_scan) return prod.stage == stage;
   if (item.is_reduction || ps.inner.empty()) return prod.stage < stage || (prod.stage == stage && !item.is_reduction);
   return prod.stage == stage;
@@ -84,11 +88,9 @@ void refuse_unsupported(const Kernel& k, const Program& p) {
     throw CudaUnsupported("CUDA codegen does not handle " + what + " yet (kernel " + k.name + ")");
   };
   for (const auto& st : k.stages) {
-    if (st.vector_reduce) refuse("vector stages (reductions across rows: column sums, channels-last means)");
     if (st.split > 1) refuse("split reduction stages");
     for (const auto& item : st.items) {
       const ComputedBuffer& c = p.computed[item.computed];
-      if (item.is_scan) refuse("scans (cumsum, cumprod)");
       if (c.is_reduction && (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin))
         refuse("arg-reductions (argmax, argmin)");
       if (has_sym(item.value) || has_sym(item.store_index)) refuse("symbolic sizes");
@@ -131,13 +133,15 @@ int64_t pow2_at_least(int64_t n) {
 
 // `flat` split into coordinates over `sizes` (row-major), one `const int64_t` line per
 // dim named prefix + d. The divisions run in the type of `flat` (32-bit where sizes allow).
-std::vector<std::string> decompose(const std::string& flat, const std::vector<int64_t>& sizes, const std::string& prefix) {
+// The names are numbered from `first`.
+std::vector<std::string> decompose(const std::string& flat, const std::vector<int64_t>& sizes, const std::string& prefix,
+                                   size_t first = 0) {
   std::vector<std::string> lines(sizes.size());
   int64_t stride = 1;
   for (size_t d = sizes.size(); d-- > 0;) {
     std::string q = stride == 1 ? flat : "(" + flat + " / " + std::to_string(stride) + ")";
     std::string v = d == 0 ? q : q + " % " + std::to_string(sizes[d]);
-    lines[d] = "const int64_t " + prefix + std::to_string(d) + " = (int64_t)(" + v + ");";
+    lines[d] = "const int64_t " + prefix + std::to_string(first + d) + " = (int64_t)(" + v + ");";
     stride *= sizes[d];
   }
   return lines;
@@ -201,7 +205,7 @@ class CudaKernelPrinter {
     for (const auto& st : k_.stages) {
       all_row_scope &= st.inner.empty();
       work = std::max(work, numel(st.inner));
-      for (const auto& item : st.items) reductions |= p_.computed[item.computed].is_reduction;
+      for (const auto& item : st.items) reductions |= p_.computed[item.computed].is_reduction || item.is_scan;
     }
     rows_ = k_.outer_numel();
     if (!reductions && (k_.stages.size() == 1 || all_row_scope)) {
@@ -218,8 +222,9 @@ class CudaKernelPrinter {
       wide_ = rows_ + kRowsPerWarpBlock >= kInt32Limit || work >= kInt32Limit;
     } else {
       shape_ = CudaKernelInfo::Shape::RowBlock;
-      // About four inner iterations per thread, between two warps and 1024 threads.
-      threads_ = static_cast<int>(std::clamp<int64_t>(pow2_at_least((work + 3) / 4), 64, 1024));
+      // About sixteen inner iterations per thread (independent loads in flight, fewer
+      // barriers per element), between two warps and 1024 threads.
+      threads_ = static_cast<int>(std::clamp<int64_t>(pow2_at_least((work + 15) / 16), 64, 1024));
       info.block = threads_;
       if (rows_ >= kInt32Limit) throw CudaUnsupported("CUDA codegen: more than 2^31 rows in kernel " + k_.name);
       info.grid = static_cast<uint32_t>(rows_);
@@ -317,14 +322,21 @@ class CudaKernelPrinter {
   // Returns whether the stage stored anything to memory.
   bool print_row_stage(int st) {
     const Stage& stage = k_.stages[st];
+    if (stage.vector_reduce) return print_vector_stage(stage);
     const int row_level = em_->depth();
     const bool warp = shape_ == CudaKernelInfo::Shape::RowWarp;
     bool reductions = false, stored = false;
-    for (const auto& item : stage.items) reductions |= p_.computed[item.computed].is_reduction;
+    bool scan = false;
+    for (const auto& item : stage.items) {
+      reductions |= p_.computed[item.computed].is_reduction;
+      scan |= item.is_scan;
+    }
     std::vector<Acc> accs(stage.items.size());
+    // Elements each thread accumulates (all of them on thread 0 for a scan stage).
+    const int64_t chain = scan ? numel(stage.inner) : (numel(stage.inner) + threads_ - 1) / threads_;
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const ComputedBuffer& c = p_.computed[stage.items[i].computed];
-      if (c.is_reduction) accs[i] = declare_acc(c);
+      if (c.is_reduction) accs[i] = declare_acc(c, stage.items[i].is_scan ? 0 : chain);
     }
     // Per-row pointwise values are computed by every thread (all of them read them) and
     // stored by thread 0; a per-row stage with reductions runs its one iteration on thread 0.
@@ -337,6 +349,22 @@ class CudaKernelPrinter {
       const KernelItem& item = stage.items[i];
       const ComputedBuffer& c = p_.computed[item.computed];
       std::string v = em_->emit(item.value);
+      if (item.is_scan) {
+        // The running value after this step is the element: stored, and a local here.
+        em_->line(accs[i].acc + (c.reduce_op == ReduceOp::Prod ? " *= " : " += ") + v + ";");
+        std::string step = em_->fresh("scan");
+        std::string conv = accs[i].acc;
+        const DType t = p_.buffers[c.buffer].dtype;
+        if (t == DType::F16) conv = "ember_round_h(" + conv + ")";
+        if (t == DType::BF16) conv = "ember_round_bf(" + conv + ")";
+        em_->line("const " + CEmitter::c_type(t) + " " + step + " = " + conv + ";");
+        if (m_.in_memory[c.buffer]) {
+          em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), t, step));
+          stored = true;
+        }
+        em_->bind_local(c.buffer, step, em_->depth());
+        continue;
+      }
       if (c.is_reduction) {
         accumulate(c, accs[i], v);
         continue;
@@ -352,14 +380,20 @@ class CudaKernelPrinter {
       std::vector<std::string> body = em_->close_scope();
       const std::string I = index_type();
       const std::string n = std::to_string(std::max<int64_t>(1, numel(stage.inner)));
-      em_->line("for (" + I + " j = tid; j < " + n + "; j += " + std::to_string(threads_) + ") {");
+      // A scan is sequential: thread 0 walks the row (its reductions then combine with
+      // the other threads' untouched partials, which are the identity).
+      if (scan) em_->line("for (" + I + " j = tid == 0 ? 0 : " + n + "; j < " + n + "; ++j) {");
+      else {
+        em_->line("#pragma unroll 4");
+        em_->line("for (" + I + " j = tid; j < " + n + "; j += " + std::to_string(threads_) + ") {");
+      }
       for (const auto& l : body) em_->line("  " + l);
       em_->line("}");
     }
     // Combine each reduction's per-thread partials; every thread gets the row's result.
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const ComputedBuffer& c = p_.computed[stage.items[i].computed];
-      if (!c.is_reduction) continue;
+      if (!c.is_reduction || stage.items[i].is_scan) continue;
       Acc& a = accs[i];
       combine(a.acc, c.reduce_op, warp);
       if (!a.flag.empty()) combine(a.flag, ReduceOp::Any, warp);
@@ -372,6 +406,38 @@ class CudaKernelPrinter {
       em_->bind_local(c.buffer, result, row_level);
     }
     return stored;
+  }
+
+  // A vector stage: inner[0] is a kept dim, contiguous in memory; inner[1..] are reduced.
+  // Each thread takes kept lanes tid, tid + threads, ... (coalesced across the warp) and
+  // reduces its lanes alone, so no partials cross threads. Results go to memory.
+  bool print_vector_stage(const Stage& stage) {
+    const std::string I = index_type();
+    em_->open_scope({{inner_var(0), "i0"}});
+    em_->line("const int64_t i0 = (int64_t)(k);");
+    std::vector<Acc> accs(stage.items.size());
+    std::vector<int64_t> reduced(stage.inner.begin() + 1, stage.inner.end());
+    for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(p_.computed[stage.items[i].computed], numel(reduced));
+    std::vector<std::pair<int, std::string>> vars;
+    for (size_t d = 1; d < stage.inner.size(); ++d) vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
+    em_->open_scope(vars);
+    for (const auto& l : decompose("r", reduced, "i", 1)) em_->line(l);
+    for (size_t i = 0; i < stage.items.size(); ++i) accumulate(p_.computed[stage.items[i].computed], accs[i], em_->emit(stage.items[i].value));
+    std::vector<std::string> body = em_->close_scope();
+    em_->line("for (" + I + " r = 0; r < " + std::to_string(numel(reduced)) + "; ++r) {");
+    for (const auto& l : body) em_->line("  " + l);
+    em_->line("}");
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const ComputedBuffer& c = p_.computed[stage.items[i].computed];
+      const Buffer& buf = p_.buffers[c.buffer];
+      std::string result = finish_acc(c, accs[i], buf.dtype);
+      em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(stage.items[i].store_index), buf.dtype, result));
+    }
+    std::vector<std::string> lanes = em_->close_scope();
+    em_->line("for (" + I + " k = tid; k < " + std::to_string(stage.inner[0]) + "; k += " + std::to_string(threads_) + ") {");
+    for (const auto& l : lanes) em_->line("  " + l);
+    em_->line("}");
+    return true;
   }
 
   void combine(const std::string& acc, ReduceOp op, bool warp) {
@@ -389,12 +455,18 @@ class CudaKernelPrinter {
                           : " = ember_block_reduce(" + acc + ", " + functor + ", scratch);"));
   }
 
-  Acc declare_acc(const ComputedBuffer& c) {
+  // A float sum whose threads each add more than kSumChain elements accumulates in double:
+  // one f32 accumulator over half a million elements loses about 4 digits (c_kernel.cpp
+  // blocks such sums into a double total for the same reason).
+  static constexpr int64_t kSumChain = 4096;
+
+  Acc declare_acc(const ComputedBuffer& c, int64_t chain) {
     Acc a;
     a.acc = em_->fresh("acc");
     DType t = c.acc_dtype;
     bool flt = is_float(t);
     a.type = CEmitter::c_type(t);
+    if (c.reduce_op == ReduceOp::Sum && t == DType::F32 && chain > kSumChain) a.type = "double";
     switch (c.reduce_op) {
       case ReduceOp::Sum: em_->line(a.type + " " + a.acc + " = 0;"); break;
       case ReduceOp::Prod: em_->line(a.type + " " + a.acc + " = 1;"); break;
@@ -443,6 +515,10 @@ class CudaKernelPrinter {
   // The row's result as a local equal to what a load of the stored value would give.
   std::string finish_acc(const ComputedBuffer& c, const Acc& a, DType out) {
     std::string r = a.acc;
+    if (a.type != CEmitter::c_type(c.acc_dtype) && a.type == "double") {
+      r = em_->fresh("acc");
+      em_->line("const float " + r + " = (float)" + a.acc + ";");
+    }
     if (!a.flag.empty()) em_->line("if (" + a.flag + ") " + a.acc + " = NAN;");
     if (c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) r = "(" + a.acc + " != 0)";
     if (out == c.acc_dtype || c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) return r;

@@ -17,8 +17,12 @@
 // are one pass over the row, as on CPU). Values a later stage reads from memory were
 // stored before a barrier. Per-row stores are made by thread 0 of the row.
 //
-// Not handled yet, and refused with CudaUnsupported (the graph runs eagerly): vector
-// stages (cross-row reductions), scans, arg-reductions, split stages, symbolic sizes.
+// A vector stage (a reduction across rows: a column sum) gives each thread whole kept
+// lanes, reduced alone, its results through memory; a scan stage runs on thread 0 of its
+// row. Both are correct and slow when rows are few: phase 2 splits them.
+//
+// Not handled yet, and refused with CudaUnsupported (the graph runs eagerly):
+// arg-reductions, split stages, symbolic sizes.
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -51,7 +55,7 @@ struct CudaCode {
 };
 
 // Inner iterations per stage up to which a row runs on one warp.
-constexpr int64_t kWarpRowWork = 256;
+constexpr int64_t kWarpRowWork = 1024;
 
 CudaCode generate_cuda(const Program& p, const Schedule& s);
 const char* cuda_shape_name(CudaKernelInfo::Shape s);

@@ -117,7 +117,8 @@ class CudaGraphRunner(GraphRunner):
                     if len(outs) == 1:
                         result = (result,)
                     for e, r in zip(expect, result):
-                        if e is not None:
+                        # Flash attention returns None for outputs its metadata calls tensors.
+                        if e is not None and r is not None:
                             b, sizes, strides, dtype = e
                             if r.dtype != dtype or r.shape != sizes:
                                 r = _conform(r, sizes, dtype)
