@@ -6,6 +6,7 @@ namespace nb = nanobind;
 void define_graph(nb::module_& m);
 void define_runtime(nb::module_& m);
 void define_tools(nb::module_& m);
+void define_cuda(nb::module_& m);
 
 NB_MODULE(_core, m) {
   m.doc() = "ember's C++ compiler core";
@@ -14,4 +15,5 @@ NB_MODULE(_core, m) {
   define_graph(m);
   define_runtime(m);
   define_tools(m);
+  define_cuda(m);
 }

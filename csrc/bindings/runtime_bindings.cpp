@@ -4,72 +4,13 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "bindings/program_views.h"
 #include "runtime/compiled_graph.h"
 
 namespace nb = nanobind;
 using ember::CompiledGraph;
 
-namespace {
-
-using Symbols = std::vector<int64_t>;
-
-// Views, buffers and outputs with their sizes evaluated at the given symbol values
-// (the hints for the properties, a call's values for layout()).
-nb::tuple view_tuple(const ember::StridedView& v, const Symbols& s) {
-  return nb::make_tuple(v.buffer, ember::dtype_name(v.dtype), nb::cast(ember::eval_dims(v.sizes, s)),
-                        nb::cast(ember::eval_dims(v.strides, s)), ember::eval_dim(v.offset, s));
-}
-
-const char* buffer_kind(ember::Buffer::Kind k) {
-  switch (k) {
-    case ember::Buffer::Kind::Input: return "input";
-    case ember::Buffer::Kind::Extern: return "extern";
-    default: return "computed";
-  }
-}
-
-nb::list buffers_at(const CompiledGraph& g, const Symbols& s, const ember::MemoryPlan& arena) {
-  nb::list out;
-  const auto& p = g.program();
-  for (const auto& b : p.buffers) {
-    nb::dict d;
-    d["id"] = b.id;
-    d["kind"] = buffer_kind(b.kind);
-    d["dtype"] = ember::dtype_name(b.dtype);
-    d["sizes"] = nb::cast(ember::eval_dims(b.sizes, s));
-    d["strides"] = nb::cast(ember::eval_dims(b.strides, s));
-    d["input_index"] = b.input_index;
-    d["arena_offset"] = arena.offset.empty() ? int64_t(-1) : arena.offset[b.id];
-    d["in_memory"] = static_cast<bool>(g.code().buffer_in_memory.empty() ? true : g.code().buffer_in_memory[b.id]);
-    out.append(d);
-  }
-  return out;
-}
-
-nb::list externs_at(const CompiledGraph& g, const Symbols& s) {
-  nb::list out;
-  for (const auto& e : g.program().externs) {
-    nb::dict d;
-    d["node"] = e.node;
-    d["op"] = g.graph().nodes[e.node].op;
-    d["reason"] = e.reason;
-    nb::list args;
-    for (size_t i = 0; i < e.tensor_args.size(); ++i)
-      args.append(nb::make_tuple(e.tensor_args[i].node, e.tensor_args[i].index, view_tuple(e.tensor_views[i], s)));
-    d["tensor_args"] = args;
-    d["output_buffers"] = nb::cast(e.output_buffers);
-    out.append(d);
-  }
-  return out;
-}
-
-nb::list outputs_at(const CompiledGraph& g, const Symbols& s) {
-  nb::list out;
-  for (const auto& o : g.program().outputs) out.append(o.is_tensor ? nb::object(view_tuple(o.view, s)) : nb::none());
-  return out;
-}
-
-}  // namespace
+using namespace ember::bindings;
 
 void define_runtime(nb::module_& m) {
   nb::class_<CompiledGraph>(m, "CompiledGraph")
@@ -98,21 +39,18 @@ void define_runtime(nb::module_& m) {
         return d;
       })
       .def_prop_ro("buffers", [](const CompiledGraph& g) {
-        ember::MemoryPlan arena;
-        arena.arena_bytes = g.arena_bytes();
-        for (size_t b = 0; b < g.program().buffers.size(); ++b) arena.offset.push_back(g.arena_offset(static_cast<int>(b)));
-        return buffers_at(g, g.hints(), arena);
+        return buffers_at(g.program(), g.code().buffer_in_memory, g.hints(), arena_of(g));
       })
-      .def_prop_ro("externs", [](const CompiledGraph& g) { return externs_at(g, g.hints()); })
-      .def_prop_ro("outputs", [](const CompiledGraph& g) { return outputs_at(g, g.hints()); })
+      .def_prop_ro("externs", [](const CompiledGraph& g) { return externs_at(g.graph(), g.program(), g.hints()); })
+      .def_prop_ro("outputs", [](const CompiledGraph& g) { return outputs_at(g.program(), g.hints()); })
       .def_prop_ro("num_symbols", &CompiledGraph::num_symbols)
       .def("layout", [](const CompiledGraph& g, const Symbols& s) {
         if (s.size() != static_cast<size_t>(g.num_symbols())) throw std::invalid_argument("wrong number of symbol values");
         ember::MemoryPlan arena = g.arena_at(s);
         nb::dict d;
-        d["buffers"] = buffers_at(g, s, arena);
-        d["externs"] = externs_at(g, s);
-        d["outputs"] = outputs_at(g, s);
+        d["buffers"] = buffers_at(g.program(), g.code().buffer_in_memory, s, arena);
+        d["externs"] = externs_at(g.graph(), g.program(), s);
+        d["outputs"] = outputs_at(g.program(), s);
         d["arena_bytes"] = arena.arena_bytes;
         return d;
       }, nb::arg("symbols"), "Buffers, extern views, outputs and the arena plan for these symbol values.")
@@ -129,16 +67,7 @@ void define_runtime(nb::module_& m) {
         }
         return out;
       })
-      .def_prop_ro("steps", [](const CompiledGraph& g) {
-        nb::list out;
-        for (const auto& s : g.steps()) {
-          if (s.kind == ember::ExecStep::Kind::Extern)
-            out.append(nb::make_tuple("extern", s.extern_call, nb::list()));
-          else
-            out.append(nb::make_tuple("kernels", nb::cast(s.kernels), nb::cast(s.args)));
-        }
-        return out;
-      })
+      .def_prop_ro("steps", [](const CompiledGraph& g) { return steps_list(g.steps()); })
       .def("run_step", &CompiledGraph::run_step, nb::arg("step"), nb::arg("ptrs"), nb::arg("symbols") = Symbols{},
            nb::call_guard<nb::gil_scoped_release>(), "Run the kernel group of step `step`.");
 

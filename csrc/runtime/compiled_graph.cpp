@@ -145,35 +145,12 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_t
 }
 
 void CompiledGraph::build_steps() {
-  for (const auto& s : schedule_.steps) {
-    if (s.kind == Schedule::Step::Kind::Extern) {
-      ExecStep e;
-      e.kind = ExecStep::Kind::Extern;
-      e.extern_call = s.index;
-      steps_.push_back(std::move(e));
-      continue;
-    }
-    if (steps_.empty() || steps_.back().kind != ExecStep::Kind::Kernels) steps_.push_back(ExecStep{});
-    steps_.back().kernels.push_back(s.index);
-  }
-  arg_slots_.resize(steps_.size());
+  std::vector<std::vector<int>> kernel_args;
+  for (const auto& k : code_.kernels) kernel_args.push_back(k.args);
+  StepPlan plan = group_steps(schedule_, kernel_args);
+  steps_ = std::move(plan.steps);
+  arg_slots_ = std::move(plan.arg_slots);
   grains_.resize(code_.kernels.size());
-  for (size_t si = 0; si < steps_.size(); ++si) {
-    ExecStep& st = steps_[si];
-    std::unordered_map<int, int> slot;
-    for (int k : st.kernels) {
-      std::vector<int> slots;
-      for (int b : code_.kernels[k].args) {
-        auto it = slot.find(b);
-        if (it == slot.end()) {
-          it = slot.emplace(b, static_cast<int>(st.args.size())).first;
-          st.args.push_back(b);
-        }
-        slots.push_back(it->second);
-      }
-      arg_slots_[si].push_back(std::move(slots));
-    }
-  }
   for (size_t k = 0; k < code_.kernels.size(); ++k) {
     const KernelInfo& info = code_.kernels[k];
     // Rows per task: enough work (~16k inner iterations) to pay for an OpenMP
@@ -183,28 +160,7 @@ void CompiledGraph::build_steps() {
 }
 
 void CompiledGraph::plan_memory() {
-  // Arena candidates: computed buffers in memory that are not graph outputs.
-  std::vector<bool> is_output(program_.buffers.size(), false);
-  for (const auto& o : program_.outputs)
-    if (o.is_tensor) is_output[o.view.buffer] = true;
-  std::vector<int> first(program_.buffers.size(), -1), last(program_.buffers.size(), -1);
-  auto touch = [&](int b, int step) {
-    if (first[b] < 0) first[b] = step;
-    last[b] = step;
-  };
-  for (size_t si = 0; si < steps_.size(); ++si) {
-    const ExecStep& st = steps_[si];
-    if (st.kind == ExecStep::Kind::Kernels) {
-      for (int b : st.args) touch(b, static_cast<int>(si));
-    } else {
-      for (const auto& v : program_.externs[st.extern_call].tensor_views) touch(v.buffer, static_cast<int>(si));
-    }
-  }
-  for (const auto& b : program_.buffers) {
-    if (b.kind != Buffer::Kind::Computed || is_output[b.id] || first[b.id] < 0) continue;
-    if (!code_.buffer_in_memory.empty() && !code_.buffer_in_memory[b.id]) continue;
-    lifetimes_.push_back({b.id, b.extent() * Dim(static_cast<int64_t>(dtype_size(b.dtype))), first[b.id], last[b.id]});
-  }
+  lifetimes_ = arena_lifetimes(program_, steps_, code_.buffer_in_memory);
   arena_ = arena_at(hints());
 }
 
@@ -215,11 +171,7 @@ std::vector<int64_t> CompiledGraph::hints() const {
 }
 
 MemoryPlan CompiledGraph::arena_at(const std::vector<int64_t>& symbols) const {
-  std::vector<Lifetime> candidates;
-  // A size-oblivious symbol may be 0 at run time: an empty buffer takes no bytes.
-  for (const auto& l : lifetimes_)
-    candidates.push_back({l.buffer, std::max<int64_t>(0, eval_dim(l.bytes, symbols)), l.first, l.last});
-  return plan_arena(candidates, static_cast<int>(program_.buffers.size()));
+  return place_arena(lifetimes_, static_cast<int>(program_.buffers.size()), symbols);
 }
 
 void CompiledGraph::load_kernels(const CompileOptions& opts) {

@@ -17,6 +17,7 @@
 #include "ir/graph.h"
 #include "lower/program.h"
 #include "schedule/kernel.h"
+#include "runtime/exec_steps.h"
 #include "schedule/memory_plan.h"
 
 namespace ember {
@@ -38,14 +39,6 @@ struct PassDump {
 
 struct PhaseTimes {
   double parse = 0, lower = 0, schedule = 0, codegen = 0, compile = 0, load = 0;
-};
-
-struct ExecStep {
-  enum class Kind : uint8_t { Kernels, Extern };
-  Kind kind = Kind::Kernels;
-  int extern_call = -1;          // Extern: index into Program::externs
-  std::vector<int> kernels;      // Kernels: indices into kernel list, in order
-  std::vector<int> args;         // Kernels: buffer ids whose pointers the group takes
 };
 
 class CompiledGraph {
@@ -95,11 +88,6 @@ class CompiledGraph {
   GeneratedCode code_;
   std::vector<ExecStep> steps_;
   MemoryPlan arena_;
-  struct SizedLifetime {
-    int buffer;
-    Dim bytes;
-    int first, last;
-  };
   std::vector<SizedLifetime> lifetimes_;  // arena candidates
   PhaseTimes times_;
   std::vector<PassDump> passes_;

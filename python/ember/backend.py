@@ -19,6 +19,7 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from . import _core, counters as stats, logs
 from .config import Config, config as global_config
+from .cuda import compile_cuda_graph, graph_device
 from .fx_import import UnsupportedGraph, import_graph
 from .runtime import GraphRunner
 
@@ -102,18 +103,22 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         record.ops = [str(n.target) for n in gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
     t0 = time.perf_counter()
     try:
-        imported = import_graph(gm)
+        device = graph_device(example_inputs)  # None: a CPU graph
+        imported = import_graph(gm, "cpu" if device is None else str(device))
         record.imported = imported
         t1 = time.perf_counter()
-        cg = _core.compile(
-            imported.text,
-            fuse=cfg.fuse,
-            disk_cache=cfg.disk_cache,
-            cache_dir=cfg.cache_dir or "",
-            debug_dir=_debug_dir(cfg, record.name),
-        )
+        if device is not None:
+            cg, runner = compile_cuda_graph(imported, gm, device, cfg, _debug_dir(cfg, record.name))
+        else:
+            cg = _core.compile(
+                imported.text,
+                fuse=cfg.fuse,
+                disk_cache=cfg.disk_cache,
+                cache_dir=cfg.cache_dir or "",
+                debug_dir=_debug_dir(cfg, record.name),
+            )
+            runner = GraphRunner(cg, imported, gm)
         record.cg = cg
-        runner = GraphRunner(cg, imported, gm)
         t2 = time.perf_counter()
         record.times = {"import": t1 - t0, **cg.times, "total": t2 - t0}
         stats.count_graph(kind, t2 - t0)

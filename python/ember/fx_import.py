@@ -131,15 +131,15 @@ class _Symbols:
         return "graph(" + ", ".join(f"s{k}={h}" for k, h in enumerate(self.hints)) + ") {"
 
 
-def _type_text(v, symbols: _Symbols) -> str:
+def _type_text(v, symbols: _Symbols, device: str = "cpu") -> str:
     if not _is_tensor(v):
         return "none"
     if v.dtype not in DTYPE_NAMES:
         raise UnsupportedGraph(f"dtype {v.dtype} is not supported")
     if v.layout != torch.strided:
         raise UnsupportedGraph(f"layout {v.layout} is not supported")
-    if v.device.type != "cpu":
-        raise UnsupportedGraph(f"device {v.device} is not supported by the CPU backend")
+    if (v.device.type if device == "cpu" else str(v.device)) != device:
+        raise UnsupportedGraph(f"a value on {v.device} in a graph compiled for {device}")
     sizes = ",".join(symbols.text(s) for s in v.shape)
     strides = ",".join(symbols.text(s) for s in v.stride())
     return f"{DTYPE_NAMES[v.dtype]}[{sizes}]{{{strides}}}"
@@ -249,7 +249,7 @@ def _inside_one_op(node, graph_outputs) -> bool:
     return True
 
 
-def import_graph(gm: torch.fx.GraphModule) -> ImportedGraph:
+def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph:
     g = ImportedGraph()
     w = _Writer(g)
     lines = ["graph {"]
@@ -288,7 +288,7 @@ def import_graph(gm: torch.fx.GraphModule) -> ImportedGraph:
                 continue
             if val is not None and not _is_tensor(val):
                 raise UnsupportedGraph(f"non-tensor graph input {node.name}")
-            nid = add_line(node, "input", str(placeholders.index(node)), _type_text(val, w.symbols))
+            nid = add_line(node, "input", str(placeholders.index(node)), _type_text(val, w.symbols, device))
             g.refs[(nid, 0)] = node
         elif node.op == "get_attr":
             val = getattr(gm, node.target)
@@ -296,7 +296,7 @@ def import_graph(gm: torch.fx.GraphModule) -> ImportedGraph:
                 raise UnsupportedGraph(f"non-tensor attribute {node.target}")
             index = g.num_placeholders + len(g.attr_inputs)
             g.attr_inputs.append(node.target)
-            nid = add_line(node, "input", str(index), _type_text(val, w.symbols))
+            nid = add_line(node, "input", str(index), _type_text(val, w.symbols, device))
             g.refs[(nid, 0)] = node
         elif node.op == "call_function":
             if isinstance(node.meta.get("val"), torch.SymInt):
@@ -316,12 +316,12 @@ def import_graph(gm: torch.fx.GraphModule) -> ImportedGraph:
             args_text = ", ".join(w.value(a) for a in _schema_args(node))
             val = node.meta.get("val")
             if isinstance(val, (list, tuple)):
-                types = [_type_text(v, w.symbols) for v in val]
+                types = [_type_text(v, w.symbols, device) for v in val]
                 type_text = "(" + ", ".join(types) + ")" if len(types) != 1 else types[0]
                 if not types:
                     type_text = "none"
             else:
-                type_text = _type_text(val, w.symbols)
+                type_text = _type_text(val, w.symbols, device)
             if _inside_one_op(node, graph_outputs):
                 type_text += " internal"
             nid = add_line(node, name, args_text, type_text)

@@ -109,6 +109,7 @@ class _Plan:
 
     def __init__(self, runner, layout, symbols):
         imported = runner.imported
+        self.device = runner.device
         cg = runner.cg
         self.symbols = list(symbols) if symbols is not None else None
         buffers = layout["buffers"]
@@ -174,7 +175,7 @@ class _Plan:
         """A buffer list template with every arena buffer as a view of one allocation,
         followed by the views of arena buffers that extern ops take."""
         template = [None] * self.num_buffers
-        arena = torch.empty(self.arena_bytes, dtype=torch.uint8)
+        arena = torch.empty(self.arena_bytes, dtype=torch.uint8, device=self.device)
         for b, offset, sizes, strides, dtype in self.arena_views:
             template[b] = arena[offset:].view(dtype).as_strided(sizes, strides)
         for b, sizes, strides, offset in self._arena_view_specs[2]:
@@ -184,6 +185,11 @@ class _Plan:
 
 
 class GraphRunner:
+    """Runs a compiled graph on the CPU. A device runner (cuda.py) changes where buffers
+    live, which workspaces a call may reuse, and how kernel groups launch."""
+
+    device = torch.device("cpu")
+
     def __init__(self, cg, imported: ImportedGraph, gm: torch.fx.GraphModule):
         # AOTAutograd passes the arguments as one list. An instance attribute, not a class
         # one: AOTAutograd wraps the backward in torch._dynamo.disable, whose
@@ -210,49 +216,52 @@ class GraphRunner:
             plan = self._plans[key] = _Plan(self, self.cg.layout(list(key)), key)
         return plan
 
+    def _call_context(self, plan):
+        """(the free workspaces this call may take one from, a function (step, pointers)
+        that runs a kernel group)."""
+        if plan.symbols is None:
+            return plan.workspaces, self.cg.run_step
+        run_step, symbols = self.cg.run_step, plan.symbols
+        return plan.workspaces, lambda si, ptrs: run_step(si, ptrs, symbols)
+
     def __call__(self, args):
         if self._eager is not None:
             return self._eager(*args)
         try:
             plan = self._plan or self._plan_for(args)
-            try:
-                template = plan.workspaces.pop()
-            except IndexError:
-                template = plan.new_workspace()
+            free, launch = self._call_context(plan)
+            template = free.pop() if free else plan.new_workspace()
             bufs = list(template)
             attrs = self.attr_tensors
             nargs = len(args)
             for b, i in plan.inputs:
                 bufs[b] = args[i] if i < nargs else attrs[i - nargs]
-            run_step = self.cg.run_step
-            symbols = plan.symbols
             empty = torch.empty_strided
+            dev = self.device
             for step in plan.steps:
                 if step[0] == 0:
                     _, si, arg_ids, new, release = step
                     for b, sizes, strides, dtype in new:
-                        bufs[b] = empty(sizes, strides, dtype=dtype)
-                    if symbols is None:
-                        run_step(si, [bufs[b].data_ptr() for b in arg_ids])
-                    else:
-                        run_step(si, [bufs[b].data_ptr() for b in arg_ids], symbols)
+                        bufs[b] = empty(sizes, strides, dtype=dtype, device=dev)
+                    launch(si, [bufs[b].data_ptr() for b in arg_ids])
                 else:
                     _, call, outs, expect, release = step
                     result = call(bufs)
                     if len(outs) == 1:
                         result = (result,)
                     for e, r in zip(expect, result):
-                        if e is not None:
+                        # Flash attention returns None for outputs its metadata calls tensors.
+                        if e is not None and r is not None:
                             b, sizes, strides, dtype = e
                             if r.dtype != dtype or r.shape != sizes:
                                 r = _conform(r, sizes, dtype)
                             if r.stride() != strides and r.numel() > 1:
-                                r = torch.empty_strided(sizes, strides, dtype=dtype).copy_(r)
+                                r = torch.empty_strided(sizes, strides, dtype=dtype, device=dev).copy_(r)
                             bufs[b] = r
                 for b in release:
                     bufs[b] = None
             out = [fn(bufs) if is_tensor else fn for is_tensor, fn in plan.outputs]
-            plan.workspaces.append(template)
+            free.append(template)
             return out
         except _ShapeMismatch as e:
             from . import counters as stats, logs

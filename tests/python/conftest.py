@@ -17,6 +17,10 @@ if importlib.util.find_spec("ember") is None:
 os.environ.setdefault("EMBER_FALLBACK_ON_ERROR", "0")
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (CI has none; see docs/gpu.md)")
+
+
 def pytest_report_header(config):
     from helpers import BACKEND
     return f"backend under test: {BACKEND} (set EMBER_TEST_BACKEND to change)"

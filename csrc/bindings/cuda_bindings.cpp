@@ -1,0 +1,112 @@
+// CudaCompiledGraph: compile graph text for a CUDA device (or only to a cubin, with no
+// GPU), inspect it like a CompiledGraph, run kernel groups on a stream.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings/program_views.h"
+#include "jit/nvrtc.h"
+#include "runtime/cuda_compiled_graph.h"
+#include "runtime/cuda_driver.h"
+
+namespace nb = nanobind;
+using ember::CudaCompiledGraph;
+
+using namespace ember::bindings;
+
+void define_cuda(nb::module_& m) {
+  nb::exception<ember::CudaUnsupported>(m, "CudaUnsupported");
+  // The same properties as CompiledGraph, so that the Python runner reads either.
+  nb::class_<CudaCompiledGraph>(m, "CudaCompiledGraph")
+      .def_prop_ro("graph_text", [](const CudaCompiledGraph& g) { return ember::print_graph(g.graph()); })
+      .def_prop_ro("program_text", &CudaCompiledGraph::program_text)
+      .def_prop_ro("schedule_text", &CudaCompiledGraph::schedule_text)
+      .def_prop_ro("source", [](const CudaCompiledGraph& g) { return g.code().source; })
+      .def_prop_ro("cubin", [](const CudaCompiledGraph& g) { return nb::bytes(g.cubin().data(), g.cubin().size()); })
+      .def_prop_ro("cache_status", &CudaCompiledGraph::cache_status)
+      .def_prop_ro("cache_note", &CudaCompiledGraph::cache_note)
+      .def_prop_ro("cache_key", &CudaCompiledGraph::cache_key)
+      .def_prop_ro("passes", [](const CudaCompiledGraph& g) {
+        nb::list out;
+        for (const auto& p : g.passes()) out.append(nb::make_tuple(p.pass, p.text));
+        return out;
+      })
+      .def_prop_ro("arena_bytes", &CudaCompiledGraph::arena_bytes)
+      .def_prop_ro("times", [](const CudaCompiledGraph& g) {
+        const auto& t = g.times();
+        nb::dict d;
+        d["parse"] = t.parse;
+        d["lower"] = t.lower;
+        d["schedule"] = t.schedule;
+        d["codegen"] = t.codegen;
+        d["compile"] = t.compile;
+        d["load"] = t.load;
+        return d;
+      })
+      .def_prop_ro("buffers", [](const CudaCompiledGraph& g) {
+        return buffers_at(g.program(), g.code().buffer_in_memory, {}, arena_of(g));
+      })
+      .def_prop_ro("externs", [](const CudaCompiledGraph& g) { return externs_at(g.graph(), g.program(), {}); })
+      .def_prop_ro("outputs", [](const CudaCompiledGraph& g) { return outputs_at(g.program(), {}); })
+      .def_prop_ro("num_symbols", [](const CudaCompiledGraph&) { return 0; })  // static graphs only
+      .def_prop_ro("kernels", [](const CudaCompiledGraph& g) {
+        nb::list out;
+        for (const auto& k : g.code().kernels) {
+          nb::dict d;
+          d["name"] = k.name;
+          d["shape"] = ember::cuda_shape_name(k.shape);
+          d["grid"] = k.grid;
+          d["block"] = k.block;
+          d["args"] = nb::cast(k.args);
+          d["origins"] = nb::cast(k.origins);
+          out.append(d);
+        }
+        return out;
+      })
+      .def_prop_ro("steps", [](const CudaCompiledGraph& g) { return steps_list(g.steps()); })
+      .def("run_step", &CudaCompiledGraph::run_step, nb::arg("step"), nb::arg("ptrs"), nb::arg("stream"),
+           "Launch the kernel group of step `step` on `stream` (asynchronous).");
+
+  m.def(
+      "compile_cuda",
+      [](const std::string& text, const std::string& arch, int device, bool fuse, bool disk_cache,
+         const std::string& cache_dir, const std::string& debug_dir, const std::vector<std::string>& nvrtc_dirs) {
+        ember::CudaCompileOptions o;
+        o.arch = arch;
+        o.device = device;
+        o.fuse = fuse;
+        o.disk_cache = disk_cache;
+        o.cache_dir = cache_dir;
+        o.debug_dir = debug_dir;
+        o.nvrtc_dirs = nvrtc_dirs;
+        nb::gil_scoped_release release;
+        return CudaCompiledGraph::compile(text, o);
+      },
+      nb::arg("graph_text"), nb::arg("arch") = "sm_90", nb::arg("device") = -1, nb::arg("fuse") = true,
+      nb::arg("disk_cache") = true, nb::arg("cache_dir") = "", nb::arg("debug_dir") = "",
+      nb::arg("nvrtc_dirs") = std::vector<std::string>{},
+      "Compile graph text to a cubin for `arch`; load it on CUDA device `device` unless it is -1.");
+  m.def(
+      "nvrtc_info",
+      [](const std::vector<std::string>& dirs) {
+        std::string why;
+        const ember::Nvrtc* n = ember::Nvrtc::load(dirs, &why);
+        nb::dict d;
+        d["available"] = n != nullptr;
+        d["identity"] = n ? n->identity() : std::string();
+        d["path"] = n ? n->path() : std::string();
+        d["reason"] = why;
+        return d;
+      },
+      nb::arg("dirs") = std::vector<std::string>{}, "Load NVRTC (once per process) and say which one, or why not.");
+  m.def("cuda_compile_counts", [] {
+    ember::CudaCompileCounts c = ember::cuda_compile_counts();
+    nb::dict d;
+    d["graphs"] = c.graphs;
+    d["nvrtc_runs"] = c.nvrtc_runs;
+    d["memory_cache_hits"] = c.memory_cache_hits;
+    d["disk_cache_hits"] = c.disk_cache_hits;
+    return d;
+  });
+}

@@ -1,0 +1,93 @@
+// Python views of a compiled graph's Program, shared by the CPU and CUDA graph
+// bindings (both give the runner the same dicts): buffers, extern calls, outputs and
+// steps, with sizes evaluated at given symbol values (the hints for a static view).
+#pragma once
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/vector.h>
+
+#include <vector>
+
+#include "ir/graph.h"
+#include "lower/program.h"
+#include "runtime/exec_steps.h"
+#include "schedule/memory_plan.h"
+
+namespace ember::bindings {
+
+namespace nb = nanobind;
+using Symbols = std::vector<int64_t>;
+
+inline nb::tuple view_tuple(const StridedView& v, const Symbols& s) {
+  return nb::make_tuple(v.buffer, dtype_name(v.dtype), nb::cast(eval_dims(v.sizes, s)), nb::cast(eval_dims(v.strides, s)),
+                        eval_dim(v.offset, s));
+}
+
+inline const char* buffer_kind(Buffer::Kind k) {
+  switch (k) {
+    case Buffer::Kind::Input: return "input";
+    case Buffer::Kind::Extern: return "extern";
+    default: return "computed";
+  }
+}
+
+inline nb::list buffers_at(const Program& p, const std::vector<bool>& in_memory, const Symbols& s, const MemoryPlan& arena) {
+  nb::list out;
+  for (const auto& b : p.buffers) {
+    nb::dict d;
+    d["id"] = b.id;
+    d["kind"] = buffer_kind(b.kind);
+    d["dtype"] = dtype_name(b.dtype);
+    d["sizes"] = nb::cast(eval_dims(b.sizes, s));
+    d["strides"] = nb::cast(eval_dims(b.strides, s));
+    d["input_index"] = b.input_index;
+    d["arena_offset"] = arena.offset.empty() ? int64_t(-1) : arena.offset[b.id];
+    d["in_memory"] = static_cast<bool>(in_memory.empty() ? true : in_memory[b.id]);
+    out.append(d);
+  }
+  return out;
+}
+
+inline nb::list externs_at(const Graph& g, const Program& p, const Symbols& s) {
+  nb::list out;
+  for (const auto& e : p.externs) {
+    nb::dict d;
+    d["node"] = e.node;
+    d["op"] = g.nodes[e.node].op;
+    d["reason"] = e.reason;
+    nb::list args;
+    for (size_t i = 0; i < e.tensor_args.size(); ++i)
+      args.append(nb::make_tuple(e.tensor_args[i].node, e.tensor_args[i].index, view_tuple(e.tensor_views[i], s)));
+    d["tensor_args"] = args;
+    d["output_buffers"] = nb::cast(e.output_buffers);
+    out.append(d);
+  }
+  return out;
+}
+
+inline nb::list outputs_at(const Program& p, const Symbols& s) {
+  nb::list out;
+  for (const auto& o : p.outputs) out.append(o.is_tensor ? nb::object(view_tuple(o.view, s)) : nb::none());
+  return out;
+}
+
+inline nb::list steps_list(const std::vector<ExecStep>& steps) {
+  nb::list out;
+  for (const auto& st : steps) {
+    if (st.kind == ExecStep::Kind::Extern)
+      out.append(nb::make_tuple("extern", st.extern_call, nb::list()));
+    else
+      out.append(nb::make_tuple("kernels", nb::cast(st.kernels), nb::cast(st.args)));
+  }
+  return out;
+}
+
+// The arena plan a graph reports for its hints, as a MemoryPlan.
+template <class G>
+MemoryPlan arena_of(const G& g) {
+  MemoryPlan arena;
+  arena.arena_bytes = g.arena_bytes();
+  for (size_t b = 0; b < g.program().buffers.size(); ++b) arena.offset.push_back(g.arena_offset(static_cast<int>(b)));
+  return arena;
+}
+
+}  // namespace ember::bindings

@@ -1,0 +1,577 @@
+#include "codegen/cuda_kernel.h"
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "codegen/c_emitter.h"
+#include "codegen/cuda_prelude.h"
+
+namespace ember {
+
+namespace {
+
+constexpr int kRowsPerWarpBlock = 8;     // RowWarp: rows (warps) per block
+constexpr int kElementwiseBlock = 256;   // Elementwise: threads per block
+constexpr int64_t kMaxElementwiseGrid = 1 << 20;  // beyond this, threads loop (grid-stride)
+constexpr int64_t kInt32Limit = int64_t{1} << 31;
+
+struct Producer {
+  int kernel = -1, stage = -1, item = -1;
+};
+
+// Which reads are served by a register and which buffers must exist in memory: the CPU
+// printer's rule (c_kernel.cpp), which holds on the GPU because every thread of a row
+// holds the row's reduction results and per-row values, and a later stage's reads of an
+// earlier stage's per-element values go through memory after a barrier. One difference:
+// vector stages' results always go through memory.
+struct Placement {
+  std::vector<bool> in_memory;
+  std::vector<Producer> producer;  // per buffer
+};
+
+bool read_is_local(const Producer& prod, const Schedule& s, int kernel, int stage) {
+  if (prod.kernel != kernel) return false;
+  const Stage& ps = s.kernels[kernel].stages[prod.stage];
+  const KernelItem& item = ps.items[prod.item];
+  // A vector stage's per-lane results are spread over the row's threads differently
+  // from any later stage's elements: they go through memory (the CPU keeps them in arrays).
+  if (ps.vector_reduce) return false;
+  if (item.is_scan) return prod.stage == stage;
+  if (item.is_reduction || ps.inner.empty()) return prod.stage < stage || (prod.stage == stage && !item.is_reduction);
+  return prod.stage == stage;
+}
+
+void walk_loads(const Expr& e, const std::function<void(const Expr&)>& f) {
+  if (e->op == ExprOp::Load) f(e);
+  for (const auto& a : e->args) walk_loads(a, f);
+}
+
+Placement place_buffers(const Program& p, const Schedule& s) {
+  Placement m;
+  m.in_memory.assign(p.buffers.size(), false);
+  m.producer.assign(p.buffers.size(), Producer{});
+  for (const auto& b : p.buffers)
+    if (b.kind != Buffer::Kind::Computed) m.in_memory[b.id] = true;
+  for (size_t k = 0; k < s.kernels.size(); ++k)
+    for (size_t st = 0; st < s.kernels[k].stages.size(); ++st)
+      for (size_t i = 0; i < s.kernels[k].stages[st].items.size(); ++i)
+        m.producer[p.computed[s.kernels[k].stages[st].items[i].computed].buffer] =
+            Producer{static_cast<int>(k), static_cast<int>(st), static_cast<int>(i)};
+  for (const auto& o : p.outputs)
+    if (o.is_tensor) m.in_memory[o.view.buffer] = true;
+  for (const auto& e : p.externs)
+    for (const auto& v : e.tensor_views) m.in_memory[v.buffer] = true;
+  for (size_t k = 0; k < s.kernels.size(); ++k)
+    for (size_t st = 0; st < s.kernels[k].stages.size(); ++st)
+      for (const auto& item : s.kernels[k].stages[st].items)
+        walk_loads(item.value, [&](const Expr& e) {
+          if (!read_is_local(m.producer[e->ival], s, static_cast<int>(k), static_cast<int>(st))) m.in_memory[e->ival] = true;
+        });
+  return m;
+}
+
+bool has_sym(const Expr& e) {
+  if (e->op == ExprOp::Sym) return true;
+  for (const auto& a : e->args)
+    if (has_sym(a)) return true;
+  return false;
+}
+
+// Throws CudaUnsupported, naming the kernel and the construct, for what this printer
+// cannot express yet.
+void refuse_unsupported(const Kernel& k, const Program& p) {
+  auto refuse = [&](const std::string& what) {
+    throw CudaUnsupported("CUDA codegen does not handle " + what + " yet (kernel " + k.name + ")");
+  };
+  // Below this check every size is static: the printer reads Dims by their values.
+  if (p.num_symbols > 0 || is_symbolic(k.outer)) refuse("symbolic sizes");
+  for (const auto& st : k.stages) {
+    if (is_symbolic(st.inner)) refuse("symbolic sizes");
+    if (st.split > 1) refuse("split reduction stages");
+    for (const auto& item : st.items) {
+      const ComputedBuffer& c = p.computed[item.computed];
+      if (c.is_reduction && (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin))
+        refuse("arg-reductions (argmax, argmin)");
+      if (has_sym(item.value) || has_sym(item.store_index)) refuse("symbolic sizes");
+    }
+  }
+}
+
+std::string store_text(const std::string& ptr, const std::string& index, DType t, const std::string& v) {
+  std::string ref = ptr + "[" + index + "]";
+  switch (t) {
+    case DType::F16: return ref + " = ember_f2h(" + v + ");";
+    case DType::BF16: return ref + " = ember_f2bf(" + v + ");";
+    case DType::Bool: return ref + " = (uint8_t)(" + v + ");";
+    default: return ref + " = " + v + ";";
+  }
+}
+
+std::string lowest_or_highest(DType t, bool lowest) {
+  switch (t) {
+    case DType::Bool: return lowest ? "0" : "1";
+    case DType::U8: return lowest ? "0" : "UINT8_MAX";
+    case DType::I8: return lowest ? "INT8_MIN" : "INT8_MAX";
+    case DType::I16: return lowest ? "INT16_MIN" : "INT16_MAX";
+    case DType::I32: return lowest ? "INT32_MIN" : "INT32_MAX";
+    default: return lowest ? "INT64_MIN" : "INT64_MAX";
+  }
+}
+
+int64_t numel(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+int64_t numel(const Dims& sizes) { return product(sizes).hint(); }  // static (refuse_unsupported)
+
+int64_t pow2_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+// `flat` split into coordinates over `sizes` (row-major), one `const int64_t` line per
+// dim named prefix + d. The divisions run in the type of `flat` (32-bit where sizes allow).
+// The names are numbered from `first`.
+std::vector<std::string> decompose(const std::string& flat, const std::vector<int64_t>& sizes, const std::string& prefix,
+                                   size_t first = 0) {
+  std::vector<std::string> lines(sizes.size());
+  int64_t stride = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    std::string q = stride == 1 ? flat : "(" + flat + " / " + std::to_string(stride) + ")";
+    std::string v = d == 0 ? q : q + " % " + std::to_string(sizes[d]);
+    lines[d] = "const int64_t " + prefix + std::to_string(first + d) + " = (int64_t)(" + v + ");";
+    stride *= sizes[d];
+  }
+  return lines;
+}
+
+struct Acc {
+  std::string acc, flag, type;  // accumulator, NaN flag (float max/min), its C type
+};
+
+class CudaKernelPrinter {
+ public:
+  CudaKernelPrinter(const Program& p, const Schedule& s, const Placement& m, int k)
+      : p_(p), s_(s), m_(m), ki_(k), k_(s.kernels[k]) {}
+
+  std::string print(CudaKernelInfo& info) {
+    refuse_unsupported(k_, p_);
+    info.name = k_.name;
+    collect_args(info);
+    choose_shape(info);
+    std::unordered_map<int, CEmitter::BufferRef> refs;
+    std::ostringstream head;
+    head << "extern \"C\" __global__ void __launch_bounds__(" << info.block << ") " << k_.name << "(";
+    for (size_t i = 0; i < info.args.size(); ++i) {
+      int b = info.args[i];
+      const Buffer& buf = p_.buffers[b];
+      std::string name = "b" + std::to_string(b);
+      bool written = buf.kind == Buffer::Kind::Computed && m_.producer[b].kernel == ki_;
+      head << (i ? ", " : "") << (written ? "" : "const ") << dtype_c_type(buf.dtype) << "* __restrict__ " << name;
+      refs[b] = {name, buf.dtype, buf.extent()};
+    }
+    head << ") {\n";
+    em_ = std::make_unique<CEmitter>(refs);
+    std::vector<std::string> body = shape_ == CudaKernelInfo::Shape::Elementwise ? elementwise_body() : row_body();
+    std::ostringstream os;
+    os << head.str();
+    for (const auto& l : em_->function_lines()) os << "  " << l << "\n";
+    for (const auto& l : body) os << "  " << l << "\n";
+    os << "}\n";
+    return os.str();
+  }
+
+ private:
+  void collect_args(CudaKernelInfo& info) {
+    std::set<int> args, origins;
+    for (size_t st = 0; st < k_.stages.size(); ++st)
+      for (const auto& item : k_.stages[st].items) {
+        int b = p_.computed[item.computed].buffer;
+        if (m_.in_memory[b]) args.insert(b);
+        walk_loads(item.value, [&](const Expr& e) {
+          if (!read_is_local(m_.producer[e->ival], s_, ki_, static_cast<int>(st))) args.insert(static_cast<int>(e->ival));
+        });
+        for (int o : p_.computed[item.computed].origins) origins.insert(o);
+      }
+    info.args.assign(args.begin(), args.end());
+    info.origins.assign(origins.begin(), origins.end());
+  }
+
+  void choose_shape(CudaKernelInfo& info) {
+    bool reductions = false, all_row_scope = true;
+    int64_t work = 1;
+    for (const auto& st : k_.stages) {
+      all_row_scope &= st.inner.empty();
+      work = std::max(work, numel(st.inner));
+      for (const auto& item : st.items) reductions |= p_.computed[item.computed].is_reduction || item.is_scan;
+    }
+    rows_ = k_.outer_numel().hint();
+    if (!reductions && (k_.stages.size() == 1 || all_row_scope)) {
+      shape_ = CudaKernelInfo::Shape::Elementwise;
+      total_ = rows_ * (all_row_scope ? 1 : numel(k_.stages[0].inner));
+      info.block = kElementwiseBlock;
+      info.grid = static_cast<uint32_t>(std::min(kMaxElementwiseGrid, (total_ + kElementwiseBlock - 1) / kElementwiseBlock));
+      wide_ = total_ + static_cast<int64_t>(info.grid) * info.block >= kInt32Limit;
+    } else if (work <= kWarpRowWork) {
+      shape_ = CudaKernelInfo::Shape::RowWarp;
+      threads_ = 32;
+      info.block = 32 * kRowsPerWarpBlock;
+      info.grid = static_cast<uint32_t>((rows_ + kRowsPerWarpBlock - 1) / kRowsPerWarpBlock);
+      wide_ = rows_ + kRowsPerWarpBlock >= kInt32Limit || work >= kInt32Limit;
+    } else {
+      shape_ = CudaKernelInfo::Shape::RowBlock;
+      // About sixteen inner iterations per thread (independent loads in flight, fewer
+      // barriers per element), between two warps and 1024 threads.
+      threads_ = static_cast<int>(std::clamp<int64_t>(pow2_at_least((work + 15) / 16), 64, 1024));
+      info.block = threads_;
+      if (rows_ >= kInt32Limit) throw CudaUnsupported("CUDA codegen: more than 2^31 rows in kernel " + k_.name);
+      info.grid = static_cast<uint32_t>(rows_);
+      wide_ = work + threads_ >= kInt32Limit;
+    }
+    if (rows_ == 0) info.grid = 0;
+    info.shape = shape_;
+  }
+
+  std::string index_type() const { return wide_ ? "int64_t" : "int"; }
+
+  std::vector<std::pair<int, std::string>> outer_vars() const {
+    std::vector<std::pair<int, std::string>> v;
+    for (size_t d = 0; d < k_.outer.size(); ++d) v.push_back({outer_var(static_cast<int>(d)), "o" + std::to_string(d)});
+    return v;
+  }
+  std::vector<std::pair<int, std::string>> inner_vars(const Stage& st) const {
+    std::vector<std::pair<int, std::string>> v;
+    for (size_t d = 0; d < st.inner.size(); ++d) v.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
+    return v;
+  }
+
+  // Loads of buffers this kernel writes are valid only after the stage that writes them
+  // (and its barrier), so they may be hoisted to the row scope but no further.
+  void pin_own_loads() {
+    for (const auto& stage : k_.stages)
+      for (const auto& item : stage.items) em_->set_min_load_level(p_.computed[item.computed].buffer, em_->depth());
+  }
+
+  // One thread per element e of rows x inner (or per row, when every stage is per-row).
+  std::vector<std::string> elementwise_body() {
+    const std::string I = index_type();
+    const bool per_row = k_.stages[0].inner.empty() || k_.stages.size() > 1;
+    const int64_t inner = per_row ? 1 : numel(k_.stages[0].inner);
+    em_->open_scope(outer_vars());
+    for (const auto& l : decompose("x", hints(k_.outer), "o")) em_->line(l);
+    pin_own_loads();
+    for (size_t st = 0; st < k_.stages.size(); ++st) {
+      const Stage& stage = k_.stages[st];
+      if (!per_row) {
+        em_->open_scope(inner_vars(stage));
+        for (const auto& l : decompose("j", hints(stage.inner), "i")) em_->line(l);
+      }
+      for (const auto& item : stage.items) {
+        const ComputedBuffer& c = p_.computed[item.computed];
+        std::string v = em_->emit(item.value);
+        if (m_.in_memory[c.buffer])
+          em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), p_.buffers[c.buffer].dtype, v));
+        em_->bind_local(c.buffer, v, em_->depth());
+      }
+      if (!per_row)
+        for (const auto& l : em_->close_scope()) em_->line(l);
+    }
+    std::vector<std::string> row = em_->close_scope();
+    std::vector<std::string> out;
+    out.push_back("for (" + I + " e = (" + I + ")blockIdx.x * blockDim.x + threadIdx.x; e < " + std::to_string(total_) +
+                  "; e += (" + I + ")gridDim.x * blockDim.x) {");
+    if (inner == 1) {
+      out.push_back("  const " + I + " x = e;");
+    } else {
+      out.push_back("  const " + I + " x = e / " + std::to_string(inner) + ";");
+      out.push_back("  const " + I + " j = e - x * " + std::to_string(inner) + ";");
+    }
+    for (const auto& l : row) out.push_back("  " + l);
+    out.push_back("}");
+    return out;
+  }
+
+  // One warp (RowWarp) or one block (RowBlock) per row.
+  std::vector<std::string> row_body() {
+    const std::string I = index_type();
+    const bool warp = shape_ == CudaKernelInfo::Shape::RowWarp;
+    std::vector<std::string> out;
+    if (warp) {
+      out.push_back("const " + I + " x = (" + I + ")blockIdx.x * " + std::to_string(kRowsPerWarpBlock) + " + (threadIdx.x >> 5);");
+      out.push_back("if (x >= " + std::to_string(rows_) + ") return;  /* the whole warp: its row does not exist */");
+      out.push_back("const int tid = threadIdx.x & 31;");
+    } else {
+      out.push_back("__shared__ uint64_t scratch[32];");
+      out.push_back("const " + I + " x = blockIdx.x;");
+      out.push_back("const int tid = threadIdx.x;");
+    }
+    em_->open_scope(outer_vars());
+    for (const auto& l : decompose("x", hints(k_.outer), "o")) em_->line(l);
+    pin_own_loads();
+    for (size_t st = 0; st < k_.stages.size(); ++st) {
+      bool stored = print_row_stage(static_cast<int>(st));
+      // Later stages read what this one stored, possibly from another thread's element.
+      if (stored && st + 1 < k_.stages.size()) em_->line(warp ? "__syncwarp();" : "__syncthreads();");
+    }
+    for (const auto& l : em_->close_scope()) out.push_back(l);
+    return out;
+  }
+
+  // Returns whether the stage stored anything to memory.
+  bool print_row_stage(int st) {
+    const Stage& stage = k_.stages[st];
+    if (stage.vector_reduce) return print_vector_stage(stage);
+    const int row_level = em_->depth();
+    const bool warp = shape_ == CudaKernelInfo::Shape::RowWarp;
+    bool reductions = false, stored = false;
+    bool scan = false;
+    for (const auto& item : stage.items) {
+      reductions |= p_.computed[item.computed].is_reduction;
+      scan |= item.is_scan;
+    }
+    std::vector<Acc> accs(stage.items.size());
+    // Elements each thread accumulates (all of them on thread 0 for a scan stage).
+    const int64_t chain = scan ? numel(stage.inner) : (numel(stage.inner) + threads_ - 1) / threads_;
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const ComputedBuffer& c = p_.computed[stage.items[i].computed];
+      if (c.is_reduction) accs[i] = declare_acc(c, stage.items[i].is_scan ? 0 : chain);
+    }
+    // Per-row pointwise values are computed by every thread (all of them read them) and
+    // stored by thread 0; a per-row stage with reductions runs its one iteration on thread 0.
+    const bool loop = !stage.inner.empty() || reductions;
+    if (loop) {
+      em_->open_scope(inner_vars(stage));
+      for (const auto& l : decompose("j", hints(stage.inner), "i")) em_->line(l);
+    }
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const KernelItem& item = stage.items[i];
+      const ComputedBuffer& c = p_.computed[item.computed];
+      std::string v = em_->emit(item.value);
+      if (item.is_scan) {
+        // The running value after this step is the element: stored, and a local here.
+        em_->line(accs[i].acc + (c.reduce_op == ReduceOp::Prod ? " *= " : " += ") + v + ";");
+        std::string step = em_->fresh("scan");
+        std::string conv = accs[i].acc;
+        const DType t = p_.buffers[c.buffer].dtype;
+        if (t == DType::F16) conv = "ember_round_h(" + conv + ")";
+        if (t == DType::BF16) conv = "ember_round_bf(" + conv + ")";
+        em_->line("const " + CEmitter::c_type(t) + " " + step + " = " + conv + ";");
+        if (m_.in_memory[c.buffer]) {
+          em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), t, step));
+          stored = true;
+        }
+        em_->bind_local(c.buffer, step, em_->depth());
+        continue;
+      }
+      if (c.is_reduction) {
+        accumulate(c, accs[i], v);
+        continue;
+      }
+      if (m_.in_memory[c.buffer]) {
+        std::string store = store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), p_.buffers[c.buffer].dtype, v);
+        em_->line(loop ? store : "if (tid == 0) " + store);
+        stored = true;
+      }
+      em_->bind_local(c.buffer, v, em_->depth());
+    }
+    if (loop) {
+      std::vector<std::string> body = em_->close_scope();
+      const std::string I = index_type();
+      const std::string n = std::to_string(std::max<int64_t>(1, numel(stage.inner)));
+      // A scan is sequential: thread 0 walks the row (its reductions then combine with
+      // the other threads' untouched partials, which are the identity).
+      if (scan) em_->line("for (" + I + " j = tid == 0 ? 0 : " + n + "; j < " + n + "; ++j) {");
+      else {
+        em_->line("#pragma unroll 4");
+        em_->line("for (" + I + " j = tid; j < " + n + "; j += " + std::to_string(threads_) + ") {");
+      }
+      for (const auto& l : body) em_->line("  " + l);
+      em_->line("}");
+    }
+    // Combine each reduction's per-thread partials; every thread gets the row's result.
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const ComputedBuffer& c = p_.computed[stage.items[i].computed];
+      if (!c.is_reduction || stage.items[i].is_scan) continue;
+      Acc& a = accs[i];
+      combine(a.acc, c.reduce_op, warp);
+      if (!a.flag.empty()) combine(a.flag, ReduceOp::Any, warp);
+      const Buffer& buf = p_.buffers[c.buffer];
+      std::string result = finish_acc(c, a, buf.dtype);
+      if (m_.in_memory[c.buffer]) {
+        em_->line("if (tid == 0) " + store_text("b" + std::to_string(c.buffer), em_->emit(stage.items[i].store_index), buf.dtype, result));
+        stored = true;
+      }
+      em_->bind_local(c.buffer, result, row_level);
+    }
+    return stored;
+  }
+
+  // A vector stage: inner[0] is a kept dim, contiguous in memory; inner[1..] are reduced.
+  // Each thread takes kept lanes tid, tid + threads, ... (coalesced across the warp) and
+  // reduces its lanes alone, so no partials cross threads. Results go to memory.
+  bool print_vector_stage(const Stage& stage) {
+    const std::string I = index_type();
+    em_->open_scope({{inner_var(0), "i0"}});
+    em_->line("const int64_t i0 = (int64_t)(k);");
+    std::vector<Acc> accs(stage.items.size());
+    std::vector<int64_t> reduced = hints(stage.inner);
+    reduced.erase(reduced.begin());
+    for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(p_.computed[stage.items[i].computed], numel(reduced));
+    std::vector<std::pair<int, std::string>> vars;
+    for (size_t d = 1; d < stage.inner.size(); ++d) vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
+    em_->open_scope(vars);
+    for (const auto& l : decompose("r", reduced, "i", 1)) em_->line(l);
+    for (size_t i = 0; i < stage.items.size(); ++i) accumulate(p_.computed[stage.items[i].computed], accs[i], em_->emit(stage.items[i].value));
+    std::vector<std::string> body = em_->close_scope();
+    em_->line("for (" + I + " r = 0; r < " + std::to_string(numel(reduced)) + "; ++r) {");
+    for (const auto& l : body) em_->line("  " + l);
+    em_->line("}");
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const ComputedBuffer& c = p_.computed[stage.items[i].computed];
+      const Buffer& buf = p_.buffers[c.buffer];
+      std::string result = finish_acc(c, accs[i], buf.dtype);
+      em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(stage.items[i].store_index), buf.dtype, result));
+    }
+    std::vector<std::string> lanes = em_->close_scope();
+    em_->line("for (" + I + " k = tid; k < " + std::to_string(stage.inner[0].hint()) + "; k += " + std::to_string(threads_) + ") {");
+    for (const auto& l : lanes) em_->line("  " + l);
+    em_->line("}");
+    return true;
+  }
+
+  void combine(const std::string& acc, ReduceOp op, bool warp) {
+    const char* functor = "EmberSum()";
+    switch (op) {
+      case ReduceOp::Sum: functor = "EmberSum()"; break;
+      case ReduceOp::Prod: functor = "EmberProd()"; break;
+      case ReduceOp::Max: functor = "EmberMax()"; break;
+      case ReduceOp::Min: functor = "EmberMin()"; break;
+      case ReduceOp::Any: functor = "EmberOr()"; break;
+      case ReduceOp::All: functor = "EmberAnd()"; break;
+      default: throw CudaUnsupported("CUDA codegen: no combine for this reduction");
+    }
+    em_->line(acc + (warp ? " = ember_warp_reduce(" + acc + ", " + functor + ");"
+                          : " = ember_block_reduce(" + acc + ", " + functor + ", scratch);"));
+  }
+
+  // A float sum whose threads each add more than kSumChain elements accumulates in double:
+  // one f32 accumulator over half a million elements loses about 4 digits (c_kernel.cpp
+  // blocks such sums into a double total for the same reason).
+  static constexpr int64_t kSumChain = 4096;
+
+  Acc declare_acc(const ComputedBuffer& c, int64_t chain) {
+    Acc a;
+    a.acc = em_->fresh("acc");
+    DType t = c.acc_dtype;
+    bool flt = is_float(t);
+    a.type = CEmitter::c_type(t);
+    if (c.reduce_op == ReduceOp::Sum && t == DType::F32 && chain > kSumChain) a.type = "double";
+    switch (c.reduce_op) {
+      case ReduceOp::Sum: em_->line(a.type + " " + a.acc + " = 0;"); break;
+      case ReduceOp::Prod: em_->line(a.type + " " + a.acc + " = 1;"); break;
+      case ReduceOp::Max:
+      case ReduceOp::Min: {
+        bool mx = c.reduce_op == ReduceOp::Max;
+        std::string init = flt ? (mx ? "-INFINITY" : "INFINITY") : lowest_or_highest(t, mx);
+        em_->line(a.type + " " + a.acc + " = " + init + ";");
+        if (flt) {
+          a.flag = em_->fresh("nan");
+          em_->line("int " + a.flag + " = 0;");
+        }
+        break;
+      }
+      case ReduceOp::Any:
+        a.type = "int";
+        em_->line("int " + a.acc + " = 0;");
+        break;
+      case ReduceOp::All:
+        a.type = "int";
+        em_->line("int " + a.acc + " = 1;");
+        break;
+      default: throw CudaUnsupported("CUDA codegen: unsupported reduction");
+    }
+    return a;
+  }
+
+  void accumulate(const ComputedBuffer& c, const Acc& a, const std::string& v) {
+    switch (c.reduce_op) {
+      case ReduceOp::Sum: em_->line(a.acc + " += " + v + ";"); break;
+      case ReduceOp::Prod: em_->line(a.acc + " *= " + v + ";"); break;
+      case ReduceOp::Max:
+        em_->line(a.acc + " = " + v + " > " + a.acc + " ? " + v + " : " + a.acc + ";");
+        if (!a.flag.empty()) em_->line(a.flag + " |= " + v + " != " + v + ";");
+        break;
+      case ReduceOp::Min:
+        em_->line(a.acc + " = " + v + " < " + a.acc + " ? " + v + " : " + a.acc + ";");
+        if (!a.flag.empty()) em_->line(a.flag + " |= " + v + " != " + v + ";");
+        break;
+      case ReduceOp::Any: em_->line(a.acc + " |= (" + v + " != 0);"); break;
+      case ReduceOp::All: em_->line(a.acc + " &= (" + v + " != 0);"); break;
+      default: throw CudaUnsupported("CUDA codegen: unsupported reduction");
+    }
+  }
+
+  // The row's result as a local equal to what a load of the stored value would give.
+  std::string finish_acc(const ComputedBuffer& c, const Acc& a, DType out) {
+    std::string r = a.acc;
+    if (a.type != CEmitter::c_type(c.acc_dtype) && a.type == "double") {
+      r = em_->fresh("acc");
+      em_->line("const float " + r + " = (float)" + a.acc + ";");
+    }
+    if (!a.flag.empty()) em_->line("if (" + a.flag + ") " + a.acc + " = NAN;");
+    if (c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) r = "(" + a.acc + " != 0)";
+    if (out == c.acc_dtype || c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) return r;
+    std::string conv;
+    if (out == DType::F16) conv = "ember_round_h((float)" + r + ")";
+    else if (out == DType::BF16) conv = "ember_round_bf((float)" + r + ")";
+    else if (is_bool(out)) conv = "(" + r + " != 0)";
+    else conv = "(" + CEmitter::c_type(out) + ")" + r;
+    std::string name = em_->fresh("red");
+    em_->line("const " + CEmitter::c_type(out) + " " + name + " = " + conv + ";");
+    return name;
+  }
+
+  const Program& p_;
+  const Schedule& s_;
+  const Placement& m_;
+  int ki_;
+  const Kernel& k_;
+  std::unique_ptr<CEmitter> em_;
+  CudaKernelInfo::Shape shape_ = CudaKernelInfo::Shape::Elementwise;
+  int64_t rows_ = 1, total_ = 1;
+  int threads_ = 32;  // threads per row (row shapes)
+  bool wide_ = false;  // 64-bit loop indices
+};
+
+}  // namespace
+
+const char* cuda_shape_name(CudaKernelInfo::Shape s) {
+  switch (s) {
+    case CudaKernelInfo::Shape::Elementwise: return "elementwise";
+    case CudaKernelInfo::Shape::RowWarp: return "row_warp";
+    default: return "row_block";
+  }
+}
+
+CudaCode generate_cuda(const Program& p, const Schedule& s) {
+  CudaCode out;
+  Placement m = place_buffers(p, s);
+  std::ostringstream os;
+  os << cuda_prelude() << "\n";
+  for (size_t k = 0; k < s.kernels.size(); ++k) {
+    CudaKernelInfo info;
+    os << CudaKernelPrinter(p, s, m, static_cast<int>(k)).print(info) << "\n";
+    out.kernels.push_back(std::move(info));
+  }
+  out.source = os.str();
+  out.buffer_in_memory = m.in_memory;
+  return out;
+}
+
+}  // namespace ember

@@ -1,0 +1,94 @@
+// A graph compiled for a CUDA device: the CPU pipeline's front (parse, lower, dead code,
+// fuse, merge inner dims) with the CUDA printer and NVRTC at its end.
+//
+//   parse -> lower -> eliminate dead code -> fuse -> merge inner dims -> generate CUDA
+//   -> NVRTC (memory cache, then disk cache, then NVRTC) -> cubin -> cuModuleLoadData
+//
+// split_reductions is a CPU pass (it splits a long reduction across OpenMP threads) and
+// does not run here. Execution is the CPU graph's: a list of steps, kernel groups and
+// extern ATen calls; Python owns the buffers (torch CUDA tensors from its caching
+// allocator) and passes their device pointers and the stream to run_step().
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/cuda_kernel.h"
+#include "ir/graph.h"
+#include "lower/program.h"
+#include "runtime/compiled_graph.h"
+#include "schedule/kernel.h"
+#include "schedule/memory_plan.h"
+
+namespace ember {
+
+class CudaModule;
+
+struct CudaCompileOptions {
+  std::string arch = "sm_90";          // NVRTC's --gpu-architecture (real: sm_XX)
+  int device = -1;                     // CUDA device ordinal to load on; -1: compile only (no GPU needed)
+  bool fuse = true;
+  bool disk_cache = true;
+  std::string cache_dir;               // empty: default_cache_dir()
+  std::string debug_dir;               // non-empty: write the IR after each pass and the source here
+  std::vector<std::string> nvrtc_dirs; // where to look for libnvrtc first (nvrtc.h)
+};
+
+class CudaCompiledGraph {
+ public:
+  // Throws CudaUnsupported for what the CUDA printer does not handle yet, and
+  // std::runtime_error for an NVRTC or driver failure (with NVRTC's log).
+  static std::shared_ptr<CudaCompiledGraph> compile(const std::string& graph_text, const CudaCompileOptions& opts);
+
+  const Graph& graph() const { return graph_; }
+  const Program& program() const { return program_; }
+  const Schedule& schedule() const { return schedule_; }
+  const CudaCode& code() const { return code_; }
+  const std::vector<ExecStep>& steps() const { return steps_; }
+  const PhaseTimes& times() const { return times_; }
+  const std::string& cache_key() const { return key_; }
+  const std::string& cache_status() const { return cache_status_; }
+  const std::string& cache_note() const { return cache_note_; }
+  const std::vector<PassDump>& passes() const { return passes_; }
+  int64_t arena_bytes() const { return arena_.arena_bytes; }
+  int64_t arena_offset(int buffer) const { return arena_.offset.empty() ? -1 : arena_.offset[buffer]; }
+  const std::string& cubin() const { return cubin_; }
+  std::string program_text() const;
+  std::string schedule_text() const;
+
+  // Launches the kernels of step `step` on `stream` with the buffers' device pointers, in
+  // the order of steps()[step].args. Asynchronous; throws if the graph was not loaded.
+  void run_step(int step, const std::vector<uintptr_t>& ptrs, uintptr_t stream) const;
+
+ private:
+  CudaCompiledGraph() = default;
+  void build_steps();
+  void plan_memory();
+  void compile_cubin(const CudaCompileOptions& opts);
+  std::string memory_plan_text() const;
+
+  Graph graph_;
+  Program program_;
+  Schedule schedule_;
+  CudaCode code_;
+  std::vector<ExecStep> steps_;
+  MemoryPlan arena_;
+  PhaseTimes times_;
+  std::vector<PassDump> passes_;
+  std::string key_;
+  std::string cache_status_ = "none";
+  std::string cache_note_;
+  std::string cubin_;
+  std::shared_ptr<CudaModule> module_;
+  std::vector<void*> fns_;
+  std::vector<std::vector<std::vector<int>>> arg_slots_;  // per step, per kernel: slots in the step's args
+};
+
+// What NVRTC and the module cache did in this process (ember.stats-style, exact).
+struct CudaCompileCounts {
+  int64_t graphs = 0, nvrtc_runs = 0, memory_cache_hits = 0, disk_cache_hits = 0;
+};
+CudaCompileCounts cuda_compile_counts();
+
+}  // namespace ember

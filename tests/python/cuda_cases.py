@@ -1,0 +1,127 @@
+"""Graphs the CUDA path is tested on: test_cuda_codegen.py compiles their generated CUDA
+with NVRTC on any machine; test_cuda_runtime.py runs them on a GPU against eager.
+
+Each case builds (fn, args) on a device. `refused` names a case whose graph the CUDA
+printer refuses in phase 1 (it must then run eagerly, never wrongly).
+"""
+import torch
+import torch.nn.functional as F
+
+from helpers import load_examples
+
+
+def _pointwise(x, y, z):
+    return torch.sigmoid((x * 2 + y).relu()) * z - torch.tanh(z) / (1 + x.abs())
+
+
+def _lowp_pointwise(x, y):
+    return (F.gelu(x) * y + x.exp().clamp(max=100)).to(x.dtype)
+
+
+def _ints(a, b):
+    return torch.where(a > b, a // (b + 1), a % 7) + (a >> 1)
+
+
+def _softmax(x):
+    return torch.softmax(x, -1)
+
+
+def _log_softmax(x):
+    return torch.log_softmax(x, -1)
+
+
+def _ln_gelu(x, w, b):
+    return F.gelu(F.layer_norm(x, (x.shape[-1],), w, b), approximate="tanh")
+
+
+def _reductions(x):
+    return x.sum(-1), x.amax(-1), x.mean((1, 2)), x.prod(-1), (x > 0).any(-1), (x > -3).all(-1), x.var(-1)
+
+
+def _transposed(x, y):
+    return (x.t() + y).relu().sum(-1)
+
+
+def _column_sum(x):
+    return x.sum(0)
+
+
+def _cumsum(x):
+    return torch.cumsum(x, -1)
+
+
+def _argmax(x):
+    return x.argmax(-1)
+
+
+def _rand(*shape, device, dtype=torch.float32):
+    return torch.randn(*shape, device=device).to(dtype)
+
+
+def _model(name, dtype=torch.float32):
+    def make(device):
+        model, args = load_examples().get(name)
+        model = model.to(device=device)
+        if dtype != torch.float32:
+            model = model.to(dtype)
+            args = tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
+        return model, tuple(a.to(device) for a in args)
+
+    return make
+
+
+def _gpt2_bf16(device):
+    """A small transformers GPT-2 (2 layers, GPT-2's widths and vocabulary) in bf16."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, use_cache=False)
+    model = GPT2LMHeadModel(config).eval().to(device, torch.bfloat16)
+
+    def logits(ids):
+        return model(input_ids=ids, use_cache=False).logits
+
+    return logits, (torch.randint(0, config.vocab_size, (2, 128), device=device),)
+
+
+CASES = {
+    "pointwise_f32": lambda d: (_pointwise, (_rand(64, 300, device=d), _rand(300, device=d), _rand(64, 300, device=d))),
+    "pointwise_large": lambda d: (_pointwise, (_rand(1 << 20, device=d), _rand(1 << 20, device=d), _rand(1 << 20, device=d))),
+    "pointwise_bf16": lambda d: (_lowp_pointwise, (_rand(32, 257, device=d, dtype=torch.bfloat16),
+                                                   _rand(32, 257, device=d, dtype=torch.bfloat16))),
+    "pointwise_f16": lambda d: (_lowp_pointwise, (_rand(32, 257, device=d, dtype=torch.float16),
+                                                  _rand(32, 257, device=d, dtype=torch.float16))),
+    "ints": lambda d: (_ints, (torch.randint(-50, 50, (16, 33), device=d), torch.randint(0, 9, (33,), device=d))),
+    "softmax_100": lambda d: (_softmax, (_rand(64, 100, device=d),)),
+    "softmax_3000": lambda d: (_softmax, (_rand(16, 3000, device=d),)),
+    "softmax_50257_bf16": lambda d: (_softmax, (_rand(4, 50257, device=d, dtype=torch.bfloat16),)),
+    "softmax_f16": lambda d: (_softmax, (_rand(8, 12, 128, 128, device=d, dtype=torch.float16),)),
+    "log_softmax": lambda d: (_log_softmax, (_rand(32, 1000, device=d),)),
+    "layer_norm_gelu_f32": lambda d: (_ln_gelu, (_rand(4, 8, 64, device=d), _rand(64, device=d), _rand(64, device=d))),
+    "layer_norm_gelu_bf16": lambda d: (_ln_gelu, (_rand(8, 128, 768, device=d, dtype=torch.bfloat16),
+                                                  _rand(768, device=d, dtype=torch.bfloat16),
+                                                  _rand(768, device=d, dtype=torch.bfloat16))),
+    "reductions": lambda d: (_reductions, (_rand(6, 5, 40, device=d),)),
+    "transposed": lambda d: (_transposed, (_rand(48, 32, device=d), _rand(32, 48, device=d))),
+    "mlp": _model("mlp"),
+    "ln_gelu_block": _model("ln_gelu"),
+    "ln_gelu_block_bf16": _model("ln_gelu", torch.bfloat16),
+    "small_cnn": _model("small_cnn"),
+    "tiny_gpt2": _model("tiny_gpt2"),
+    "tiny_gpt2_bf16": _model("tiny_gpt2", torch.bfloat16),
+    "gpt2_2layer_bf16": _gpt2_bf16,
+    "column_sum": lambda d: (_column_sum, (_rand(64, 100, device=d),)),
+    "column_sum_long": lambda d: (_column_sum, (_rand(20000, 3, device=d),)),
+    "cumsum": lambda d: (_cumsum, (_rand(8, 100, device=d),)),
+    # Refused in phase 1: the graph runs eagerly.
+    "argmax": lambda d: (_argmax, (_rand(8, 100, device=d),)),
+}
+
+REFUSED = {"argmax": "arg-reductions"}
+
+# (rtol, atol) for whole bf16 models, whose fp64 reference the RMSE rule cannot build (the
+# weights are bf16): a matmul's rounding moves a LayerNorm input by an ulp now and then.
+# small_cnn: eager's cuDNN convolutions use TF32, and the algorithm (so the rounding)
+# depends on the layout, which ember chooses (channels-last operands).
+TOLERANCE = {"ln_gelu_block_bf16": (1.6e-2, 1e-2), "tiny_gpt2_bf16": (1.6e-2, 2e-2),
+             "gpt2_2layer_bf16": (1.6e-2, 5e-2), "small_cnn": (1e-3, 1e-4)}
