@@ -17,13 +17,28 @@ int64_t normalize_dim(int64_t dim, int64_t rank) {
   return dim < 0 ? dim + r : dim;
 }
 
+bool compatible(const Dim& a, const Dim& b) {
+  return a == b || ((!a.is_static() || !b.is_static()) && a.hint() == b.hint());
+}
+
+bool compatible(const Dims& a, const Dims& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!compatible(a[i], b[i])) return false;
+  return true;
+}
+
+Dim slice_start(const Dim& start, const Dim& size) {
+  return start.hint() < 0 ? max(size + start, Dim(0)) : start;
+}
+
 Dims broadcast_shapes(const Dims& a, const Dims& b) {
   size_t n = std::max(a.size(), b.size());
   Dims out(n);
   for (size_t i = 0; i < n; ++i) {
     Dim x = i < n - a.size() ? Dim(1) : a[i - (n - a.size())];
     Dim y = i < n - b.size() ? Dim(1) : b[i - (n - b.size())];
-    if (x != y && x != 1 && y != 1) throw Unsupported("shapes do not broadcast");
+    if (x != y && x != 1 && y != 1 && !compatible(x, y)) throw Unsupported("shapes do not broadcast");
     out[i] = x == 1 ? y : x;
   }
   return out;

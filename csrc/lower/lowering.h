@@ -127,7 +127,15 @@ Program lower_graph(const Graph& g, const LowerOptions& opts = {});
 // lowerings that handle static shapes only call it first (the op then runs in ATen).
 void require_static(const LowerCtx& ctx, const Node& n);
 int64_t normalize_dim(int64_t dim, int64_t rank);
+// Whether two sizes of one broadcast dim agree: equal, or (symbolic) equal at the hints:
+// Dynamo traced the op with them as one dim, and its guards keep that true.
+bool compatible(const Dim& a, const Dim& b);
+bool compatible(const Dims& a, const Dims& b);
 Dims broadcast_shapes(const Dims& a, const Dims& b);
+// Where a slice of a dim of `size` starting at `start` begins, for a non-empty slice
+// (Python's negative starts count from the end). A symbolic start's sign is its
+// hint's: Dynamo guarded it when it normalized the slice.
+Dim slice_start(const Dim& start, const Dim& size);
 // Index into `from` (a broadcast source) given an index of the broadcast result.
 std::vector<Expr> broadcast_index(const std::vector<Expr>& idx, const Dims& from);
 

@@ -24,11 +24,15 @@ std::vector<TensorIR> lower_scatter(LowerCtx& ctx, const Node& n, bool from_src)
   const TensorIR& index = ctx.tensor(n.args[2]);
   if (self.rank() == 0 || index.rank() != self.rank()) throw Unsupported("scatter of a 0-d tensor");
   int64_t dim = normalize_dim(n.args[1].as_int(), self.rank());
-  if (is_symbolic(self.sizes) || is_symbolic(index.sizes)) throw Unsupported("scatter with symbolic sizes");
+  if (!index.sizes[dim].is_static()) throw Unsupported("scatter with a symbolic index dim (not unrolled)");
   int64_t entries = index.sizes[dim].hint();
   if (entries > kMaxScatterEntries) throw Unsupported("scatter with a long index dim (not unrolled)");
-  for (int d = 0; d < self.rank(); ++d)
-    if (d != dim && index.sizes[d].hint() > self.sizes[d].hint()) throw Unsupported("scatter index larger than self");
+  // Other dims: index covers self's extent (compatible sizes), or a static part of it.
+  for (int d = 0; d < self.rank(); ++d) {
+    if (d == dim || compatible(index.sizes[d], self.sizes[d])) continue;
+    if (!index.sizes[d].is_static() || !self.sizes[d].is_static()) throw Unsupported("scatter with a partial symbolic index");
+    if (index.sizes[d].hint() > self.sizes[d].hint()) throw Unsupported("scatter index larger than self");
+  }
   if (from_src && !n.args[3].is_tensor()) throw Unsupported("scatter.src without a tensor");
   DType dt = ctx.out_type().dtype;
   const LowerCtx* cp = &ctx;
@@ -39,7 +43,7 @@ std::vector<TensorIR> lower_scatter(LowerCtx& ctx, const Node& n, bool from_src)
     Expr inside;
     std::vector<Expr> at = idx;
     for (size_t d = 0; d < idx.size(); ++d) {
-      if (static_cast<int64_t>(d) == dim || index.sizes[d] == self.sizes[d]) continue;
+      if (static_cast<int64_t>(d) == dim || compatible(index.sizes[d], self.sizes[d])) continue;
       const int64_t extent = index.sizes[d].hint();
       Expr ok = cmp(ExprOp::Lt, idx[d], int_const(extent));
       inside = inside ? binary(ExprOp::LogicalAnd, inside, ok, DType::Bool) : ok;

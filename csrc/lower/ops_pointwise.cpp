@@ -44,7 +44,7 @@ TensorIR map_args(LowerCtx& ctx, std::vector<const Arg*> args, DType compute,
     inputs.push_back(&ctx.tensor(*a));
     shape = broadcast_shapes(shape, inputs.back()->sizes);
   }
-  if (shape != out.dims()) throw Unsupported("result shape is not the broadcast of the inputs");
+  if (!compatible(shape, out.dims())) throw Unsupported("result shape is not the broadcast of the inputs");
   const LowerCtx* cp = &ctx;
   std::vector<Arg> held;
   for (const Arg* a : args) held.push_back(*a);

@@ -173,11 +173,8 @@ std::vector<TensorIR> slice(LowerCtx& ctx, const TensorIR& in, int64_t dim, int6
 // the graph's (Dynamo computed it), and the start is clamped as ATen clamps it.
 std::vector<TensorIR> symbolic_slice(LowerCtx& ctx, const TensorIR& in, int64_t dim, const Dim& start, const Dim& len,
                                      int64_t step) {
-  const Dim& size = in.sizes[dim];
-  Dim first = start;
-  if (start.is_static() && start.hint() < 0) first = max(size + start, Dim(0));
-  else if (!start.is_static()) first = min(start, size);
-  // A non-empty result starts inside the tensor: a static start >= 0 needs no clamp.
+  // A non-empty result starts inside the tensor: a start >= 0 needs no clamp.
+  const Dim first = slice_start(start, in.sizes[dim]);
   if (step <= 0) throw Unsupported("slice with a non-positive step");
   Dims shape = in.sizes;
   shape[dim] = len;

@@ -32,13 +32,43 @@ std::vector<TensorIR> scatter_into(LowerCtx& ctx, const Node& n,
   }, {&self, &src})};
 }
 
+// slice_scatter where the dim or the bounds are symbolic: src's length along `dim` is
+// the slice's (the graph says so), and the start is normalized as a slice's.
+std::vector<TensorIR> symbolic_slice_scatter(LowerCtx& ctx, const Node& n, int64_t dim, const Dim& start, int64_t step) {
+  const TensorIR& self = ctx.tensor(n.args[0]);
+  const TensorIR& src = ctx.tensor(n.args[1]);
+  if (step <= 0) throw Unsupported("slice_scatter with a non-positive step");
+  const Expr first = slice_start(start, self.sizes[dim]).expr();
+  const Expr end = add(first, mul(src.sizes[dim].expr(), step));
+  auto in_view = [dim, first, end, step](const std::vector<Expr>& idx) -> Expr {
+    Expr i = idx[dim];
+    Expr cond = both(cmp(ExprOp::Ge, i, first), cmp(ExprOp::Lt, i, end));
+    if (step > 1) {
+      Expr off = binary(ExprOp::Sub, i, first, DType::I64);
+      cond = both(cond, cmp(ExprOp::Eq, binary(ExprOp::Mod, off, int_const(step), DType::I64), int_const(0)));
+    }
+    return cond;
+  };
+  auto view_index = [dim, first, step](const std::vector<Expr>& idx) {
+    std::vector<Expr> s = idx;
+    Expr off = binary(ExprOp::Sub, idx[dim], first, DType::I64);
+    s[dim] = step > 1 ? binary(ExprOp::FloorDiv, off, int_const(step), DType::I64) : off;
+    return s;
+  };
+  return scatter_into(ctx, n, in_view, view_index);
+}
+
 }  // namespace
 
 void register_view_scatter_ops(LoweringTable& t) {
   t["aten.slice_scatter.default"] = [](LowerCtx& ctx, const Node& n) {
-    require_static(ctx, n);
     const TensorIR& self = ctx.tensor(n.args[0]);
     int64_t dim = normalize_dim(arg_int_or(n, 2, 0), self.rank());
+    const bool symbolic_end = n.args.size() > 4 && n.args[4].kind == Arg::Kind::Int && n.args[4].sym;
+    const Dim start_arg = n.args.size() > 3 && !n.args[3].is_none() ? n.args[3].as_dim() : Dim(0);
+    if (!self.sizes[dim].is_static() || !start_arg.is_static() || symbolic_end)
+      return symbolic_slice_scatter(ctx, n, dim, start_arg, arg_int_or(n, 5, 1));
+    require_static(ctx, n);
     int64_t size = self.sizes[dim].hint();
     int64_t start = arg_int_or(n, 3, 0), end = arg_int_or(n, 4, INT64_MAX), step = arg_int_or(n, 5, 1);
     if (step <= 0) throw Unsupported("slice_scatter with a non-positive step");

@@ -141,10 +141,14 @@ def test_gpt2_inference_over_batch_and_sequence_compiles_once():
 
 
 def test_gpt2_training_over_batch_and_sequence_compiles_once():
+    from ember import backend as ember_backend
+
     eager, model = gpt2_tiny(), gpt2_tiny()
     compiled = torch.compile(model, backend="ember", dynamic=True)
     torch._dynamo.reset()
     ember.reset_stats()
+    records = []
+    ember_backend._recorders.append(records)
     first = None
     g = torch.Generator().manual_seed(1)
     for b, t in [(3, 7), (8, 64), (5, 129), (2, 33)]:
@@ -160,6 +164,14 @@ def test_gpt2_training_over_batch_and_sequence_compiles_once():
             pe.grad = pc.grad = None
         if first is None:
             first = ember.stats()
+            ember_backend._recorders.remove(records)
     last = ember.stats()
     assert first["graphs_by_kind"].get("backward", 0) >= 1, first
     assert_compiled_once(first, last)
+    # The symbolic graphs run in ember kernels as the static ones do: ATen gets the
+    # matmuls, attention and the embeddings' backward (index_put), nothing else.
+    allowed = {"aten.mm.default", "aten.addmm.default", "aten.index_put.default",
+               "aten._scaled_dot_product_flash_attention_for_cpu.default",
+               "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"}
+    assert all(r.imported.num_symbols for r in records), [r.name for r in records]
+    assert {e["op"] for r in records for e in r.cg.externs} <= allowed
