@@ -2,6 +2,7 @@
 
     python -m ember.fuzz --seeds 0:20000 --jobs 16 --out fuzz-summary.json
     python -m ember.fuzz --seeds 1234 --show          # one seed: its program and result
+    python -m ember.fuzz --seeds 0:500 --dynamic      # through Dynamo, every size symbolic
 
 A seed determines a program: a few inputs (random shapes, dtypes, strides, with NaN,
 +-inf and -0.0 mixed in) and a straight-line function of 1 to 8 ops drawn from the op
@@ -941,8 +942,13 @@ def _compile_with_ember(fn, inputs, cache_dir: str):
 
     from .backend import make_backend
 
-    gm = torch.fx.symbolic_trace(fn)
     backend = make_backend(None, {"fallback_on_error": False, "cache_dir": cache_dir})
+    if os.environ.get("EMBER_FUZZ_DYNAMIC") == "1":
+        # --dynamic: through Dynamo with every size symbolic, so that ember compiles
+        # size expressions (docs/dynamic_shapes.md) and runs them at these sizes.
+        torch._dynamo.reset()
+        return torch.compile(fn, backend=backend, dynamic=True)
+    gm = torch.fx.symbolic_trace(fn)
     return backend(gm, inputs)
 
 
@@ -1306,11 +1312,15 @@ def main(argv=None) -> int:
     p.add_argument("--cache-dir", help="kernel cache (default: a fresh temporary directory)")
     p.add_argument("--no-minimize", action="store_true", help="report failures without minimizing them")
     p.add_argument("--show", action="store_true", help="print each seed's program and result")
+    p.add_argument("--dynamic", action="store_true",
+                   help="compile through Dynamo with dynamic=True (symbolic sizes) instead of symbolic_trace")
     p.add_argument("--rerun", metavar="SUMMARY_JSON",
                    help="rerun the failures recorded in a summary (their minimized programs where there are)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.dynamic:
+        os.environ["EMBER_FUZZ_DYNAMIC"] = "1"  # the worker processes inherit it
 
     if args.worker:
         _run_worker([int(x) for x in args.worker.split(",")], args.cache_dir, args.threads,

@@ -21,6 +21,18 @@ def test_fixed_seed_batch_matches_eager():
     assert not problems, "\n".join(problems)
 
 
+def test_fixed_seed_batch_through_dynamo_with_symbolic_sizes(monkeypatch):
+    # --dynamic: Dynamo with dynamic=True makes nearly every size symbolic, so this runs
+    # the symbolic lowering, codegen and runtime (docs/dynamic_shapes.md) on random graphs.
+    monkeypatch.setenv("EMBER_FUZZ_DYNAMIC", "1")
+    seeds = range(1000, 1100)
+    summary = fuzz.campaign(seeds, jobs=2, progress=False)
+    assert summary["counts"].get("ok", 0) >= 0.95 * len(seeds), summary["counts"]
+    problems = [f"seed {f['seed']}: {f['status']}: {f.get('minimized_detail') or f.get('detail', '')}\n"
+                f"{f.get('minimized_source', '')}" for f in summary["failures"]]
+    assert not problems, "\n".join(problems)
+
+
 def test_generation_is_deterministic():
     a, b = fuzz.generate(1234), fuzz.generate(1234)
     assert a.source() == b.source() and a.to_json() == b.to_json()
