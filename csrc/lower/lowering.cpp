@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <set>
 
 namespace ember {
@@ -397,6 +398,7 @@ void LowerCtx::run(const Node& n) {
   size_t computed_before = prog_.computed.size();
   size_t buffers_before = prog_.buffers.size();
   int vars_before = prog_.num_vars;
+  std::optional<std::string> reason;  // set when the op runs in ATen instead
   try {
     std::vector<TensorIR> outs = it->second(*this, n);
     if (outs.size() != n.outputs.size()) throw Unsupported("lowering produced the wrong number of outputs");
@@ -413,14 +415,18 @@ void LowerCtx::run(const Node& n) {
       }
     }
     values_[n.id] = std::move(outs);
-  } catch (const std::runtime_error& e) {
-    // Unsupported, or SymbolicValue: an op asked for a static integer of a symbolic size.
+  } catch (const Unsupported& e) {
+    reason = e.what();
+  } catch (const SymbolicValue& e) {
+    reason = e.what();  // the op asked for a static integer of a symbolic size
+  }
+  if (reason) {
     prog_.steps.resize(steps_before);
     prog_.computed.resize(computed_before);
     prog_.buffers.resize(buffers_before);
     prog_.num_vars = vars_before;
     values_[n.id].clear();
-    lower_extern(n, e.what());
+    lower_extern(n, *reason);
     return;
   }
   after_node(n);
