@@ -52,6 +52,7 @@ def main():
     ap.add_argument("--batches", default="1,3,8,17,64")
     ap.add_argument("--seqs", default="7,64,129,512")
     ap.add_argument("--out", default="benchmarks/results/dynamic_gpt2.json")
+    ap.add_argument("--backend", default="ember", help="ember, or inductor for its figures on the same run")
     args = ap.parse_args()
     batches = [int(x) for x in args.batches.split(",")]
     seqs = [int(x) for x in args.seqs.split(",")]
@@ -68,11 +69,12 @@ def main():
     opt_e = torch.optim.AdamW(eager_model.parameters(), lr=1e-3, eps=1e-6)
     opt_c = torch.optim.AdamW(ember_model.parameters(), lr=1e-3, eps=1e-6)
     eager_fn = lambda ids: eager_model(input_ids=ids, labels=ids).loss  # noqa: E731
-    compiled = torch.compile(lambda ids: ember_model(input_ids=ids, labels=ids).loss, backend="ember", dynamic=True)
+    compiled = torch.compile(lambda ids: ember_model(input_ids=ids, labels=ids).loss, backend=args.backend, dynamic=True)
     torch._dynamo.reset()
     ember.reset_stats()
     g = torch.Generator().manual_seed(1)
     rows = []
+    print(f"backend: {args.backend} (counters are ember's)")
     print(f"{'batch':>5} {'seq':>4} {'eager loss':>11} {'ember loss':>11} {'rel diff':>9} {'eager s':>8} {'ember s':>8}  "
           + " ".join(f"{c:>15}" for c in COUNTERS))
     for b, t in combos:
@@ -104,7 +106,7 @@ def main():
     print(f"\nworst loss difference: {max(r['rel_diff'] for r in rows):.2e} relative")
     print(f"worst parameter: {worst}, {params[worst]:.2e} (max abs difference / max abs value)")
     print(f"worst parameter other than the key biases: {worst_other}, {params[worst_other]:.2e}")
-    print(f"after the first step: {after_first}")
+    print(f"after the first step (all steps): {after_first}")
     if first_b1 is not None:
         before_b1 = rows[first_b1 - 1]
         print("batch > 1 steps after the first: "
@@ -114,6 +116,7 @@ def main():
         print("after the first batch-1 step: " + str({c: rows[-1][c] - rows[first_b1][c] for c in COUNTERS}))
     result = {
         "command": "python " + " ".join(sys.argv),
+        "backend": args.backend,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
         "steps": rows, "param_rel_diff": params, "counters_after_first_step": after_first,
