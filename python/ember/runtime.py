@@ -6,6 +6,8 @@ and one call into C++; per extern op one ATen call with prebuilt arguments.
 """
 from __future__ import annotations
 
+import collections
+
 import torch
 import torch.fx
 
@@ -65,6 +67,10 @@ def _call_builder(node: torch.fx.Node, fetch):
         return target(*[f(bufs) if f is not None else c for f, c in zip(arg_fns, consts)], **kwargs)
 
     return call
+
+
+# Plans (and their arenas) a graph with symbols keeps, for the most recent symbol values.
+MAX_PLANS = 8
 
 
 class _ShapeMismatch(Exception):
@@ -203,7 +209,7 @@ class GraphRunner:
         # A static graph has one plan; a graph with symbols one per set of symbol
         # values, made on its first call (the kernels are the same for all of them).
         self._symbol_args = imported.symbol_args
-        self._plans = {}
+        self._plans = collections.OrderedDict()  # symbol values -> plan, most recent last
         self._plan = None
         if not self._symbol_args:
             self._plan = _Plan(self, {"buffers": cg.buffers, "externs": cg.externs, "outputs": cg.outputs,
@@ -214,6 +220,11 @@ class GraphRunner:
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = _Plan(self, self.cg.layout(list(key)), key)
+            # Each plan keeps its workspaces (arenas): hold a few, for the sizes seen last.
+            while len(self._plans) > MAX_PLANS:
+                self._plans.popitem(last=False)
+        else:
+            self._plans.move_to_end(key)
         return plan
 
     def _call_context(self, plan):

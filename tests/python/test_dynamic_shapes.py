@@ -175,3 +175,30 @@ def test_gpt2_training_over_batch_and_sequence_compiles_once():
                "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"}
     assert all(r.imported.num_symbols for r in records), [r.name for r in records]
     assert {e["op"] for r in records for e in r.cg.externs} <= allowed
+
+
+def test_a_graph_keeps_few_plans_for_many_sizes():
+    from ember import runtime
+
+    def fn(x):
+        return torch.softmax(x * 3.0, dim=-1)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="ember", dynamic=True)
+    runners = []
+    orig = runtime.GraphRunner.__init__
+
+    def spy(self, *a, **k):
+        orig(self, *a, **k)
+        runners.append(self)
+
+    runtime.GraphRunner.__init__ = spy
+    try:
+        for n in range(2, 2 + 3 * runtime.MAX_PLANS):
+            x = torch.randn(n, 5)
+            torch.testing.assert_close(compiled(x), fn(x))
+    finally:
+        runtime.GraphRunner.__init__ = orig
+    assert len(runners) == 1 and len(runners[0]._plans) == runtime.MAX_PLANS
+    x = torch.randn(3, 5)  # an evicted size is planned again, correctly
+    torch.testing.assert_close(compiled(x), fn(x))
