@@ -20,6 +20,7 @@ Measured:
 
 Usage:
   python benchmarks/train_bench.py [--models gpt2,cnn] [--backends eager,inductor,ember]
+                                   (also ember-dynamic, inductor-dynamic: dynamic=True)
                                    [--rounds 10] [--steps 5] [--warmup 3] [--json out.json]
   python benchmarks/train_bench.py cold MODEL BACKEND     # one cold process (internal)
 """
@@ -86,9 +87,11 @@ def compile_for(backend, fn):
 
     if backend == "eager":
         return fn
-    if backend == "ember":
+    # "ember-dynamic", "inductor-dynamic": the same with dynamic=True (symbolic sizes).
+    name, dynamic = backend.removesuffix("-dynamic"), backend.endswith("-dynamic")
+    if name == "ember":
         import ember  # noqa: F401  (registers the backend from a source tree too)
-    return torch.compile(fn, backend=backend)
+    return torch.compile(fn, backend=name, dynamic=True if dynamic else None)
 
 
 class Trainer:
