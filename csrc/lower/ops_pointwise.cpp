@@ -30,6 +30,9 @@ Expr arg_at(const LowerCtx& ctx, const Arg& a, const std::vector<Expr>& idx, DTy
     const TensorIR& v = ctx.tensor(a);
     return cast(v.fn(broadcast_index(idx, v.sizes)), t);
   }
+  // A size expression (a SymInt scalar, such as avg_pool's backward dividing by H*W):
+  // its value is computed from the symbols at run time.
+  if (a.kind == Arg::Kind::Int && a.sym) return cast(a.as_dim().expr(), t);
   if (a.kind == Arg::Kind::Int && !is_float(t)) return int_const(a.i, t);
   return const_of(a.as_double(), t);
 }

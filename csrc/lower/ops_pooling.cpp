@@ -39,14 +39,13 @@ Window window_args(const Node& n, size_t first, bool with_dilation) {
 
 // The [..., OH, OW, KH, KW] virtual tensor of input positions, `fill` outside the input.
 TensorIR windows(LowerCtx& ctx, const TensorIR& in, const std::vector<int64_t>& out_hw, const Window& w, double fill, DType t) {
-  std::vector<int64_t> shape = hints(in.sizes);
-  shape.resize(shape.size() - 2);
+  Dims shape(in.sizes.begin(), in.sizes.end() - 2);
   int64_t H = in.sizes[in.rank() - 2].hint(), W = in.sizes[in.rank() - 1].hint();
   shape.push_back(out_hw[0]);
   shape.push_back(out_hw[1]);
   shape.push_back(w.k[0]);
   shape.push_back(w.k[1]);
-  return ctx.lazy(t, to_dims(shape), [in, w, H, W, fill, t](const std::vector<Expr>& idx) {
+  return ctx.lazy(t, shape, [in, w, H, W, fill, t](const std::vector<Expr>& idx) {
     size_t lead = idx.size() - 4;
     std::vector<Expr> src(idx.begin(), idx.begin() + lead);
     Expr ih = add(add(mul(idx[lead], w.s[0]), mul(idx[lead + 2], w.d[0])), -w.p[0]);
@@ -126,11 +125,24 @@ Candidates window_candidates(Expr i, const Window& w, int dim) {
   return {reach / w.s[dim] + 1, first};
 }
 
+// Pooling reads the window geometry at compile time: the two spatial dims of every
+// tensor argument and result must be static; batch and channels may be symbolic.
+void require_static_spatial(const LowerCtx& ctx, const Node& n) {
+  auto check = [](const Dims& d) {
+    for (size_t i = d.size() >= 2 ? d.size() - 2 : 0; i < d.size(); ++i)
+      if (!d[i].is_static()) throw Unsupported("pooling over symbolic spatial sizes");
+  };
+  for (const auto& a : n.args)
+    if (a.is_tensor()) check(ctx.value(a.ref).sizes);
+  for (const auto& t : n.outputs)
+    if (t.is_tensor) check(t.dims());
+}
+
 }  // namespace
 
 void register_pooling_ops(LoweringTable& t) {
   t["aten.max_pool2d_with_indices.default"] = [](LowerCtx& ctx, const Node& n) {
-    require_static(ctx, n);
+    require_static_spatial(ctx, n);
     const TensorIR& in = ctx.tensor(n.args[0]);
     if (in.rank() < 3) throw Unsupported("max_pool2d input rank");
     Window w = window_args(n, 1, true);
@@ -212,7 +224,7 @@ void register_pooling_ops(LoweringTable& t) {
   // may contain (h, w) and whose saved index is h * W + w. Candidates are visited in
   // increasing (oh, ow), the order in which ATen's CPU kernel accumulates.
   t["aten.max_pool2d_with_indices_backward.default"] = [](LowerCtx& ctx, const Node& n) {
-    require_static(ctx, n);
+    require_static_spatial(ctx, n);
     const TensorIR& grad = ctx.tensor(n.args[0]);
     const TensorIR& self = ctx.tensor(n.args[1]);
     const TensorIR& indices = ctx.tensor(n.args[7]);
@@ -255,7 +267,7 @@ void register_pooling_ops(LoweringTable& t) {
     }, {&grad, &indices})};
   };
   t["aten.avg_pool2d.default"] = [](LowerCtx& ctx, const Node& n) {
-    require_static(ctx, n);
+    require_static_spatial(ctx, n);
     const TensorIR& in = ctx.tensor(n.args[0]);
     if (in.rank() < 3) throw Unsupported("avg_pool2d input rank");
     Window w = window_args(n, 1, false);
@@ -301,7 +313,7 @@ void register_pooling_ops(LoweringTable& t) {
     }, {&sum})};
   };
   t["aten._adaptive_avg_pool2d.default"] = [](LowerCtx& ctx, const Node& n) {
-    require_static(ctx, n);
+    require_static_spatial(ctx, n);
     const TensorIR& in = ctx.tensor(n.args[0]);
     if (in.rank() < 3) throw Unsupported("adaptive_avg_pool2d input rank");
     DType dt = in.dtype;

@@ -47,6 +47,9 @@ class ImportedGraph:
         self.symbol_args: list[tuple[int, int, int]] = []
         self.symbol_index: dict = {}  # Dynamo's sympy symbol -> k
         self.attr_inputs: list[str] = []  # get_attr targets, passed after the placeholders
+        # SymFloat values used as arguments (BatchNorm's n / (n - 1) with a symbolic n),
+        # passed after the attributes as 0-d f64 tensors the runner computes per size.
+        self.scalar_inputs: list[torch.fx.Node] = []
         self.output_args: list = []  # FX output values (nodes or constants)
         self.op_counts: dict[str, int] = {}
 
@@ -159,12 +162,21 @@ class _Writer:
         self.g = g
         self.ids: dict[torch.fx.Node, tuple[int, int]] = {}
         self.symbols = _Symbols()
+        self.add_input = None  # (fx node, index, type text) -> graph node id; set by import_graph
+        self.first_scalar_input = 0
 
     def value(self, v) -> str:
         if isinstance(v, torch.fx.Node):
             val = v.meta.get("val")
             if isinstance(val, torch.SymInt):
                 return self.symbols.text(val)  # a size (input or arithmetic), written as its expression
+            if isinstance(val, torch.SymFloat) and v not in self.ids:
+                # A float computed from sizes: a runtime scalar input (0-d f64).
+                if not val.node.expr.free_symbols:
+                    return _float_text(float(val.node.expr))
+                index = self.first_scalar_input + len(self.g.scalar_inputs)
+                self.g.scalar_inputs.append(v)
+                self.ids[v] = (self.add_input(v, index, "f64[]{}"), 0)
             if v not in self.ids:
                 raise UnsupportedGraph(f"value {v.name} is not a tensor ember can track")
             nid, idx = self.ids[v]
@@ -268,6 +280,16 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
             w.ids.setdefault(node, (nid, 0))
         return nid
 
+    # Runtime scalar inputs (SymFloat arguments) come after the attributes.
+    w.first_scalar_input = g.num_placeholders + sum(1 for n in gm.graph.nodes if n.op == "get_attr")
+
+    def add_scalar_input(node, index, type_text):
+        nid = add_line(node, "input", str(index), type_text)
+        g.refs[(nid, 0)] = node
+        return nid
+
+    w.add_input = add_scalar_input
+
     # Symbols first: a tensor input may come before the SymInt input binding its size.
     for node in placeholders:
         if isinstance(node.meta.get("val"), torch.SymInt):
@@ -299,8 +321,8 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
             nid = add_line(node, "input", str(index), _type_text(val, w.symbols, device))
             g.refs[(nid, 0)] = node
         elif node.op == "call_function":
-            if isinstance(node.meta.get("val"), torch.SymInt):
-                continue  # size arithmetic: written as an expression where it is used
+            if isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat)):
+                continue  # size arithmetic: an expression, or a scalar input, where it is used
             if node.target is operator.getitem:
                 base, idx = node.args
                 if base not in w.ids or not isinstance(idx, int):

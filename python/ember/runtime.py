@@ -98,11 +98,16 @@ class _SymbolValues(dict):
 
             self._subs = {s: sympy.Integer(values[k]) for s, k in symbol_index.items()}
 
-    def __missing__(self, node):
+    def value(self, node):
+        """The int (SymInt) or float (SymFloat) value of a size-arithmetic node."""
         val = node.meta.get("val")
-        if self._subs is None or not isinstance(val, torch.SymInt):
+        if self._subs is None or not isinstance(val, (torch.SymInt, torch.SymFloat)):
             raise KeyError(node)
-        v = int(val.node.expr.xreplace(self._subs))
+        v = val.node.expr.xreplace(self._subs)
+        return int(v) if isinstance(val, torch.SymInt) else float(v)
+
+    def __missing__(self, node):
+        v = self.value(node)
         fn = lambda bufs: v  # noqa: E731
         self[node] = fn
         return fn
@@ -157,6 +162,11 @@ class _Plan:
                 steps.append((1, _call_builder(node, fetch), outs, expect))
                 uses.append({view[0] for _, _, view in e["tensor_args"]})
         constants = _SymbolValues({}, imported.symbol_index, symbols)
+        # Inputs past the caller's arguments: the graph's attributes, then the SymFloat
+        # scalars at these sizes (0-d f64, made once per plan).
+        self.extra_inputs = list(runner.attr_tensors) + [
+            torch.tensor(constants.value(node), dtype=torch.float64, device=self.device)
+            for node in imported.scalar_inputs]
         self.outputs = []
         for out, spec in zip(imported.output_args, layout["outputs"]):
             if spec is not None:
@@ -243,7 +253,7 @@ class GraphRunner:
             free, launch = self._call_context(plan)
             template = free.pop() if free else plan.new_workspace()
             bufs = list(template)
-            attrs = self.attr_tensors
+            attrs = plan.extra_inputs
             nargs = len(args)
             for b, i in plan.inputs:
                 bufs[b] = args[i] if i < nargs else attrs[i - nargs]
