@@ -245,3 +245,22 @@ def test_cnn_training_with_a_dynamic_batch_keeps_pooling_in_ember_kernels():
     ops = {e["op"] for r in records for e in r.cg.externs}
     assert ops <= {"aten.convolution.default", "aten.convolution_backward.default", "aten.mm.default",
                    "aten.addmm.default"}, ops
+
+
+def test_automatic_dynamic_after_a_second_size():
+    # dynamic=None (the default): Dynamo compiles the first size static, and on a second
+    # size recompiles with that dim symbolic; from then on one graph serves every size.
+    def fn(x, w):
+        return F.gelu(F.layer_norm(x, (16,)) @ w).sum(-1)
+
+    w = torch.randn(16, 8)
+    torch._dynamo.reset()
+    ember.reset_stats()
+    compiled = torch.compile(fn, backend="ember")
+    seen = []
+    for n in [4, 7, 19, 33, 100]:
+        x = torch.randn(n, 16)
+        torch.testing.assert_close(compiled(x, w), fn(x, w), atol=1e-5, rtol=1e-5)
+        seen.append(ember.stats())
+    assert seen[1]["recompiles"] == 1 and seen[0]["eager_fallbacks"] == 0, seen[1]
+    assert_compiled_once(seen[1], seen[-1])
