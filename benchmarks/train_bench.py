@@ -20,7 +20,8 @@ Measured:
 
 Usage:
   python benchmarks/train_bench.py [--models gpt2,cnn] [--backends eager,inductor,ember]
-                                   (also ember-dynamic, inductor-dynamic: dynamic=True)
+                                   (also ember-dynamic, inductor-dynamic: dynamic=True;
+                                    ember-dynbatch, inductor-dynbatch: mark_dynamic(batch, 0))
                                    [--rounds 10] [--steps 5] [--warmup 3] [--json out.json]
   python benchmarks/train_bench.py cold MODEL BACKEND     # one cold process (internal)
 """
@@ -87,8 +88,9 @@ def compile_for(backend, fn):
 
     if backend == "eager":
         return fn
-    # "ember-dynamic", "inductor-dynamic": the same with dynamic=True (symbolic sizes).
-    name, dynamic = backend.removesuffix("-dynamic"), backend.endswith("-dynamic")
+    # "ember-dynamic", "inductor-dynamic": the same with dynamic=True (every size symbolic);
+    # "-dynbatch": the batch dim marked dynamic (Trainer marks it).
+    name, dynamic = backend.removesuffix("-dynamic").removesuffix("-dynbatch"), backend.endswith("-dynamic")
     if name == "ember":
         import ember  # noqa: F401  (registers the backend from a source tree too)
     return torch.compile(fn, backend=name, dynamic=True if dynamic else None)
@@ -99,6 +101,10 @@ class Trainer:
         import torch
 
         self.model = model
+        if backend.endswith("-dynbatch"):
+            batch = tuple(t.clone() for t in batch)
+            for t in batch:
+                torch._dynamo.mark_dynamic(t, 0)
         self.batch = batch
         self.opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         self.loss = compile_for(backend, loss_of(model))

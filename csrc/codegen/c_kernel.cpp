@@ -79,30 +79,46 @@ struct Acc {
 };
 
 // A split stage's dim in chunks: `count` chunks of `span` iterations (whole units:
-// the blocks of a blocked sum), the last one shorter. Fixed at compile time, so a
-// result does not depend on how many threads run the chunks.
+// the blocks of a blocked sum), the last one shorter. Fixed by the sizes alone, so a
+// result does not depend on how many threads run the chunks. A symbolic dim keeps the
+// compile-time chunk count as a capacity (the partial arrays' size) and computes the
+// span and the number of chunks from the call's sizes; the texts are C expressions.
 struct Chunks {
-  int64_t count = 1, span = 0, extent = 0;
+  int64_t count = 1;               // chunks, or at most this many (symbolic dim)
+  std::string span, extent, used;  // C text: iterations per chunk, the dim, chunks in use
 };
 
-Chunks chunk_plan(int split, int64_t extent, int64_t unit) {
+// `text` prints a size as C (a literal, or a function-scope value computed from sym[]).
+template <class Text>
+Chunks chunk_plan(int split, const Dim& extent, int64_t unit, Text text) {
   Chunks c;
   if (split < 2) return c;
-  const int64_t units = (extent + unit - 1) / unit;
-  c.span = (units + split - 1) / split * unit;
-  c.count = (extent + c.span - 1) / c.span;
-  c.extent = extent;
+  c.count = split;
+  if (extent.is_static()) {
+    const int64_t e = extent.hint();
+    const int64_t units = (e + unit - 1) / unit;
+    const int64_t span = (units + split - 1) / split * unit;
+    c.count = (e + span - 1) / span;
+    c.span = std::to_string(span) + "LL";
+    c.extent = std::to_string(e) + "LL";
+    c.used = std::to_string(c.count) + "LL";
+    return c;
+  }
+  const Dim units = floordiv(extent + (unit - 1), Dim(unit));
+  const Dim span = max(floordiv(units + (split - 1), Dim(split)) * Dim(unit), Dim(unit));
+  c.span = text(span);
+  c.extent = text(extent);
+  c.used = text(max(floordiv(extent + span - 1, span), Dim(1)));
   return c;
 }
 
 // The chunk loop, run by torch's OpenMP team; serial inside a launcher that
 // already splits rows. Its body defines the chunk's range [ch_lo, ch_hi).
 std::vector<std::string> chunk_loop_head(const Chunks& c) {
-  const std::string span = std::to_string(c.span) + "LL", extent = std::to_string(c.extent) + "LL";
   return {"#pragma omp parallel for schedule(static) if (!omp_in_parallel())",
-          "for (int64_t ch = 0; ch < " + std::to_string(c.count) + "LL; ++ch) {",
-          "  const int64_t ch_lo = ch * " + span + ", ch_hi = ch_lo + " + span + " < " + extent + " ? ch_lo + " +
-              span + " : " + extent + ";"};
+          "for (int64_t ch = 0; ch < " + c.used + "; ++ch) {",
+          "  const int64_t ch_lo = ch * " + c.span + ", ch_hi = ch_lo + " + c.span + " < " + c.extent + " ? ch_lo + " +
+              c.span + " : " + c.extent + ";"};
 }
 
 // `dst` combined with the partial `src` of a later chunk. Max/min partials are
@@ -235,8 +251,9 @@ class KernelPrinter {
     for (size_t i = 0; i < stage.items.size(); ++i) blocked |= blocks_sum(i);
     // A split stage runs dim 0 in chunks (blocked single loops in whole blocks);
     // everything from the accumulators to the block totals is private to a chunk.
-    const Chunks chunks = chunk_plan(stage.split, stage.inner.empty() ? 1 : stage.inner[0].hint(),
-                                     stage.inner.size() == 1 && blocked ? kSumBlock : 1);
+    const Chunks chunks = chunk_plan(stage.split, stage.inner.empty() ? Dim(1) : stage.inner[0],
+                                     stage.inner.size() == 1 && blocked ? kSumBlock : 1,
+                                     [this](const Dim& d) { return dim_text(d); });
     if (chunks.count > 1) em_->open_scope({});
     // Accumulators live in the row scope (in a chunk's scope when split).
     std::vector<Acc> accs(stage.items.size());
@@ -383,7 +400,7 @@ class KernelPrinter {
         em_->line("int " + a.flag + " = " + pt.flag + "[0];");
         step.push_back(combine_text(ReduceOp::Any, a.flag, pt.flag + "[ch]"));
       }
-      em_->line("for (int64_t ch = 1; ch < " + n + "LL; ++ch) {");
+      em_->line("for (int64_t ch = 1; ch < " + chunks.used + "; ++ch) {");
       for (const auto& l : step) em_->line("  " + l);
       em_->line("}");
     }
@@ -428,7 +445,7 @@ class KernelPrinter {
     em_->line("for (int64_t i0 = 0; i0 < " + Ks + "; ++i0) {");
     for (const auto& l : firsts) em_->line("  " + l);
     em_->line("}");
-    em_->line("for (int64_t ch = 1; ch < " + n + "LL; ++ch) {");
+    em_->line("for (int64_t ch = 1; ch < " + chunks.used + "; ++ch) {");
     em_->line("  for (int64_t i0 = 0; i0 < " + Ks + "; ++i0) {");
     for (const auto& l : steps) em_->line("    " + l);
     em_->line("  }");
@@ -542,7 +559,8 @@ class KernelPrinter {
     for (const auto& item : stage.items) blocked |= blocks_sum(p_.computed[item.computed]);
     // A split stage runs the outermost reduced dim in chunks of whole blocks; the
     // accumulator arrays and everything up to the block totals are private to a chunk.
-    const Chunks chunks = chunk_plan(stage.split, reduced >= 1 ? stage.inner[1].hint() : 1, blocked ? block1 : 1);
+    const Chunks chunks = chunk_plan(stage.split, reduced >= 1 ? stage.inner[1] : Dim(1), blocked ? block1 : 1,
+                                     [this](const Dim& d) { return dim_text(d); });
     if (chunks.count > 1) em_->open_scope({});
     std::vector<Acc> accs(stage.items.size());
     for (size_t i = 0; i < stage.items.size(); ++i) {

@@ -29,13 +29,13 @@ int chunks_for(const Stage& st) {
   // inner dim of a row stage.
   const size_t dim = st.vector_reduce ? 1 : 0;
   if (!reduces || st.inner.size() <= dim) return 0;
-  // Chunk bounds are compile-time constants: symbolic stages stay whole (for now).
-  auto inner = values(st.inner);
-  if (!inner) return 0;
+  // The chunk count is decided at the hints; for a symbolic dim it is a capacity, and
+  // codegen computes the chunks' span from the call's sizes (c_kernel.cpp).
+  const std::vector<int64_t> inner = hints(st.inner);
   int64_t work = 1;
-  for (int64_t x : *inner) work *= x;
-  int64_t chunks = std::min({kMaxChunks, work / kMinChunkWork, (*inner)[dim]});
-  if (st.vector_reduce) chunks = std::min(chunks, kMaxPartials / std::max<int64_t>(1, (*inner)[0]));
+  for (int64_t x : inner) work *= x;
+  int64_t chunks = std::min({kMaxChunks, work / kMinChunkWork, inner[dim]});
+  if (st.vector_reduce) chunks = std::min(chunks, kMaxPartials / std::max<int64_t>(1, inner[0]));
   return chunks >= 2 ? static_cast<int>(chunks) : 0;
 }
 

@@ -264,3 +264,22 @@ def test_automatic_dynamic_after_a_second_size():
         seen.append(ember.stats())
     assert seen[1]["recompiles"] == 1 and seen[0]["eager_fallbacks"] == 0, seen[1]
     assert_compiled_once(seen[1], seen[-1])
+
+
+@pytest.mark.parametrize("op", ["full_sum", "column_sum", "channel_stats"])
+def test_split_reductions_over_symbolic_extents(op):
+    # A few rows with long symbolic reductions run in chunks on the thread team; the
+    # chunk span comes from the call's sizes (any size, down to fewer elements than chunks).
+    fns = {
+        "full_sum": lambda x: x.sum(),
+        "column_sum": lambda x: x.sum(0),
+        "channel_stats": lambda x: torch.var_mean(x, dim=(0, 2), correction=0),
+    }
+    make = {
+        "full_sum": lambda n: (torch.randn(n, 97),),
+        "column_sum": lambda n: (torch.randn(n, 24),),
+        "channel_stats": lambda n: (torch.randn(n, 8, 1000),),
+    }
+    first, last = run_sizes(fns[op], lambda n: make[op](n), [70000, 3, 123457, 1000], dynamic=None,
+                            mark={0: [0]}, atol=1e-3, rtol=1e-4)
+    assert_compiled_once(first, last)
