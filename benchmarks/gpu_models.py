@@ -156,7 +156,9 @@ class EmberRecorder:
                 kernels += len(r.cg.kernels)
                 for e in r.cg.externs:
                     externs[e["op"]] = externs.get(e["op"], 0) + 1
+        seconds = {k: round(sum(r.times.get(k, 0.0) for r in self.records), 3) for k in ("total", "compile", "load")}
         return {"graphs": len(self.records), "kernels": kernels, "eager_fallbacks": len(fallbacks),
+                "backend_s": seconds["total"], "nvrtc_s": seconds["compile"], "load_s": seconds["load"],
                 "fallbacks": fallbacks, "aten_ops": dict(sorted(externs.items()))}
 
 
