@@ -4,8 +4,9 @@ AOTAutograd decomposes `scaled_dot_product_attention` while tracing, choosing it
 from fake tensors; on CUDA, with an `attn_mask` (transformers' BERT builds one whenever it
 is traced, even with no padding) that choice is the math path: bmm, softmax and bmm, with
 the full [batch, heads, seq, seq] scores in memory. Eager, given the same mask, runs a
-fused kernel (cuDNN or memory-efficient attention). Inference graphs of CUDA tensors
-therefore get the call as `ember::sdpa_masked`, an op AOTAutograd keeps whole and ember
+fused kernel (cuDNN or memory-efficient attention) on the mask ember realizes. Inference
+graphs of CUDA tensors therefore get such a call (a mask whose last dim is not contiguous,
+the case the trace-time choice refuses) as `ember::sdpa_masked`, an op AOTAutograd keeps whole and ember
 runs as an extern ATen call: the kernel choice is made at run time, as in eager.
 
 Only graphs traced with grad disabled are rewritten (Dynamo guards on grad mode, so a
@@ -45,6 +46,14 @@ def _sdpa_args(node):
     return args
 
 
+def _math_only_mask(mask) -> bool:
+    """A mask whose last dim is not contiguous (BERT's: [b,1,1,s] expanded over the query
+    rows has stride 0 there) is one the fused kernels refuse at trace time. Other masks
+    (GPT-2's causal one) already trace to a fused kernel (cuDNN), which stays."""
+    val = mask.meta.get("example_value", mask.meta.get("val")) if isinstance(mask, torch.fx.Node) else None
+    return isinstance(val, torch.Tensor) and val.dim() > 0 and val.size(-1) > 1 and val.stride(-1) != 1
+
+
 def fuse_masked_attention(gm: torch.fx.GraphModule) -> int:
     """Rewrites masked, dropout-free attention calls of a Dynamo graph into ember::sdpa_masked
     (the caller checks that the graph is a CUDA inference graph). Returns how many."""
@@ -53,7 +62,7 @@ def fuse_masked_attention(gm: torch.fx.GraphModule) -> int:
         if node.op != "call_function" or node.target not in _SDPA:
             continue
         a = _sdpa_args(node)
-        if a is None or a["attn_mask"] is None or a["dropout_p"] != 0.0:
+        if a is None or a["attn_mask"] is None or a["dropout_p"] != 0.0 or not _math_only_mask(a["attn_mask"]):
             continue
         node.target = torch.ops.ember.sdpa_masked.default
         node.args = (a["query"], a["key"], a["value"], a["attn_mask"], a["is_causal"], a["scale"])

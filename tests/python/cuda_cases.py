@@ -55,7 +55,9 @@ def _argmax(x):
 
 
 def _masked_attention(q, k, v, keep):
-    """BERT's traced attention: a boolean padding mask expanded over the query rows."""
+    """BERT's traced attention: a boolean padding mask expanded over the query rows, whose
+    last dim is not contiguous (BERT's has stride 0 there; here the keep mask is column-major)."""
+    keep = keep.t().contiguous().t()
     mask = keep[:, None, None, :].expand(q.shape[0], 1, q.shape[2], q.shape[2])
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.125)
     return (out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1) * 2).relu()
