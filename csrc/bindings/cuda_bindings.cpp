@@ -23,7 +23,11 @@ void define_cuda(nb::module_& m) {
       .def_prop_ro("program_text", &CudaCompiledGraph::program_text)
       .def_prop_ro("schedule_text", &CudaCompiledGraph::schedule_text)
       .def_prop_ro("source", [](const CudaCompiledGraph& g) { return g.code().source; })
-      .def_prop_ro("cubin", [](const CudaCompiledGraph& g) { return nb::bytes(g.cubin().data(), g.cubin().size()); })
+      .def_prop_ro("cubins", [](const CudaCompiledGraph& g) {
+        nb::list out;
+        for (const auto& c : g.cubins()) out.append(nb::bytes(c.data(), c.size()));
+        return out;
+      })
       .def_prop_ro("cache_status", &CudaCompiledGraph::cache_status)
       .def_prop_ro("cache_note", &CudaCompiledGraph::cache_note)
       .def_prop_ro("cache_key", &CudaCompiledGraph::cache_key)

@@ -562,14 +562,14 @@ const char* cuda_shape_name(CudaKernelInfo::Shape s) {
 CudaCode generate_cuda(const Program& p, const Schedule& s) {
   CudaCode out;
   Placement m = place_buffers(p, s);
-  std::ostringstream os;
-  os << cuda_prelude() << "\n";
+  out.prelude = cuda_prelude() + "\n";
+  out.source = out.prelude;
   for (size_t k = 0; k < s.kernels.size(); ++k) {
     CudaKernelInfo info;
-    os << CudaKernelPrinter(p, s, m, static_cast<int>(k)).print(info) << "\n";
+    out.kernel_sources.push_back(CudaKernelPrinter(p, s, m, static_cast<int>(k)).print(info) + "\n");
+    out.source += out.kernel_sources.back();
     out.kernels.push_back(std::move(info));
   }
-  out.source = os.str();
   out.buffer_in_memory = m.in_memory;
   return out;
 }

@@ -49,7 +49,9 @@ struct CudaKernelInfo {
 };
 
 struct CudaCode {
-  std::string source;
+  std::string source;                       // prelude + every kernel, in order
+  std::string prelude;                      // what every part of a split compile repeats
+  std::vector<std::string> kernel_sources;  // parallel to kernels: each kernel's text
   std::vector<CudaKernelInfo> kernels;      // parallel to Schedule::kernels
   std::vector<bool> buffer_in_memory;       // per Program buffer
 };

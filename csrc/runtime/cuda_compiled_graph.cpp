@@ -9,6 +9,7 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
 
 #include "jit/nvrtc.h"
@@ -137,75 +138,139 @@ void CudaCompiledGraph::plan_memory() {
                        static_cast<int>(program_.buffers.size()), {});
 }
 
+namespace {
+
+// NVRTC's time goes per kernel (~40 ms each on a server core), and a model's graph has
+// 40 to 170 of them: a graph compiles in parts of a few kernels, each with the prelude,
+// on threads of their own. Parts are fixed runs of kernels, not a function of the
+// machine's core count, so their cache keys are the same on every machine.
+constexpr size_t kKernelsPerPart = 6;
+
+struct CubinPart {
+  std::string source, key, cubin;
+  std::vector<int> kernels;
+  bool compiled = false;
+  CubinResult result;
+};
+
+std::vector<CubinPart> split_parts(const CudaCode& code, const std::string& salt) {
+  std::vector<CubinPart> parts;
+  for (size_t k = 0; k < code.kernels.size(); ++k) {
+    if (k % kKernelsPerPart == 0) parts.push_back({code.prelude, "", "", {}, false, {}});
+    parts.back().source += code.kernel_sources[k];
+    parts.back().kernels.push_back(static_cast<int>(k));
+  }
+  for (auto& p : parts) p.key = sha256_hex(p.source + salt);
+  return parts;
+}
+
+// Runs NVRTC on every part in `todo`, on up to hardware_concurrency() threads.
+void compile_parts(const Nvrtc& nvrtc, std::vector<CubinPart*>& todo, const std::string& arch) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < todo.size(); i = next++)
+      todo[i]->result = nvrtc.compile(todo[i]->source, arch, "ember_graph.cu");
+  };
+  size_t n = std::min<size_t>(todo.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < n; ++t) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+}
+
+[[noreturn]] void throw_nvrtc_failure(const CubinPart& part) {
+  // Keep what failed where the user can read it (mode 0600, a fresh name).
+  char path[] = "/tmp/ember-failed-XXXXXX.cu";
+  int fd = mkstemps(path, 3);
+  std::string kept;
+  if (fd >= 0) {
+    std::string text = part.source + "\n/* NVRTC output:\n" + part.result.log + "\n*/\n";
+    bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    if (ok) kept = std::string(" (source and NVRTC output kept in ") + path + ")";
+  }
+  throw std::runtime_error("ember: NVRTC failed on the generated CUDA" + kept + ":\n" + part.result.log);
+}
+
+}  // namespace
+
 void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
   std::string why;
   const Nvrtc* nvrtc = Nvrtc::load(opts.nvrtc_dirs, &why);
   if (!nvrtc) throw std::runtime_error("ember: " + why);
-  key_ = sha256_hex(code_.source + "\n/* ember " EMBER_VERSION " */\n" + nvrtc->identity() + "\n" + opts.arch);
-  {
-    std::lock_guard<std::mutex> lock(g_cache_mutex);
-    auto it = cubin_cache().find(key_);
-    if (it != cubin_cache().end()) cubin_ = it->second;
+  std::vector<CubinPart> parts =
+      split_parts(code_, "\n/* ember " EMBER_VERSION " */\n" + nvrtc->identity() + "\n" + opts.arch);
+  std::string keys;
+  for (const auto& p : parts) keys += p.key;
+  key_ = sha256_hex(keys);
+
+  std::unique_ptr<DiskCache> disk;
+  if (opts.disk_cache) {
+    disk = std::make_unique<DiskCache>(opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir);
+    if (!disk->usable()) {
+      cache_note_ = disk->reason();
+      disk.reset();
+    }
   }
-  if (!cubin_.empty()) {
-    cache_status_ = "memory";
-    ++counts().memory_cache_hits;
-  } else {
-    std::unique_ptr<DiskCache> disk;
-    if (opts.disk_cache) {
-      disk = std::make_unique<DiskCache>(opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir);
-      if (!disk->usable()) {
-        cache_note_ = disk->reason();
-        disk.reset();
-      }
-    }
-    if (disk) {
-      // lookup() verifies the artifact's size and SHA-256 against its index entry.
-      if (auto path = disk->lookup(key_, "cubin")) {
-        cubin_ = read_file(*path);
-        if (!cubin_.empty()) {
-          cache_status_ = "disk";
-          ++counts().disk_cache_hits;
-        }
-      }
-    }
-    if (cubin_.empty()) {
-      ++counts().nvrtc_runs;
-      CubinResult r = nvrtc->compile(code_.source, opts.arch, "ember_graph.cu");
-      times_.compile = r.seconds;
-      if (!r.ok) {
-        // Keep what failed where the user can read it (mode 0600, a fresh name).
-        char path[] = "/tmp/ember-failed-XXXXXX.cu";
-        int fd = mkstemps(path, 3);
-        std::string kept;
-        if (fd >= 0) {
-          std::string text = code_.source + "\n/* NVRTC output:\n" + r.log + "\n*/\n";
-          bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-          ::close(fd);
-          if (ok) kept = std::string(" (source and NVRTC output kept in ") + path + ")";
-        }
-        throw std::runtime_error("ember: NVRTC failed on the generated CUDA" + kept + ":\n" + r.log);
-      }
-      cubin_ = std::move(r.cubin);
-      cache_status_ = "miss";
-      if (disk) {
-        std::string tmp = disk->temp_path("cubin");
-        write_file(tmp, cubin_);
-        if (!disk->install(key_, "cubin", tmp)) ::unlink(tmp.c_str());
-      }
-    }
-    std::lock_guard<std::mutex> lock(g_cache_mutex);
-    cubin_cache()[key_] = cubin_;
-  }
-  if (opts.device >= 0) {
-    auto tl = std::chrono::steady_clock::now();
+  int from_memory = 0, from_disk = 0;
+  std::vector<CubinPart*> todo;
+  for (auto& p : parts) {
     {
       std::lock_guard<std::mutex> lock(g_cache_mutex);
-      auto& slot = module_cache()[{key_, opts.device}];
-      if (!slot) slot = CudaModule::load(cubin_, opts.device);
-      module_ = slot;
+      auto it = cubin_cache().find(p.key);
+      if (it != cubin_cache().end()) p.cubin = it->second;
     }
-    for (const auto& k : code_.kernels) fns_.push_back(module_->function(k.name));
+    if (!p.cubin.empty()) {
+      ++from_memory;
+      continue;
+    }
+    // lookup() verifies the artifact's size and SHA-256 against its index entry.
+    if (disk) {
+      if (auto path = disk->lookup(p.key, "cubin")) p.cubin = read_file(*path);
+    }
+    if (!p.cubin.empty()) {
+      ++from_disk;
+    } else {
+      todo.push_back(&p);
+    }
+  }
+  if (!todo.empty()) {
+    ++counts().nvrtc_runs;
+    auto tc = std::chrono::steady_clock::now();
+    compile_parts(*nvrtc, todo, opts.arch);
+    times_.compile = seconds_since(tc);
+    for (CubinPart* p : todo) {
+      if (!p->result.ok) throw_nvrtc_failure(*p);
+      p->cubin = std::move(p->result.cubin);
+      if (disk) {
+        std::string tmp = disk->temp_path("cubin");
+        write_file(tmp, p->cubin);
+        if (!disk->install(p->key, "cubin", tmp)) ::unlink(tmp.c_str());
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    for (const auto& p : parts) cubin_cache()[p.key] = p.cubin;
+  }
+  cache_status_ = !todo.empty() ? "miss" : from_disk > 0 ? "disk" : "memory";
+  if (todo.empty()) ++(from_disk > 0 ? counts().disk_cache_hits : counts().memory_cache_hits);
+  for (auto& p : parts) cubins_.push_back(std::move(p.cubin));
+
+  if (opts.device >= 0) {
+    auto tl = std::chrono::steady_clock::now();
+    fns_.resize(code_.kernels.size());
+    for (size_t i = 0; i < parts.size(); ++i) {
+      std::shared_ptr<CudaModule> module;
+      {
+        std::lock_guard<std::mutex> lock(g_cache_mutex);
+        auto& slot = module_cache()[{parts[i].key, opts.device}];
+        if (!slot) slot = CudaModule::load(cubins_[i], opts.device);
+        module = slot;
+      }
+      for (int k : parts[i].kernels) fns_[k] = module->function(code_.kernels[k].name);
+      modules_.push_back(std::move(module));
+    }
     times_.load = seconds_since(tl);
   }
 }
@@ -214,7 +279,7 @@ void CudaCompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, u
   const ExecStep& st = steps_.at(step);
   if (st.kind != ExecStep::Kind::Kernels) throw std::invalid_argument("step is not a kernel group");
   if (ptrs.size() != st.args.size()) throw std::invalid_argument("wrong number of buffer pointers");
-  if (!module_) throw std::logic_error("ember: this CUDA graph was compiled without loading it on a device");
+  if (modules_.empty()) throw std::logic_error("ember: this CUDA graph was compiled without loading it on a device");
   std::vector<uintptr_t> values;
   std::vector<void*> params;
   for (size_t i = 0; i < st.kernels.size(); ++i) {
@@ -228,7 +293,8 @@ void CudaCompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, u
       values[j] = ptrs[slots[j]];
       params[j] = &values[j];
     }
-    module_->launch(fns_[k], info.grid, info.block, params.data(), stream);
+    // Every part is loaded in the device's primary context: any of them launches any kernel.
+    modules_.front()->launch(fns_[k], info.grid, info.block, params.data(), stream);
   }
 }
 

@@ -53,7 +53,8 @@ class CudaCompiledGraph {
   const std::vector<PassDump>& passes() const { return passes_; }
   int64_t arena_bytes() const { return arena_.arena_bytes; }
   int64_t arena_offset(int buffer) const { return arena_.offset.empty() ? -1 : arena_.offset[buffer]; }
-  const std::string& cubin() const { return cubin_; }
+  // One cubin per part of the source (the prelude and up to 6 kernels; compiled in parallel).
+  const std::vector<std::string>& cubins() const { return cubins_; }
   std::string program_text() const;
   std::string schedule_text() const;
 
@@ -79,8 +80,8 @@ class CudaCompiledGraph {
   std::string key_;
   std::string cache_status_ = "none";
   std::string cache_note_;
-  std::string cubin_;
-  std::shared_ptr<CudaModule> module_;
+  std::vector<std::string> cubins_;
+  std::vector<std::shared_ptr<CudaModule>> modules_;
   std::vector<void*> fns_;
   std::vector<std::vector<std::vector<int>>> arg_slots_;  // per step, per kernel: slots in the step's args
 };

@@ -54,6 +54,20 @@ def _argmax(x):
     return x.argmax(-1)
 
 
+def _masked_attention(q, k, v, keep):
+    """BERT's traced attention: a boolean padding mask expanded over the query rows, whose
+    last dim is not contiguous (BERT's has stride 0 there; here the keep mask is column-major)."""
+    keep = keep.t().contiguous().t()
+    mask = keep[:, None, None, :].expand(q.shape[0], 1, q.shape[2], q.shape[2])
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.125)
+    return (out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1) * 2).relu()
+
+
+def _attention_args(device):
+    q, k, v = (_rand(2, 4, 64, 64, device=device, dtype=torch.bfloat16) for _ in range(3))
+    return q, k, v, torch.rand(2, 64, device=device) > 0.2
+
+
 def _rand(*shape, device, dtype=torch.float32):
     return torch.randn(*shape, device=device).to(dtype)
 
@@ -113,6 +127,7 @@ CASES = {
     "column_sum": lambda d: (_column_sum, (_rand(64, 100, device=d),)),
     "column_sum_long": lambda d: (_column_sum, (_rand(20000, 3, device=d),)),
     "cumsum": lambda d: (_cumsum, (_rand(8, 100, device=d),)),
+    "masked_attention_bf16": lambda d: (_masked_attention, _attention_args(d)),
     # Refused in phase 1: the graph runs eagerly.
     "argmax": lambda d: (_argmax, (_rand(8, 100, device=d),)),
 }

@@ -11,7 +11,7 @@ from ember.backend import decomposition_table
 from ember.config import config
 from ember.fx_import import import_graph
 
-from cuda_cases import CASES, REFUSED
+from cuda_cases import CASES, REFUSED, _attention_args, _masked_attention
 
 pytestmark = pytest.mark.skipif(not cuda.nvrtc_info()["available"], reason="NVRTC is not installed")
 
@@ -50,7 +50,7 @@ def test_generated_cuda_compiles(name, tmp_path, monkeypatch):
     assert not refusals, refusals
     for cg in results:
         if cg.kernels:
-            assert cg.cubin[:4] == b"\x7fELF" and cg.cache_status == "miss"
+            assert cg.cubins and all(c[:4] == b"\x7fELF" for c in cg.cubins) and cg.cache_status == "miss"
             for k in cg.kernels:
                 assert k["grid"] >= 0 and 32 <= k["block"] <= 1024
 
@@ -79,3 +79,32 @@ def test_cpu_backend_unchanged_for_cpu_inputs():
     """CPU tensors still take the CPU path (graph_device is None)."""
     assert cuda.graph_device([torch.randn(2)]) is None
     assert ember is not None
+
+
+
+def test_masked_attention_stays_fused():
+    """A masked SDPA call (BERT's, when traced) reaches the CUDA graph as one extern
+    (ember::sdpa_masked), not AOTAutograd's math path (bmm, softmax, bmm), and the
+    rewritten graph computes what eager does."""
+    from ember.attention import fuse_masked_attention
+
+    q, k, v, keep = _attention_args("cpu")
+    graphs, rewritten = [], []
+
+    def compiler(gm, example_inputs):
+        imported = import_graph(gm)
+        graphs.append((imported, cuda.compile_cuda(imported.text, None, config, arch="sm_90")))
+        return gm
+
+    def backend(gm, example_inputs):
+        rewritten.append(fuse_masked_attention(gm))
+        return aot_module_simplified(gm, example_inputs, fw_compiler=compiler, decompositions=decomposition_table())
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(_masked_attention, backend=backend)(q, k, v, keep)
+    assert rewritten == [1]
+    (imported, cg), = graphs
+    assert "ember.sdpa_masked.default" in imported.op_counts and "aten.bmm.default" not in imported.op_counts
+    assert [e["op"] for e in cg.externs] == ["ember.sdpa_masked.default"] and cg.kernels
+    assert torch.equal(got, _masked_attention(q, k, v, keep))
