@@ -1,6 +1,7 @@
 #include "codegen/cuda_kernel.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <set>
@@ -18,6 +19,14 @@ constexpr int kRowsPerWarpBlock = 8;     // RowWarp: rows (warps) per block
 constexpr int kElementwiseBlock = 256;   // Elementwise: threads per block
 constexpr int64_t kMaxElementwiseGrid = 1 << 20;  // beyond this, threads loop (grid-stride)
 constexpr int64_t kInt32Limit = int64_t{1} << 31;
+
+// Elementwise: elements per thread per grid-stride step. A thread with one 2-byte load
+// in flight leaves HBM idle (2,048 threads an SM hold about 4 KiB of requests, Little's
+// law wants several times that); a thread that issues the loads of several elements,
+// blockDim apart so that each warp-wide load stays coalesced, keeps enough in flight.
+// 8 when every buffer has elements of at most 2 bytes (16 bytes a thread per buffer),
+// else 4. (The measurement against one element per thread is in docs/benchmarks.md.)
+int elementwise_elems_per_thread(int64_t max_elem_bytes) { return max_elem_bytes <= 2 ? 8 : 4; }
 
 struct Producer {
   int kernel = -1, stage = -1, item = -1;
@@ -215,9 +224,13 @@ class CudaKernelPrinter {
     if (!reductions && (k_.stages.size() == 1 || all_row_scope)) {
       shape_ = CudaKernelInfo::Shape::Elementwise;
       total_ = rows_ * (all_row_scope ? 1 : numel(k_.stages[0].inner));
+      int64_t max_elem_bytes = 1;
+      for (int b : info.args) max_elem_bytes = std::max(max_elem_bytes, dtype_size(p_.buffers[b].dtype));
+      per_thread_ = elementwise_elems_per_thread(max_elem_bytes);
+      const int64_t tile = int64_t{kElementwiseBlock} * per_thread_;
       info.block = kElementwiseBlock;
-      info.grid = static_cast<uint32_t>(std::min(kMaxElementwiseGrid, (total_ + kElementwiseBlock - 1) / kElementwiseBlock));
-      wide_ = total_ + static_cast<int64_t>(info.grid) * info.block >= kInt32Limit;
+      info.grid = static_cast<uint32_t>(std::min(kMaxElementwiseGrid, (total_ + tile - 1) / tile));
+      wide_ = total_ + static_cast<int64_t>(info.grid) * tile >= kInt32Limit;
     } else if (work <= kWarpRowWork) {
       shape_ = CudaKernelInfo::Shape::RowWarp;
       threads_ = 32;
@@ -283,16 +296,45 @@ class CudaKernelPrinter {
         for (const auto& l : em_->close_scope()) em_->line(l);
     }
     std::vector<std::string> row = em_->close_scope();
+    // The body of one element e, indented by `pad`.
+    auto element = [&](std::vector<std::string>& out, const std::string& pad) {
+      if (inner == 1) {
+        out.push_back(pad + "const " + I + " x = e;");
+      } else {
+        out.push_back(pad + "const " + I + " x = e / " + std::to_string(inner) + ";");
+        out.push_back(pad + "const " + I + " j = e - x * " + std::to_string(inner) + ";");
+      }
+      for (const auto& l : row) out.push_back(pad + l);
+    };
+    const std::string total = std::to_string(total_);
     std::vector<std::string> out;
-    out.push_back("for (" + I + " e = (" + I + ")blockIdx.x * blockDim.x + threadIdx.x; e < " + std::to_string(total_) +
-                  "; e += (" + I + ")gridDim.x * blockDim.x) {");
-    if (inner == 1) {
-      out.push_back("  const " + I + " x = e;");
-    } else {
-      out.push_back("  const " + I + " x = e / " + std::to_string(inner) + ";");
-      out.push_back("  const " + I + " j = e - x * " + std::to_string(inner) + ";");
+    if (per_thread_ == 1) {
+      out.push_back("for (" + I + " e = (" + I + ")blockIdx.x * blockDim.x + threadIdx.x; e < " + total +
+                    "; e += (" + I + ")gridDim.x * blockDim.x) {");
+      element(out, "  ");
+      out.push_back("}");
+      return out;
     }
-    for (const auto& l : row) out.push_back("  " + l);
+    // Each step takes elements t, t + block, ..., t + (U-1) * block: a full tile unrolled
+    // with no bounds checks (its elements' loads issue together), the last partial tile
+    // one element at a time. Elements are independent, so their order does not matter.
+    const std::string U = std::to_string(per_thread_);
+    const std::string block = std::to_string(kElementwiseBlock);
+    const std::string tile = std::to_string(int64_t{kElementwiseBlock} * per_thread_);
+    out.push_back("for (" + I + " t = (" + I + ")blockIdx.x * " + tile + " + threadIdx.x; t < " + total + "; t += (" + I +
+                  ")gridDim.x * " + tile + ") {");
+    out.push_back("  if (t + " + std::to_string(int64_t{kElementwiseBlock} * (per_thread_ - 1)) + " < " + total + ") {");
+    out.push_back("    #pragma unroll");
+    out.push_back("    for (int u = 0; u < " + U + "; ++u) {");
+    out.push_back("      const " + I + " e = t + u * " + block + ";");
+    element(out, "      ");
+    out.push_back("    }");
+    out.push_back("  } else {");
+    out.push_back("    #pragma unroll 1");
+    out.push_back("    for (" + I + " e = t; e < " + total + "; e += " + block + ") {");
+    element(out, "      ");
+    out.push_back("    }");
+    out.push_back("  }");
     out.push_back("}");
     return out;
   }
@@ -546,6 +588,7 @@ class CudaKernelPrinter {
   CudaKernelInfo::Shape shape_ = CudaKernelInfo::Shape::Elementwise;
   int64_t rows_ = 1, total_ = 1;
   int threads_ = 32;  // threads per row (row shapes)
+  int per_thread_ = 1;  // elements per thread per step (elementwise)
   bool wide_ = false;  // 64-bit loop indices
 };
 

@@ -3,8 +3,8 @@
 // onto threads:
 //
 //   Elementwise  a kernel with no reductions whose items are independent per element
-//                (one stage, or only per-row stages): one thread per element over
-//                rows x inner, grid-stride.
+//                (one stage, or only per-row stages): each thread takes 4 or 8
+//                elements of rows x inner per grid-stride step, blockDim apart.
 //   RowWarp      rows of at most kWarpRowWork inner iterations per stage: one warp per
 //                row (8 rows a block); reductions by warp shuffles, __syncwarp between
 //                stages.

@@ -100,7 +100,12 @@ TEST(cuda_pointwise_is_elementwise_with_32_bit_indices) {
   ember::CudaCode code = cuda_of(kPointwise);
   CHECK_EQ(code.kernels.size(), size_t{1});
   CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::Elementwise);
-  CHECK(code.source.find("for (int e = ") != std::string::npos);
+  CHECK(code.source.find("for (int t = ") != std::string::npos);
+  // f16 buffers: 8 elements a thread, 256 threads a block, so 2,400 elements take 2 blocks;
+  // a full tile unrolled, the rest element by element.
+  CHECK_EQ(code.kernels[0].grid, 2u);
+  CHECK(code.source.find("if (t + 1792 < 2400)") != std::string::npos);
+  CHECK(code.source.find("for (int e = t; e < 2400; e += 256)") != std::string::npos);
   check_compiles(code);
 }
 
