@@ -13,14 +13,10 @@
 #include <unordered_map>
 
 #include "jit/c_compiler.h"
-#include "lower/lowering.h"
 #include "ir/size_expr.h"
 #include "runtime/disk_cache.h"
 #include "runtime/sha256.h"
 #include "runtime/shared_library.h"
-#include "schedule/dead_code.h"
-#include "schedule/fuse.h"
-#include "schedule/merge_dims.h"
 #include "schedule/split_reductions.h"
 
 #ifndef EMBER_VERSION
@@ -30,10 +26,6 @@
 namespace ember {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Loaded libraries by cache key: graphs with identical code share one.
 std::mutex g_memory_cache_mutex;
@@ -53,11 +45,6 @@ AtomicCounts& counts() {
 const CCompiler& compiler() {
   static const CCompiler c;
   return c;
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
 }
 
 }  // namespace
@@ -93,34 +80,18 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_t
   auto after = [&](const char* pass, auto&& text) {
     if (dump) cg->passes_.push_back({pass, text()});
   };
-  auto program_text = [&] { return cg->program_text(); };
   auto schedule_text = [&] { return cg->schedule_text(); };
 
+  FrontEnd fe = run_front_end(graph_text, opts.fuse, dump);
+  cg->graph_ = std::move(fe.graph);
+  cg->program_ = std::move(fe.program);
+  cg->schedule_ = std::move(fe.schedule);
+  cg->times_ = fe.times;
+  cg->passes_ = std::move(fe.passes);
+
   auto t0 = std::chrono::steady_clock::now();
-  cg->graph_ = parse_graph(graph_text);
-  cg->times_.parse = seconds_since(t0);
-  after("parse_graph", [&] { return print_graph(cg->graph_); });
-
-  t0 = std::chrono::steady_clock::now();
-  cg->program_ = lower_graph(cg->graph_);
-  double lowering = seconds_since(t0);
-  after("lower_graph", program_text);
-  t0 = std::chrono::steady_clock::now();
-  eliminate_dead_code(cg->program_);
-  cg->times_.lower = lowering + seconds_since(t0);
-  after("eliminate_dead_code", program_text);
-
-  t0 = std::chrono::steady_clock::now();
-  FuseOptions fo;
-  fo.enabled = opts.fuse;
-  cg->schedule_ = fuse(cg->program_, fo);
-  double fusing = seconds_since(t0);
-  after("fuse", schedule_text);
-  t0 = std::chrono::steady_clock::now();
-  merge_inner_dims(cg->schedule_);
-  after("merge_inner_dims", schedule_text);
   split_reductions(cg->schedule_);
-  cg->times_.schedule = fusing + seconds_since(t0);
+  cg->times_.schedule += seconds_since(t0);
   after("split_reductions", schedule_text);
 
   t0 = std::chrono::steady_clock::now();
@@ -132,14 +103,8 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_t
   cg->build_steps();
   cg->plan_memory();
   after("plan_arena", [&] { return cg->memory_plan_text(); });
-  if (dump) {
-    // Written before the C compiler runs, so that its failure leaves the source behind.
-    for (size_t i = 0; i < cg->passes_.size(); ++i) {
-      const PassDump& p = cg->passes_[i];
-      const char* ext = p.pass == "generate_c" ? ".c" : ".txt";
-      write_file(opts.debug_dir + "/" + std::to_string(i) + "_" + p.pass + ext, p.text);
-    }
-  }
+  // Written before the C compiler runs, so that its failure leaves the source behind.
+  if (dump) write_pass_dumps(cg->passes_, opts.debug_dir, "generate_c", ".c");
   if (!cg->code_.kernels.empty()) cg->load_kernels(opts);
   return cg;
 }

@@ -1,8 +1,11 @@
 // A compiled graph: the pipeline from graph text to loaded kernels, and the
 // launcher Python calls between extern ops.
 //
-//   parse -> lower -> eliminate dead code -> fuse -> merge inner dims -> generate C -> compile
-//   (memory cache, then disk cache, then the C compiler) -> load
+//   [front end: parse -> lower -> eliminate dead code -> fuse -> merge inner dims]
+//   -> split reductions -> generate C -> compile (memory cache, then disk cache, then
+//   the C compiler) -> load
+//
+// The front end (runtime/front_end.h) is shared with the CUDA graph.
 //
 // Execution is a list of steps: groups of consecutive kernels (one call from
 // Python runs a whole group) and extern ATen calls (run by Python). Buffers are
@@ -18,6 +21,7 @@
 #include "lower/program.h"
 #include "schedule/kernel.h"
 #include "runtime/exec_steps.h"
+#include "runtime/front_end.h"
 #include "schedule/memory_plan.h"
 
 namespace ember {
@@ -29,16 +33,6 @@ struct CompileOptions {
   bool disk_cache = true;
   std::string cache_dir;        // empty: the default (~/.cache/ember or $EMBER_CACHE_DIR)
   std::string debug_dir;        // non-empty: write the IR after each pass and the source here
-};
-
-// The IR as text after one step of the pipeline, kept when a debug dump is asked for.
-struct PassDump {
-  std::string pass;   // the step's name in CompiledGraph::compile, e.g. "fuse"
-  std::string text;   // graph, program, schedule, memory plan or C source
-};
-
-struct PhaseTimes {
-  double parse = 0, lower = 0, schedule = 0, codegen = 0, compile = 0, load = 0;
 };
 
 class CompiledGraph {

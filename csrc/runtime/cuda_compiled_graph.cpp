@@ -13,13 +13,9 @@
 #include <unordered_map>
 
 #include "jit/nvrtc.h"
-#include "lower/lowering.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/disk_cache.h"
 #include "runtime/sha256.h"
-#include "schedule/dead_code.h"
-#include "schedule/fuse.h"
-#include "schedule/merge_dims.h"
 
 #ifndef EMBER_VERSION
 #define EMBER_VERSION "dev"
@@ -28,10 +24,6 @@
 namespace ember {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 struct AtomicCounts {
   std::atomic<int64_t> graphs{0}, nvrtc_runs{0}, memory_cache_hits{0}, disk_cache_hits{0};
@@ -60,9 +52,9 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-void write_file(const std::string& path, const std::string& text) {
+void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary);
-  f << text;
+  f << bytes;
 }
 
 }  // namespace
@@ -80,31 +72,14 @@ std::shared_ptr<CudaCompiledGraph> CudaCompiledGraph::compile(const std::string&
   auto after = [&](const char* pass, auto&& text) {
     if (dump) cg->passes_.push_back({pass, text()});
   };
-  auto program_text = [&] { return cg->program_text(); };
-  auto schedule_text = [&] { return cg->schedule_text(); };
+  FrontEnd fe = run_front_end(graph_text, opts.fuse, dump);  // no split_reductions: a CPU pass
+  cg->graph_ = std::move(fe.graph);
+  cg->program_ = std::move(fe.program);
+  cg->schedule_ = std::move(fe.schedule);
+  cg->times_ = fe.times;
+  cg->passes_ = std::move(fe.passes);
 
   auto t0 = std::chrono::steady_clock::now();
-  cg->graph_ = parse_graph(graph_text);
-  cg->times_.parse = seconds_since(t0);
-  after("parse_graph", [&] { return print_graph(cg->graph_); });
-
-  t0 = std::chrono::steady_clock::now();
-  cg->program_ = lower_graph(cg->graph_);
-  after("lower_graph", program_text);
-  eliminate_dead_code(cg->program_);
-  cg->times_.lower = seconds_since(t0);
-  after("eliminate_dead_code", program_text);
-
-  t0 = std::chrono::steady_clock::now();
-  FuseOptions fo;
-  fo.enabled = opts.fuse;
-  cg->schedule_ = fuse(cg->program_, fo);
-  after("fuse", schedule_text);
-  merge_inner_dims(cg->schedule_);
-  cg->times_.schedule = seconds_since(t0);
-  after("merge_inner_dims", schedule_text);
-
-  t0 = std::chrono::steady_clock::now();
   cg->code_ = generate_cuda(cg->program_, cg->schedule_);
   cg->times_.codegen = seconds_since(t0);
   after("generate_cuda", [&] { return cg->code_.source; });
@@ -112,14 +87,8 @@ std::shared_ptr<CudaCompiledGraph> CudaCompiledGraph::compile(const std::string&
   cg->build_steps();
   cg->plan_memory();
   after("plan_arena", [&] { return cg->memory_plan_text(); });
-  if (dump) {
-    // Written before NVRTC runs, so that its failure leaves the source behind.
-    for (size_t i = 0; i < cg->passes_.size(); ++i) {
-      const PassDump& p = cg->passes_[i];
-      const char* ext = p.pass == "generate_cuda" ? ".cu" : ".txt";
-      write_file(opts.debug_dir + "/" + std::to_string(i) + "_" + p.pass + ext, p.text);
-    }
-  }
+  // Written before NVRTC runs, so that its failure leaves the source behind.
+  if (dump) write_pass_dumps(cg->passes_, opts.debug_dir, "generate_cuda", ".cu");
   if (!cg->code_.kernels.empty()) cg->compile_cubin(opts);
   return cg;
 }
