@@ -31,23 +31,9 @@ void define_cuda(nb::module_& m) {
       .def_prop_ro("cache_status", &CudaCompiledGraph::cache_status)
       .def_prop_ro("cache_note", &CudaCompiledGraph::cache_note)
       .def_prop_ro("cache_key", &CudaCompiledGraph::cache_key)
-      .def_prop_ro("passes", [](const CudaCompiledGraph& g) {
-        nb::list out;
-        for (const auto& p : g.passes()) out.append(nb::make_tuple(p.pass, p.text));
-        return out;
-      })
+      .def_prop_ro("passes", [](const CudaCompiledGraph& g) { return passes_list(g); })
       .def_prop_ro("arena_bytes", &CudaCompiledGraph::arena_bytes)
-      .def_prop_ro("times", [](const CudaCompiledGraph& g) {
-        const auto& t = g.times();
-        nb::dict d;
-        d["parse"] = t.parse;
-        d["lower"] = t.lower;
-        d["schedule"] = t.schedule;
-        d["codegen"] = t.codegen;
-        d["compile"] = t.compile;
-        d["load"] = t.load;
-        return d;
-      })
+      .def_prop_ro("times", [](const CudaCompiledGraph& g) { return times_dict(g); })
       .def_prop_ro("buffers", [](const CudaCompiledGraph& g) {
         return buffers_at(g.program(), g.code().buffer_in_memory, {}, arena_of(g));
       })

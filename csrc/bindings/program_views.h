@@ -81,6 +81,27 @@ inline nb::list steps_list(const std::vector<ExecStep>& steps) {
   return out;
 }
 
+// A graph's pass dumps as [(pass, text)] and its phase times as a dict.
+template <class G>
+nb::list passes_list(const G& g) {
+  nb::list out;
+  for (const auto& p : g.passes()) out.append(nb::make_tuple(p.pass, p.text));
+  return out;
+}
+
+template <class G>
+nb::dict times_dict(const G& g) {
+  const auto& t = g.times();
+  nb::dict d;
+  d["parse"] = t.parse;
+  d["lower"] = t.lower;
+  d["schedule"] = t.schedule;
+  d["codegen"] = t.codegen;
+  d["compile"] = t.compile;
+  d["load"] = t.load;
+  return d;
+}
+
 // The arena plan a graph reports for its hints, as a MemoryPlan.
 template <class G>
 MemoryPlan arena_of(const G& g) {

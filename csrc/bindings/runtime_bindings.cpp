@@ -21,23 +21,9 @@ void define_runtime(nb::module_& m) {
       .def_prop_ro("cache_status", &CompiledGraph::cache_status)
       .def_prop_ro("cache_note", &CompiledGraph::cache_note)
       .def_prop_ro("cache_key", &CompiledGraph::cache_key)
-      .def_prop_ro("passes", [](const CompiledGraph& g) {
-        nb::list out;
-        for (const auto& p : g.passes()) out.append(nb::make_tuple(p.pass, p.text));
-        return out;
-      })
+      .def_prop_ro("passes", [](const CompiledGraph& g) { return passes_list(g); })
       .def_prop_ro("arena_bytes", &CompiledGraph::arena_bytes)
-      .def_prop_ro("times", [](const CompiledGraph& g) {
-        const auto& t = g.times();
-        nb::dict d;
-        d["parse"] = t.parse;
-        d["lower"] = t.lower;
-        d["schedule"] = t.schedule;
-        d["codegen"] = t.codegen;
-        d["compile"] = t.compile;
-        d["load"] = t.load;
-        return d;
-      })
+      .def_prop_ro("times", [](const CompiledGraph& g) { return times_dict(g); })
       .def_prop_ro("buffers", [](const CompiledGraph& g) {
         return buffers_at(g.program(), g.code().buffer_in_memory, g.hints(), arena_of(g));
       })

@@ -258,4 +258,25 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
   }
 }
 
+std::string CEmitter::store_text(const std::string& ptr, const std::string& index, DType t, const std::string& value) {
+  std::string ref = ptr + "[" + index + "]";
+  switch (t) {
+    case DType::F16: return ref + " = ember_f2h(" + value + ");";
+    case DType::BF16: return ref + " = ember_f2bf(" + value + ");";
+    case DType::Bool: return ref + " = (uint8_t)(" + value + ");";
+    default: return ref + " = " + value + ";";
+  }
+}
+
+std::string CEmitter::lowest_or_highest(DType t, bool lowest) {
+  switch (t) {
+    case DType::Bool: return lowest ? "0" : "1";
+    case DType::U8: return lowest ? "0" : "UINT8_MAX";
+    case DType::I8: return lowest ? "INT8_MIN" : "INT8_MAX";
+    case DType::I16: return lowest ? "INT16_MIN" : "INT16_MAX";
+    case DType::I32: return lowest ? "INT32_MIN" : "INT32_MAX";
+    default: return lowest ? "INT64_MIN" : "INT64_MAX";
+  }
+}
+
 }  // namespace ember

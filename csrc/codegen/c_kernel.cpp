@@ -10,67 +10,11 @@
 
 #include "codegen/c_emitter.h"
 #include "codegen/c_prelude.h"
+#include "codegen/placement.h"
 
 namespace ember {
 
 namespace {
-
-struct Producer {
-  int kernel = -1, stage = -1, item = -1;
-};
-
-// Which reads are served by a local value and which buffers must exist in memory.
-struct MemoryPlan {
-  std::vector<bool> in_memory;
-  std::vector<Producer> producer;  // per buffer
-};
-
-bool read_is_local(const Producer& prod, const Schedule& s, int kernel, int stage) {
-  if (prod.kernel != kernel) return false;
-  const Stage& ps = s.kernels[kernel].stages[prod.stage];
-  const KernelItem& item = ps.items[prod.item];
-  if (item.is_scan) return prod.stage == stage;
-  if (item.is_reduction || ps.inner.empty()) return prod.stage < stage || (prod.stage == stage && !item.is_reduction);
-  return prod.stage == stage;
-}
-
-MemoryPlan plan_memory(const Program& p, const Schedule& s) {
-  MemoryPlan m;
-  m.in_memory.assign(p.buffers.size(), false);
-  m.producer.assign(p.buffers.size(), Producer{});
-  for (const auto& b : p.buffers)
-    if (b.kind != Buffer::Kind::Computed) m.in_memory[b.id] = true;
-  for (size_t k = 0; k < s.kernels.size(); ++k)
-    for (size_t st = 0; st < s.kernels[k].stages.size(); ++st)
-      for (size_t i = 0; i < s.kernels[k].stages[st].items.size(); ++i)
-        m.producer[p.computed[s.kernels[k].stages[st].items[i].computed].buffer] =
-            Producer{static_cast<int>(k), static_cast<int>(st), static_cast<int>(i)};
-  for (const auto& o : p.outputs)
-    if (o.is_tensor) m.in_memory[o.view.buffer] = true;
-  for (const auto& e : p.externs)
-    for (const auto& v : e.tensor_views) m.in_memory[v.buffer] = true;
-  for (size_t k = 0; k < s.kernels.size(); ++k)
-    for (size_t st = 0; st < s.kernels[k].stages.size(); ++st)
-      for (const auto& item : s.kernels[k].stages[st].items) {
-        std::function<void(const Expr&)> walk = [&](const Expr& e) {
-          if (e->op == ExprOp::Load && !read_is_local(m.producer[e->ival], s, static_cast<int>(k), static_cast<int>(st)))
-            m.in_memory[e->ival] = true;
-          for (const auto& a : e->args) walk(a);
-        };
-        walk(item.value);
-      }
-  return m;
-}
-
-std::string store_text(const std::string& ptr, const std::string& index, DType t, const std::string& v) {
-  std::string ref = ptr + "[" + index + "]";
-  switch (t) {
-    case DType::F16: return ref + " = ember_f2h(" + v + ");";
-    case DType::BF16: return ref + " = ember_f2bf(" + v + ");";
-    case DType::Bool: return ref + " = (uint8_t)(" + v + ");";
-    default: return ref + " = " + v + ";";
-  }
-}
 
 struct Acc {
   std::string acc, flag, index;  // accumulator, NaN flag (max/min), arg index (argmax/argmin)
@@ -143,7 +87,7 @@ constexpr int64_t kSumBlock = 4096;
 
 class KernelPrinter {
  public:
-  KernelPrinter(const Program& p, const Schedule& s, const MemoryPlan& m, int k)
+  KernelPrinter(const Program& p, const Schedule& s, const Placement& m, int k)
       : p_(p), s_(s), m_(m), ki_(k), k_(s.kernels[k]) {}
 
   std::string print(KernelInfo& info) {
@@ -157,7 +101,7 @@ class KernelPrinter {
         int b = p_.computed[item.computed].buffer;
         if (m_.in_memory[b]) args.insert(b);
         std::function<void(const Expr&)> walk = [&](const Expr& e) {
-          if (e->op == ExprOp::Load && !read_is_local(m_.producer[e->ival], s_, ki_, static_cast<int>(st))) args.insert(static_cast<int>(e->ival));
+          if (e->op == ExprOp::Load && !read_is_local(m_.producer[e->ival], s_, ki_, static_cast<int>(st), VectorResults::Local)) args.insert(static_cast<int>(e->ival));
           for (const auto& a : e->args) walk(a);
         };
         walk(item.value);
@@ -283,12 +227,12 @@ class KernelPrinter {
         if (buf.dtype == DType::F16) conv = "ember_round_h(" + conv + ")";
         if (buf.dtype == DType::BF16) conv = "ember_round_bf(" + conv + ")";
         em_->line("const " + CEmitter::c_type(buf.dtype) + " " + step + " = " + conv + ";");
-        if (m_.in_memory[c.buffer]) em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, step));
+        if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, step));
         em_->bind_local(c.buffer, step, em_->depth());
         continue;
       }
       if (!c.is_reduction) {
-        if (m_.in_memory[c.buffer]) em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, v));
+        if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, v));
         em_->bind_local(c.buffer, v, em_->depth());
         continue;
       }
@@ -345,7 +289,7 @@ class KernelPrinter {
       if (!c.is_reduction || item.is_scan) continue;
       const Buffer& buf = p_.buffers[c.buffer];
       std::string result = finish_acc(c, accs[i], buf.dtype);
-      if (m_.in_memory[c.buffer]) em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, result));
+      if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, result));
       em_->bind_local(c.buffer, result, row_level);
     }
   }
@@ -582,8 +526,8 @@ class KernelPrinter {
       switch (c.reduce_op) {
         case ReduceOp::Sum: case ReduceOp::Any: init = "0"; break;
         case ReduceOp::Prod: case ReduceOp::All: init = "1"; break;
-        case ReduceOp::Max: init = flt ? "-INFINITY" : lowest_or_highest(c.acc_dtype, true); break;
-        default: init = flt ? "INFINITY" : lowest_or_highest(c.acc_dtype, false); break;
+        case ReduceOp::Max: init = flt ? "-INFINITY" : CEmitter::lowest_or_highest(c.acc_dtype, true); break;
+        default: init = flt ? "INFINITY" : CEmitter::lowest_or_highest(c.acc_dtype, false); break;
       }
       a.acc = em_->fresh("vacc");
       a.type = ct;
@@ -699,7 +643,7 @@ class KernelPrinter {
       if (!accs[i].flag.empty()) em_->line(slot + " = " + accs[i].flag + "[i0] ? NAN : " + slot + ";");
       if (buf.dtype == DType::F16) em_->line(slot + " = ember_round_h(" + slot + ");");
       if (buf.dtype == DType::BF16) em_->line(slot + " = ember_round_bf(" + slot + ");");
-      if (m_.in_memory[c.buffer]) em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, slot));
+      if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, slot));
       vector_locals_.push_back({c.buffer, accs[i].acc});
     }
     std::vector<std::string> body = em_->close_scope();
@@ -735,7 +679,7 @@ class KernelPrinter {
       case ReduceOp::Max:
       case ReduceOp::Min: {
         bool mx = c.reduce_op == ReduceOp::Max;
-        std::string init = flt ? (mx ? "-INFINITY" : "INFINITY") : lowest_or_highest(t, mx);
+        std::string init = flt ? (mx ? "-INFINITY" : "INFINITY") : CEmitter::lowest_or_highest(t, mx);
         em_->line(ct + " " + a.acc + " = " + init + ";");
         clauses.push_back(std::string("reduction(") + (mx ? "max:" : "min:") + a.acc + ")");
         if (flt) {
@@ -759,7 +703,7 @@ class KernelPrinter {
       case ReduceOp::ArgMin: {
         DType vt = c.body->dtype;
         bool mx = c.reduce_op == ReduceOp::ArgMax;
-        std::string init = is_float(vt) ? (mx ? "-INFINITY" : "INFINITY") : lowest_or_highest(vt, mx);
+        std::string init = is_float(vt) ? (mx ? "-INFINITY" : "INFINITY") : CEmitter::lowest_or_highest(vt, mx);
         a.type = CEmitter::c_type(vt);
         em_->line(a.type + " " + a.acc + " = " + init + ";");
         a.index = em_->fresh("arg");
@@ -768,17 +712,6 @@ class KernelPrinter {
       }
     }
     return a;
-  }
-
-  static std::string lowest_or_highest(DType t, bool lowest) {
-    switch (t) {
-      case DType::Bool: return lowest ? "0" : "1";
-      case DType::U8: return lowest ? "0" : "UINT8_MAX";
-      case DType::I8: return lowest ? "INT8_MIN" : "INT8_MAX";
-      case DType::I16: return lowest ? "INT16_MIN" : "INT16_MAX";
-      case DType::I32: return lowest ? "INT32_MIN" : "INT32_MAX";
-      default: return lowest ? "INT64_MIN" : "INT64_MAX";
-    }
   }
 
   void accumulate(const ComputedBuffer& c, const Acc& a, const std::string& v, const Stage& stage) {
@@ -848,7 +781,7 @@ class KernelPrinter {
 
   const Program& p_;
   const Schedule& s_;
-  const MemoryPlan& m_;
+  const Placement& m_;
   int ki_;
   const Kernel& k_;
   std::unique_ptr<CEmitter> em_;
@@ -866,7 +799,7 @@ class KernelPrinter {
 
 GeneratedCode generate_c(const Program& p, const Schedule& s) {
   GeneratedCode out;
-  MemoryPlan m = plan_memory(p, s);
+  Placement m = place_buffers(p, s, VectorResults::Local);
   std::ostringstream os;
   os << c_prelude() << "\n";
   for (size_t k = 0; k < s.kernels.size(); ++k) {

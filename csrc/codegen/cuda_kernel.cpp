@@ -10,6 +10,8 @@
 
 #include "codegen/c_emitter.h"
 #include "codegen/cuda_prelude.h"
+#include "codegen/placement.h"
+#include "ir/size_expr.h"
 
 namespace ember {
 
@@ -28,66 +30,9 @@ constexpr int64_t kInt32Limit = int64_t{1} << 31;
 // else 4. (The measurement against one element per thread is in docs/benchmarks.md.)
 int elementwise_elems_per_thread(int64_t max_elem_bytes) { return max_elem_bytes <= 2 ? 8 : 4; }
 
-struct Producer {
-  int kernel = -1, stage = -1, item = -1;
-};
-
-// Which reads are served by a register and which buffers must exist in memory: the CPU
-// printer's rule (c_kernel.cpp), which holds on the GPU because every thread of a row
-// holds the row's reduction results and per-row values, and a later stage's reads of an
-// earlier stage's per-element values go through memory after a barrier. One difference:
-// vector stages' results always go through memory.
-struct Placement {
-  std::vector<bool> in_memory;
-  std::vector<Producer> producer;  // per buffer
-};
-
-bool read_is_local(const Producer& prod, const Schedule& s, int kernel, int stage) {
-  if (prod.kernel != kernel) return false;
-  const Stage& ps = s.kernels[kernel].stages[prod.stage];
-  const KernelItem& item = ps.items[prod.item];
-  // A vector stage's per-lane results are spread over the row's threads differently
-  // from any later stage's elements: they go through memory (the CPU keeps them in arrays).
-  if (ps.vector_reduce) return false;
-  if (item.is_scan) return prod.stage == stage;
-  if (item.is_reduction || ps.inner.empty()) return prod.stage < stage || (prod.stage == stage && !item.is_reduction);
-  return prod.stage == stage;
-}
-
 void walk_loads(const Expr& e, const std::function<void(const Expr&)>& f) {
   if (e->op == ExprOp::Load) f(e);
   for (const auto& a : e->args) walk_loads(a, f);
-}
-
-Placement place_buffers(const Program& p, const Schedule& s) {
-  Placement m;
-  m.in_memory.assign(p.buffers.size(), false);
-  m.producer.assign(p.buffers.size(), Producer{});
-  for (const auto& b : p.buffers)
-    if (b.kind != Buffer::Kind::Computed) m.in_memory[b.id] = true;
-  for (size_t k = 0; k < s.kernels.size(); ++k)
-    for (size_t st = 0; st < s.kernels[k].stages.size(); ++st)
-      for (size_t i = 0; i < s.kernels[k].stages[st].items.size(); ++i)
-        m.producer[p.computed[s.kernels[k].stages[st].items[i].computed].buffer] =
-            Producer{static_cast<int>(k), static_cast<int>(st), static_cast<int>(i)};
-  for (const auto& o : p.outputs)
-    if (o.is_tensor) m.in_memory[o.view.buffer] = true;
-  for (const auto& e : p.externs)
-    for (const auto& v : e.tensor_views) m.in_memory[v.buffer] = true;
-  for (size_t k = 0; k < s.kernels.size(); ++k)
-    for (size_t st = 0; st < s.kernels[k].stages.size(); ++st)
-      for (const auto& item : s.kernels[k].stages[st].items)
-        walk_loads(item.value, [&](const Expr& e) {
-          if (!read_is_local(m.producer[e->ival], s, static_cast<int>(k), static_cast<int>(st))) m.in_memory[e->ival] = true;
-        });
-  return m;
-}
-
-bool has_sym(const Expr& e) {
-  if (e->op == ExprOp::Sym) return true;
-  for (const auto& a : e->args)
-    if (has_sym(a)) return true;
-  return false;
 }
 
 // Throws CudaUnsupported, naming the kernel and the construct, for what this printer
@@ -105,29 +50,8 @@ void refuse_unsupported(const Kernel& k, const Program& p) {
       const ComputedBuffer& c = p.computed[item.computed];
       if (c.is_reduction && (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin))
         refuse("arg-reductions (argmax, argmin)");
-      if (has_sym(item.value) || has_sym(item.store_index)) refuse("symbolic sizes");
+      if (is_symbolic(item.value) || is_symbolic(item.store_index)) refuse("symbolic sizes");
     }
-  }
-}
-
-std::string store_text(const std::string& ptr, const std::string& index, DType t, const std::string& v) {
-  std::string ref = ptr + "[" + index + "]";
-  switch (t) {
-    case DType::F16: return ref + " = ember_f2h(" + v + ");";
-    case DType::BF16: return ref + " = ember_f2bf(" + v + ");";
-    case DType::Bool: return ref + " = (uint8_t)(" + v + ");";
-    default: return ref + " = " + v + ";";
-  }
-}
-
-std::string lowest_or_highest(DType t, bool lowest) {
-  switch (t) {
-    case DType::Bool: return lowest ? "0" : "1";
-    case DType::U8: return lowest ? "0" : "UINT8_MAX";
-    case DType::I8: return lowest ? "INT8_MIN" : "INT8_MAX";
-    case DType::I16: return lowest ? "INT16_MIN" : "INT16_MAX";
-    case DType::I32: return lowest ? "INT32_MIN" : "INT32_MAX";
-    default: return lowest ? "INT64_MIN" : "INT64_MAX";
   }
 }
 
@@ -204,7 +128,8 @@ class CudaKernelPrinter {
         int b = p_.computed[item.computed].buffer;
         if (m_.in_memory[b]) args.insert(b);
         walk_loads(item.value, [&](const Expr& e) {
-          if (!read_is_local(m_.producer[e->ival], s_, ki_, static_cast<int>(st))) args.insert(static_cast<int>(e->ival));
+          if (!read_is_local(m_.producer[e->ival], s_, ki_, static_cast<int>(st), VectorResults::InMemory))
+            args.insert(static_cast<int>(e->ival));
         });
         for (int o : p_.computed[item.computed].origins) origins.insert(o);
       }
@@ -289,7 +214,7 @@ class CudaKernelPrinter {
         const ComputedBuffer& c = p_.computed[item.computed];
         std::string v = em_->emit(item.value);
         if (m_.in_memory[c.buffer])
-          em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), p_.buffers[c.buffer].dtype, v));
+          em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), p_.buffers[c.buffer].dtype, v));
         em_->bind_local(c.buffer, v, em_->depth());
       }
       if (!per_row)
@@ -405,7 +330,7 @@ class CudaKernelPrinter {
         if (t == DType::BF16) conv = "ember_round_bf(" + conv + ")";
         em_->line("const " + CEmitter::c_type(t) + " " + step + " = " + conv + ";");
         if (m_.in_memory[c.buffer]) {
-          em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), t, step));
+          em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), t, step));
           stored = true;
         }
         em_->bind_local(c.buffer, step, em_->depth());
@@ -416,7 +341,7 @@ class CudaKernelPrinter {
         continue;
       }
       if (m_.in_memory[c.buffer]) {
-        std::string store = store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), p_.buffers[c.buffer].dtype, v);
+        std::string store = CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), p_.buffers[c.buffer].dtype, v);
         em_->line(loop ? store : "if (tid == 0) " + store);
         stored = true;
       }
@@ -446,7 +371,7 @@ class CudaKernelPrinter {
       const Buffer& buf = p_.buffers[c.buffer];
       std::string result = finish_acc(c, a, buf.dtype);
       if (m_.in_memory[c.buffer]) {
-        em_->line("if (tid == 0) " + store_text("b" + std::to_string(c.buffer), em_->emit(stage.items[i].store_index), buf.dtype, result));
+        em_->line("if (tid == 0) " + CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(stage.items[i].store_index), buf.dtype, result));
         stored = true;
       }
       em_->bind_local(c.buffer, result, row_level);
@@ -478,7 +403,7 @@ class CudaKernelPrinter {
       const ComputedBuffer& c = p_.computed[stage.items[i].computed];
       const Buffer& buf = p_.buffers[c.buffer];
       std::string result = finish_acc(c, accs[i], buf.dtype);
-      em_->line(store_text("b" + std::to_string(c.buffer), em_->emit(stage.items[i].store_index), buf.dtype, result));
+      em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(stage.items[i].store_index), buf.dtype, result));
     }
     std::vector<std::string> lanes = em_->close_scope();
     em_->line("for (" + I + " k = tid; k < " + std::to_string(stage.inner[0].hint()) + "; k += " + std::to_string(threads_) + ") {");
@@ -520,7 +445,7 @@ class CudaKernelPrinter {
       case ReduceOp::Max:
       case ReduceOp::Min: {
         bool mx = c.reduce_op == ReduceOp::Max;
-        std::string init = flt ? (mx ? "-INFINITY" : "INFINITY") : lowest_or_highest(t, mx);
+        std::string init = flt ? (mx ? "-INFINITY" : "INFINITY") : CEmitter::lowest_or_highest(t, mx);
         em_->line(a.type + " " + a.acc + " = " + init + ";");
         if (flt) {
           a.flag = em_->fresh("nan");
@@ -604,7 +529,7 @@ const char* cuda_shape_name(CudaKernelInfo::Shape s) {
 
 CudaCode generate_cuda(const Program& p, const Schedule& s) {
   CudaCode out;
-  Placement m = place_buffers(p, s);
+  Placement m = place_buffers(p, s, VectorResults::InMemory);
   out.prelude = cuda_prelude() + "\n";
   out.source = out.prelude;
   for (size_t k = 0; k < s.kernels.size(); ++k) {

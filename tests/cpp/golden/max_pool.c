@@ -47,39 +47,41 @@ double ember_exp_lo_f64 = -708.0;
 static inline float ember_expf(float x, float lo) { return expf(x < lo ? lo : x) * (float)(x >= lo); }
 static inline double ember_exp(double x, double lo) { return exp(x < lo ? lo : x) * (double)(x >= lo); }
 
+#define EMBER_FN static inline
+
 /* NaN-propagating max/min (torch.maximum): a NaN operand wins. Two plain selects,
    because GCC's vectorizer gives up on the `||` form (and on fmaxf). On a tie the
    first operand wins, as in ATen's std::max(a, b) and clamp: relu(-0.0) is -0.0. */
-static inline float ember_max_f32(float a, float b) { float m = a < b ? b : a; return b != b ? b : m; }
-static inline float ember_min_f32(float a, float b) { float m = b < a ? b : a; return b != b ? b : m; }
-static inline double ember_max_f64(double a, double b) { double m = a < b ? b : a; return b != b ? b : m; }
-static inline double ember_min_f64(double a, double b) { double m = b < a ? b : a; return b != b ? b : m; }
+EMBER_FN float ember_max_f32(float a, float b) { float m = a < b ? b : a; return b != b ? b : m; }
+EMBER_FN float ember_min_f32(float a, float b) { float m = b < a ? b : a; return b != b ? b : m; }
+EMBER_FN double ember_max_f64(double a, double b) { double m = a < b ? b : a; return b != b ? b : m; }
+EMBER_FN double ember_min_f64(double a, double b) { double m = b < a ? b : a; return b != b ? b : m; }
 /* Loads under a Where branch read a clamped index: in bounds whether or not taken. */
-static inline int64_t ember_clamp_index(int64_t i, int64_t hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
+EMBER_FN int64_t ember_clamp_index(int64_t i, int64_t hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
 
 /* Integer division never traps: x/0 is 0 and INT64_MIN/-1 wraps. */
-static inline int64_t ember_tdiv(int64_t a, int64_t b) { return b == 0 ? 0 : b == -1 ? (int64_t)(0ull - (uint64_t)a) : a / b; }
-static inline int64_t ember_tmod(int64_t a, int64_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
-static inline int64_t ember_fdiv(int64_t a, int64_t b) {
+EMBER_FN int64_t ember_tdiv(int64_t a, int64_t b) { return b == 0 ? 0 : b == -1 ? (int64_t)(0ull - (uint64_t)a) : a / b; }
+EMBER_FN int64_t ember_tmod(int64_t a, int64_t b) { return (b == 0 || b == -1) ? 0 : a % b; }
+EMBER_FN int64_t ember_fdiv(int64_t a, int64_t b) {
   int64_t q = ember_tdiv(a, b);
   return (b != 0 && (a % (b == -1 ? 1 : b)) != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-static inline int64_t ember_fmod_py(int64_t a, int64_t b) {
+EMBER_FN int64_t ember_fmod_py(int64_t a, int64_t b) {
   int64_t r = ember_tmod(a, b);
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 /* Float remainder and floor division as ATen computes them (c10/util/generic_math.h):
    a zero remainder keeps fmod's sign (the dividend's), and floor division goes
    through fmod, so 1 // 0.1 is 9 (floor(1 / 0.1) would be 10) and inf // 3 is NaN. */
-static inline float ember_pymodf(float a, float b) {
+EMBER_FN float ember_pymodf(float a, float b) {
   float r = fmodf(a, b);
   return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
 }
-static inline double ember_pymod(double a, double b) {
+EMBER_FN double ember_pymod(double a, double b) {
   double r = fmod(a, b);
   return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
 }
-static inline float ember_floordivf(float a, float b) {
+EMBER_FN float ember_floordivf(float a, float b) {
   if (b == 0.0f) return a / b;
   float r = fmodf(a, b);
   float q = (a - r) / b;
@@ -88,7 +90,7 @@ static inline float ember_floordivf(float a, float b) {
   float f = floorf(q);
   return q - f > 0.5f ? f + 1.0f : f;
 }
-static inline double ember_floordiv(double a, double b) {
+EMBER_FN double ember_floordiv(double a, double b) {
   if (b == 0.0) return a / b;
   double r = fmod(a, b);
   double q = (a - r) / b;
