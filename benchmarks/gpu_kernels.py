@@ -1,0 +1,177 @@
+"""Per-kernel profile of ember on the GPU workloads (issue 5, criterion 4): for each ember
+kernel, its time per call and the bandwidth it achieves against the device's measured
+copy bandwidth; and per workload, the GPU time split between ember's kernels, ATen's
+kernels and idle gaps.
+
+Bytes per kernel are the compulsory traffic: every buffer the kernel takes, read or
+written once (a broadcast operand re-read from cache counts once). Bandwidth is bytes over
+the kernel's median device time under torch.profiler. Copy bandwidth: a device-to-device
+copy of 1 GiB, bytes read plus bytes written over its time.
+
+    python benchmarks/gpu_kernels.py [--models gpt2,resnet50] [--top 12] [--json out.json]
+"""
+import argparse
+import datetime
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_models import MODELS, EmberRecorder, build, make_step  # noqa: E402
+
+DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "bool": 1}
+
+
+def copy_bandwidth_gbs() -> float:
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(10):
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return 2 * src.numel() / statistics.median(times) / 1e9
+
+
+def kernel_bytes(cg, kernel) -> int:
+    sizes = {b["id"]: b for b in cg.buffers}
+    total = 0
+    for b in kernel["args"]:
+        buf = sizes.get(b)
+        if buf is None:
+            continue
+        n = 1
+        for s in buf["sizes"]:
+            n *= s
+        total += n * DTYPE_BYTES.get(buf["dtype"], 4)
+    return total
+
+
+def launch_order(cg):
+    kernels = cg.kernels
+    return [kernels[k] for kind, payload, _ in cg.steps if kind == "kernels" for k in payload]
+
+
+def profile_workload(name, iters, copy_gbs, top):
+    import ember
+    from ember.cuda import CudaGraphRunner
+
+    model, inputs, train = build(name, quick=False)
+    torch._dynamo.reset()
+    ember.config.cache_dir = tempfile.mkdtemp(prefix="ember-prof-")
+    with EmberRecorder() as rec:
+        fn = torch.compile(model, backend="ember")
+        step = make_step(fn, model, inputs, train)
+        for _ in range(5):
+            step()
+        torch.cuda.synchronize()
+
+    calls = []
+    original = CudaGraphRunner.__call__
+
+    def logged(self, args):
+        calls.append(self)
+        return original(self, args)
+
+    CudaGraphRunner.__call__ = logged
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(iters):
+                step()
+            torch.cuda.synchronize()
+    finally:
+        CudaGraphRunner.__call__ = original
+
+    gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    gpu.sort(key=lambda e: e.time_range.start)
+    kernels = [e for e in gpu if "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
+    ember_events = [e for e in kernels if e.name.startswith("ember_k")]
+    expected = [(id(r), k) for r in calls for k in launch_order(r.cg)]
+    if len(expected) != len(ember_events):
+        raise SystemExit(f"{name}: {len(ember_events)} ember kernels profiled, {len(expected)} launched")
+    per = {}
+    for (rid, k), ev in zip(expected, ember_events):
+        if ev.name != k["name"]:
+            raise SystemExit(f"{name}: launch order mismatch: {ev.name} vs {k['name']}")
+        per.setdefault((rid, k["name"]), []).append(ev.time_range.elapsed_us())
+    runners = {id(r): r for r in calls}
+    graph_index = {rid: i for i, rid in enumerate(dict.fromkeys(id(r) for r in calls))}
+    rows = []
+    for (rid, kname), times in per.items():
+        r = runners[rid]
+        k = next(x for x in r.cg.kernels if x["name"] == kname)
+        us = statistics.median(times)
+        nbytes = kernel_bytes(r.cg, k)
+        gbs = nbytes / (us * 1e-6) / 1e9 if us > 0 else 0.0
+        rows.append({
+            "graph": graph_index[rid], "kernel": kname, "shape": k["shape"], "grid": k["grid"], "block": k["block"],
+            "origins": k["origins"][:6], "calls_per_iter": len(times) // iters, "us": round(us, 2),
+            "us_per_iter": round(us * len(times) / iters, 2), "bytes": nbytes, "gbs": round(gbs, 1),
+            "copy_fraction": round(gbs / copy_gbs, 3)})
+    rows.sort(key=lambda x: -x["us_per_iter"])
+    ember_us = sum(e.time_range.elapsed_us() for e in ember_events) / iters
+    aten_us = sum(e.time_range.elapsed_us() for e in kernels if not e.name.startswith("ember_k")) / iters
+    aten = {}
+    for e in kernels:
+        if not e.name.startswith("ember_k"):
+            aten[e.name[:90]] = aten.get(e.name[:90], 0.0) + e.time_range.elapsed_us() / iters
+    span_us = (gpu[-1].time_range.end - gpu[0].time_range.start) / iters if gpu else 0.0
+    weighted = sorted(rows, key=lambda x: x["copy_fraction"])
+    total = sum(x["us_per_iter"] for x in rows) or 1.0
+    dist = {}
+    for lo, hi in ((0, .2), (.2, .4), (.4, .6), (.6, .8), (.8, 10)):
+        sel = [x for x in weighted if lo <= x["copy_fraction"] < hi]
+        dist[f"{lo:.0%}-{hi:.0%}" if hi < 10 else ">=80%"] = {
+            "kernels": len(sel), "time_share": round(sum(x["us_per_iter"] for x in sel) / total, 3)}
+    return {"model": name, "graphs": len(rec.records), "ember_kernels": len(rows),
+            "ember_us_per_iter": round(ember_us, 1), "aten_us_per_iter": round(aten_us, 1),
+            "gpu_span_us_per_iter": round(span_us, 1), "bandwidth_distribution": dist,
+            "top_aten": sorted(((round(v, 1), k) for k, v in aten.items()), reverse=True)[:8],
+            "kernels": rows, "top": rows[:top]}
+
+
+def print_report(res, top):
+    print(f"\n== {res['model']}: {res['graphs']} graphs, {res['ember_kernels']} ember kernels; per iteration: "
+          f"ember {res['ember_us_per_iter'] / 1e3:.2f} ms, ATen {res['aten_us_per_iter'] / 1e3:.2f} ms, "
+          f"GPU span {res['gpu_span_us_per_iter'] / 1e3:.2f} ms")
+    print("   bandwidth (share of ember kernel time): " +
+          ", ".join(f"{k}: {v['kernels']} kernels {v['time_share']:.0%}" for k, v in res["bandwidth_distribution"].items()))
+    print(f"   {'kernel':<14}{'shape':<12}{'grid':>8}{'blk':>5}{'us/it':>9}{'MB':>8}{'GB/s':>8}{'copy%':>7}  origins")
+    for x in res["kernels"][:top]:
+        print(f"   g{x['graph']}.{x['kernel']:<11}{x['shape']:<12}{x['grid']:>8}{x['block']:>5}{x['us_per_iter']:>9.1f}"
+              f"{x['bytes'] / 1e6:>8.1f}{x['gbs']:>8.0f}{x['copy_fraction']:>7.0%}  {' '.join(x['origins'])[:70]}")
+    print("   top ATen: " + "; ".join(f"{us:.0f} us {n[:50]}" for us, n in res["top_aten"][:5]))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--top", type=int, default=12)
+    p.add_argument("--json", default="")
+    a = p.parse_args()
+    copy_gbs = copy_bandwidth_gbs()
+    print(f"{torch.cuda.get_device_name()}: device-to-device copy {copy_gbs:.0f} GB/s")
+    results = []
+    for name in a.models.split(","):
+        res = profile_workload(name, a.iters, copy_gbs, a.top)
+        print_report(res, a.top)
+        results.append(res)
+    if a.json:
+        Path(a.json).write_text(json.dumps({
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "device": torch.cuda.get_device_name(), "torch": torch.__version__, "copy_gbs": round(copy_gbs, 1),
+            "command": " ".join(sys.argv), "workloads": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
