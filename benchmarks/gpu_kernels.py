@@ -13,6 +13,7 @@ copy of 1 GiB, bytes read plus bytes written over its time.
 import argparse
 import datetime
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -56,9 +57,30 @@ def kernel_bytes(cg, kernel) -> int:
     return total
 
 
+def node_ops(cg) -> dict:
+    """Graph node id -> short op name ("add", "var_mean"), from the graph text."""
+    ops = {}
+    for line in cg.graph_text.splitlines():
+        m = re.match(r"\s*%(\d+) = (?:aten\.)?([\w.]+)\(", line)
+        if m:
+            ops[int(m.group(1))] = m.group(2).split(".")[0]
+    return ops
+
+
 def launch_order(cg):
+    """(kernel, launch name) in launch order: a column split launches <name>_partial first."""
     kernels = cg.kernels
-    return [kernels[k] for kind, payload, _ in cg.steps if kind == "kernels" for k in payload]
+    out = []
+    for kind, payload, _ in cg.steps:
+        if kind != "kernels":
+            continue
+        for k in payload:
+            if kernels[k]["grid"] == 0:
+                continue
+            if kernels[k].get("partial_grid"):
+                out.append((kernels[k], kernels[k]["name"] + "_partial"))
+            out.append((kernels[k], kernels[k]["name"]))
+    return out
 
 
 def profile_workload(name, iters, copy_gbs, top):
@@ -95,26 +117,31 @@ def profile_workload(name, iters, copy_gbs, top):
     gpu.sort(key=lambda e: e.time_range.start)
     kernels = [e for e in gpu if "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
     ember_events = [e for e in kernels if e.name.startswith("ember_k")]
-    expected = [(id(r), k) for r in calls for k in launch_order(r.cg)]
+    orders = {}
+    expected = [(id(r), k, launch) for r in calls for k, launch in orders.setdefault(id(r), launch_order(r.cg))]
     if len(expected) != len(ember_events):
         raise SystemExit(f"{name}: {len(ember_events)} ember kernels profiled, {len(expected)} launched")
-    per = {}
-    for (rid, k), ev in zip(expected, ember_events):
-        if ev.name != k["name"]:
-            raise SystemExit(f"{name}: launch order mismatch: {ev.name} vs {k['name']}")
-        per.setdefault((rid, k["name"]), []).append(ev.time_range.elapsed_us())
+    per, kernel_of = {}, {}
+    for (rid, k, launch), ev in zip(expected, ember_events):
+        if ev.name != launch:
+            raise SystemExit(f"{name}: launch order mismatch: {ev.name} vs {launch}")
+        per.setdefault((rid, launch), []).append(ev.time_range.elapsed_us())
+        kernel_of[(rid, launch)] = k
     runners = {id(r): r for r in calls}
     graph_index = {rid: i for i, rid in enumerate(dict.fromkeys(id(r) for r in calls))}
     rows = []
     for (rid, kname), times in per.items():
         r = runners[rid]
-        k = next(x for x in r.cg.kernels if x["name"] == kname)
+        k = kernel_of[(rid, kname)]
+        ops = node_ops(r.cg)
         us = statistics.median(times)
         nbytes = kernel_bytes(r.cg, k)
         gbs = nbytes / (us * 1e-6) / 1e9 if us > 0 else 0.0
         rows.append({
-            "graph": graph_index[rid], "kernel": kname, "shape": k["shape"], "grid": k["grid"], "block": k["block"],
-            "origins": k["origins"][:6], "calls_per_iter": len(times) // iters, "us": round(us, 2),
+            "graph": graph_index[rid], "kernel": kname, "shape": k["shape"] if kname == k["name"] else "col_partial",
+            "grid": k["grid"] if kname == k["name"] else k["partial_grid"],
+            "block": k["block"] if kname == k["name"] else k["partial_block"],
+            "origins": list(dict.fromkeys(ops.get(o, str(o)) for o in k["origins"]))[:8], "calls_per_iter": len(times) // iters, "us": round(us, 2),
             "us_per_iter": round(us * len(times) / iters, 2), "bytes": nbytes, "gbs": round(gbs, 1),
             "copy_fraction": round(gbs / copy_gbs, 3)})
     rows.sort(key=lambda x: -x["us_per_iter"])

@@ -48,6 +48,8 @@ void define_cuda(nb::module_& m) {
           d["shape"] = ember::cuda_shape_name(k.shape);
           d["grid"] = k.grid;
           d["block"] = k.block;
+          d["partial_grid"] = k.partial_grid;
+          d["partial_block"] = k.partial_block;
           d["args"] = nb::cast(k.args);
           d["origins"] = nb::cast(k.origins);
           out.append(d);

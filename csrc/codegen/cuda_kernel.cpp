@@ -90,37 +90,146 @@ struct Acc {
 
 class CudaKernelPrinter {
  public:
-  CudaKernelPrinter(const Program& p, const Schedule& s, const Placement& m, int k)
-      : p_(p), s_(s), m_(m), ki_(k), k_(s.kernels[k]) {}
+  CudaKernelPrinter(const Program& p, const Schedule& s, const Placement& m, int k, int scratch_id)
+      : p_(p), s_(s), m_(m), ki_(k), k_(s.kernels[k]), scratch_id_(scratch_id) {}
 
-  std::string print(CudaKernelInfo& info) {
+  // The kernel's source (and its partial launch's, for a column split). Sets
+  // `scratch_bytes` to the bytes of scratch buffer `scratch_id` it uses (0: none).
+  std::string print(CudaKernelInfo& info, int64_t& scratch_bytes) {
     refuse_unsupported(k_, p_);
     info.name = k_.name;
     collect_args(info);
     choose_shape(info);
+    plan_column_split(info);
+    scratch_bytes = scratch_bytes_;
+    std::string head = signature(k_.name, info.block, info);
+    std::vector<std::string> body = shape_ == CudaKernelInfo::Shape::Elementwise ? elementwise_body() : row_body();
+    std::ostringstream os;
+    os << head;
+    for (const auto& l : em_->function_lines()) os << "  " << l << "\n";
+    for (const auto& l : body) os << "  " << l << "\n";
+    os << "}\n";
+    if (chunks_ > 0) os << "\n" << partial_kernel(info);
+    return os.str();
+  }
+
+ private:
+  // `extern "C" __global__ void fname(params) {` over info.args, and a fresh emitter
+  // that reads them. The scratch buffer, if any, is raw bytes.
+  std::string signature(const std::string& fname, uint32_t block, const CudaKernelInfo& info) {
     std::unordered_map<int, CEmitter::BufferRef> refs;
     std::ostringstream head;
-    head << "extern \"C\" __global__ void __launch_bounds__(" << info.block << ") " << k_.name << "(";
+    head << "extern \"C\" __global__ void __launch_bounds__(" << block << ") " << fname << "(";
     for (size_t i = 0; i < info.args.size(); ++i) {
       int b = info.args[i];
-      const Buffer& buf = p_.buffers[b];
       std::string name = "b" + std::to_string(b);
+      if (b == scratch_id_) {
+        head << (i ? ", " : "") << "unsigned char* __restrict__ " << name;
+        continue;
+      }
+      const Buffer& buf = p_.buffers[b];
       bool written = buf.kind == Buffer::Kind::Computed && m_.producer[b].kernel == ki_;
       head << (i ? ", " : "") << (written ? "" : "const ") << dtype_c_type(buf.dtype) << "* __restrict__ " << name;
       refs[b] = {name, buf.dtype, buf.extent()};
     }
     head << ") {\n";
     em_ = std::make_unique<CEmitter>(refs);
-    std::vector<std::string> body = shape_ == CudaKernelInfo::Shape::Elementwise ? elementwise_body() : row_body();
+    return head.str();
+  }
+
+  // See kColumnSplitBlocks. Only a kernel of one row, printed as one block, whose vector
+  // stages read nothing this kernel computes (the partial launch runs none of its other
+  // stages), and only when some vector stage reduces at least two chunks of rows.
+  void plan_column_split(CudaKernelInfo& info) {
+    if (shape_ != CudaKernelInfo::Shape::RowBlock || rows_ != 1) return;
+    int64_t most_rows = 0, widest = 0;
+    for (const auto& st : k_.stages) {
+      if (!st.vector_reduce) continue;
+      bool own = false;
+      for (const auto& item : st.items)
+        walk_loads(item.value, [&](const Expr& e) { own |= m_.producer[e->ival].kernel == ki_; });
+      if (own) return;
+      most_rows = std::max(most_rows, numel(st.inner) / st.inner[0].hint());
+      widest = std::max(widest, st.inner[0].hint());
+    }
+    if (most_rows < 2 * kColumnSplitMinRows) return;
+    const int64_t span = std::max(kColumnSplitMinRows, (most_rows + kColumnSplitBlocks - 1) / kColumnSplitBlocks);
+    chunks_ = (most_rows + span - 1) / span;
+    // Each vector stage's reduction items get chunks_ x C partials of their accumulator type.
+    for (const auto& st : k_.stages) {
+      if (!st.vector_reduce) continue;
+      const int64_t rows = numel(st.inner) / st.inner[0].hint();
+      for (const auto& item : st.items) {
+        const ComputedBuffer& c = p_.computed[item.computed];
+        scratch_bytes_ = (scratch_bytes_ + 15) / 16 * 16;
+        partial_offset_[item.computed] = scratch_bytes_;
+        scratch_bytes_ += chunks_ * st.inner[0].hint() * acc_bytes(acc_type(c, rows));
+      }
+    }
+    info.args.push_back(scratch_id_);
+    info.partial_grid = static_cast<uint32_t>(chunks_);
+    info.partial_block = static_cast<uint32_t>(std::clamp<int64_t>((widest + 31) / 32 * 32, 32, 1024));
+  }
+
+  // Element j of chunk `chunk` of item `computed`'s partials, as an lvalue of type `type`.
+  std::string partial_ref(int computed, const std::string& type, int64_t width, const std::string& chunk) const {
+    return "((" + type + "*)(b" + std::to_string(scratch_id_) + " + " + std::to_string(partial_offset_.at(computed)) +
+           "))[" + chunk + " * " + std::to_string(width) + " + i0]";
+  }
+
+  // The partial launch: block s reduces chunk s of every vector stage's rows, for all of
+  // the stage's kept lanes, and stores each lane's partial (NaN for a float max/min that
+  // saw one) to scratch.
+  std::string partial_kernel(const CudaKernelInfo& info) {
+    const int threads = static_cast<int>(info.partial_block);
+    std::string head = signature(k_.name + "_partial", info.partial_block, info);
+    const std::string I = index_type();
+    em_->open_scope(outer_vars());
+    em_->line("const int tid = threadIdx.x;");
+    em_->line("const " + I + " s = blockIdx.x;");
+    for (const auto& l : decompose("0", hints(k_.outer), "o")) em_->line(l);
+    for (const auto& stage : k_.stages) {
+      if (!stage.vector_reduce) continue;
+      std::vector<int64_t> reduced = hints(stage.inner);
+      reduced.erase(reduced.begin());
+      const int64_t rows = numel(reduced), width = stage.inner[0].hint();
+      const int64_t span = (rows + chunks_ - 1) / chunks_;
+      em_->open_scope({{inner_var(0), "i0"}});
+      em_->line("const int64_t i0 = (int64_t)(k);");
+      std::vector<Acc> accs(stage.items.size());
+      for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(p_.computed[stage.items[i].computed], rows);
+      std::vector<std::pair<int, std::string>> vars;
+      for (size_t d = 1; d < stage.inner.size(); ++d) vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
+      em_->open_scope(vars);
+      for (const auto& l : decompose("r", reduced, "i", 1)) em_->line(l);
+      for (size_t i = 0; i < stage.items.size(); ++i)
+        accumulate(p_.computed[stage.items[i].computed], accs[i], em_->emit(stage.items[i].value));
+      std::vector<std::string> body = em_->close_scope();
+      const std::string lo = "s * " + std::to_string(span), n = std::to_string(rows);
+      em_->line("const " + I + " hi = " + lo + " + " + std::to_string(span) + " < " + n + " ? " + lo + " + " +
+                std::to_string(span) + " : " + n + ";");
+      em_->line("for (" + I + " r = " + lo + "; r < hi; ++r) {");
+      for (const auto& l : body) em_->line("  " + l);
+      em_->line("}");
+      for (size_t i = 0; i < stage.items.size(); ++i) {
+        const Acc& a = accs[i];
+        std::string v = a.flag.empty() ? a.acc : "(" + a.flag + " ? (" + a.type + ")NAN : " + a.acc + ")";
+        em_->line(partial_ref(stage.items[i].computed, a.type, width, "s") + " = " + v + ";");
+      }
+      std::vector<std::string> lanes = em_->close_scope();
+      em_->line("for (" + I + " k = tid; k < " + std::to_string(width) + "; k += " + std::to_string(threads) + ") {");
+      for (const auto& l : lanes) em_->line("  " + l);
+      em_->line("}");
+    }
+    std::vector<std::string> body = em_->close_scope();
     std::ostringstream os;
-    os << head.str();
+    os << head;
     for (const auto& l : em_->function_lines()) os << "  " << l << "\n";
     for (const auto& l : body) os << "  " << l << "\n";
     os << "}\n";
     return os.str();
   }
 
- private:
   void collect_args(CudaKernelInfo& info) {
     std::set<int> args, origins;
     for (size_t st = 0; st < k_.stages.size(); ++st)
@@ -390,15 +499,27 @@ class CudaKernelPrinter {
     std::vector<int64_t> reduced = hints(stage.inner);
     reduced.erase(reduced.begin());
     for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(p_.computed[stage.items[i].computed], numel(reduced));
-    std::vector<std::pair<int, std::string>> vars;
-    for (size_t d = 1; d < stage.inner.size(); ++d) vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
-    em_->open_scope(vars);
-    for (const auto& l : decompose("r", reduced, "i", 1)) em_->line(l);
-    for (size_t i = 0; i < stage.items.size(); ++i) accumulate(p_.computed[stage.items[i].computed], accs[i], em_->emit(stage.items[i].value));
-    std::vector<std::string> body = em_->close_scope();
-    em_->line("for (" + I + " r = 0; r < " + std::to_string(numel(reduced)) + "; ++r) {");
-    for (const auto& l : body) em_->line("  " + l);
-    em_->line("}");
+    if (chunks_ > 0) {
+      // A column split: the partial launch reduced the rows; combine its chunks in order.
+      em_->line("for (int s = 0; s < " + std::to_string(chunks_) + "; ++s) {");
+      for (size_t i = 0; i < stage.items.size(); ++i) {
+        em_->open_scope({});
+        accumulate(p_.computed[stage.items[i].computed], accs[i],
+                   partial_ref(stage.items[i].computed, accs[i].type, stage.inner[0].hint(), "s"));
+        for (const auto& l : em_->close_scope()) em_->line("  " + l);
+      }
+      em_->line("}");
+    } else {
+      std::vector<std::pair<int, std::string>> vars;
+      for (size_t d = 1; d < stage.inner.size(); ++d) vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
+      em_->open_scope(vars);
+      for (const auto& l : decompose("r", reduced, "i", 1)) em_->line(l);
+      for (size_t i = 0; i < stage.items.size(); ++i) accumulate(p_.computed[stage.items[i].computed], accs[i], em_->emit(stage.items[i].value));
+      std::vector<std::string> body = em_->close_scope();
+      em_->line("for (" + I + " r = 0; r < " + std::to_string(numel(reduced)) + "; ++r) {");
+      for (const auto& l : body) em_->line("  " + l);
+      em_->line("}");
+    }
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const ComputedBuffer& c = p_.computed[stage.items[i].computed];
       const Buffer& buf = p_.buffers[c.buffer];
@@ -432,13 +553,24 @@ class CudaKernelPrinter {
   // blocks such sums into a double total for the same reason).
   static constexpr int64_t kSumChain = 4096;
 
+  // The C type a reduction accumulates in over `chain` elements per thread.
+  static std::string acc_type(const ComputedBuffer& c, int64_t chain) {
+    if (c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) return "int";
+    if (c.reduce_op == ReduceOp::Sum && c.acc_dtype == DType::F32 && chain > kSumChain) return "double";
+    return CEmitter::c_type(c.acc_dtype);
+  }
+  static int64_t acc_bytes(const std::string& type) {
+    if (type == "double" || type == "int64_t" || type == "uint64_t") return 8;
+    if (type == "float" || type == "int" || type == "int32_t" || type == "uint32_t") return 4;
+    return 8;  // anything else: a slot as wide as the widest
+  }
+
   Acc declare_acc(const ComputedBuffer& c, int64_t chain) {
     Acc a;
     a.acc = em_->fresh("acc");
     DType t = c.acc_dtype;
     bool flt = is_float(t);
-    a.type = CEmitter::c_type(t);
-    if (c.reduce_op == ReduceOp::Sum && t == DType::F32 && chain > kSumChain) a.type = "double";
+    a.type = acc_type(c, chain);
     switch (c.reduce_op) {
       case ReduceOp::Sum: em_->line(a.type + " " + a.acc + " = 0;"); break;
       case ReduceOp::Prod: em_->line(a.type + " " + a.acc + " = 1;"); break;
@@ -515,6 +647,11 @@ class CudaKernelPrinter {
   int threads_ = 32;  // threads per row (row shapes)
   int per_thread_ = 1;  // elements per thread per step (elementwise)
   bool wide_ = false;  // 64-bit loop indices
+  // Column split (plan_column_split): chunks of rows (0: none), scratch buffer id and
+  // bytes, and each vector-stage item's partials' byte offset in it.
+  const int scratch_id_;
+  int64_t chunks_ = 0, scratch_bytes_ = 0;
+  std::unordered_map<int, int64_t> partial_offset_;
 };
 
 }  // namespace
@@ -534,7 +671,10 @@ CudaCode generate_cuda(const Program& p, const Schedule& s) {
   out.source = out.prelude;
   for (size_t k = 0; k < s.kernels.size(); ++k) {
     CudaKernelInfo info;
-    out.kernel_sources.push_back(CudaKernelPrinter(p, s, m, static_cast<int>(k)).print(info) + "\n");
+    int64_t scratch = 0;
+    const int scratch_id = static_cast<int>(p.buffers.size() + out.scratch_bytes.size());
+    out.kernel_sources.push_back(CudaKernelPrinter(p, s, m, static_cast<int>(k), scratch_id).print(info, scratch) + "\n");
+    if (scratch > 0) out.scratch_bytes.push_back(scratch);
     out.source += out.kernel_sources.back();
     out.kernels.push_back(std::move(info));
   }

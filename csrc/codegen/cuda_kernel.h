@@ -18,8 +18,10 @@
 // stored before a barrier. Per-row stores are made by thread 0 of the row.
 //
 // A vector stage (a reduction across rows: a column sum) gives each thread whole kept
-// lanes, reduced alone, its results through memory; a scan stage runs on thread 0 of its
-// row. Both are correct and slow when rows are few: phase 2 splits them.
+// lanes, reduced alone, its results through memory. In a kernel of one row, such stages
+// are column-split (kColumnSplitBlocks): a first launch reduces chunks of the rows on
+// many blocks. A scan stage runs on thread 0 of its row: correct and slow when rows are
+// few.
 //
 // Not handled yet, and refused with CudaUnsupported (the graph runs eagerly):
 // arg-reductions, split stages, symbolic sizes.
@@ -46,6 +48,10 @@ struct CudaKernelInfo {
   uint32_t block = 1;              // threads per block
   std::vector<int> args;           // buffer ids, in parameter order (one pointer each)
   std::vector<int> origins;        // graph nodes whose work the kernel does
+  // A column split (see kColumnSplitBlocks): <name>_partial runs first on partial_grid
+  // blocks of partial_block threads, with the same parameters; 0 when there is none.
+  uint32_t partial_grid = 0;
+  uint32_t partial_block = 0;
 };
 
 struct CudaCode {
@@ -54,10 +60,23 @@ struct CudaCode {
   std::vector<std::string> kernel_sources;  // parallel to kernels: each kernel's text
   std::vector<CudaKernelInfo> kernels;      // parallel to Schedule::kernels
   std::vector<bool> buffer_in_memory;       // per Program buffer
+  // Scratch buffers the kernels need beyond the Program's (column-split partials): ids
+  // Program::buffers.size() + j, this many bytes each. The compiled graph adds them to
+  // its Program as computed buffers, so the arena plan places them like any other.
+  std::vector<int64_t> scratch_bytes;
 };
 
 // Inner iterations per stage up to which a row runs on one warp.
 constexpr int64_t kWarpRowWork = 1024;
+
+// A kernel of one row whose vector stages reduce many rows (a backward's bias and
+// LayerNorm-weight gradients: [C] <- sum over R rows of [R, C]) would walk all R x C
+// elements on one block. A column split gives chunk s of the reduced rows to block s of
+// a first launch, which writes each column's partial to scratch; the kernel itself then
+// combines the partials of each column in chunk order (deterministic) and runs its
+// later stages. About this many chunks, of at least kColumnSplitMinRows rows each.
+constexpr int64_t kColumnSplitBlocks = 128;  // about one block per SM on an H100 (132)
+constexpr int64_t kColumnSplitMinRows = 16;
 
 CudaCode generate_cuda(const Program& p, const Schedule& s);
 const char* cuda_shape_name(CudaKernelInfo::Shape s);

@@ -31,11 +31,19 @@ typedef unsigned long long uint64_t;
 EMBER_FN float ember_h2f(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 EMBER_FN uint16_t ember_f2h(float x) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x)); return h; }
 EMBER_FN float ember_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+/* Round to nearest even: one instruction from sm_80 on (a bf16 model rounds every
+   intermediate, as eager does, so this is on the hot path of elementwise kernels). */
 EMBER_FN uint16_t ember_f2bf(float x) {
+#if __CUDA_ARCH__ >= 800
+  uint16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+#else
   uint32_t u = __float_as_uint(x);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
+#endif
 }
 EMBER_FN float ember_round_h(float x) { return ember_h2f(ember_f2h(x)); }
 EMBER_FN float ember_round_bf(float x) { return ember_bf2f(ember_f2bf(x)); }

@@ -13,6 +13,12 @@ bool is_2d_convolution(const Node& n) {
 
 }  // namespace
 
+bool has_2d_convolution(const Graph& g) {
+  for (const auto& n : g.nodes)
+    if (is_2d_convolution(n)) return true;
+  return false;
+}
+
 std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes) {
   // (N, C, H, W) -> strides (H*W*C, 1, W*C, C)
   int64_t c = std::max<int64_t>(sizes[1], 1), h = std::max<int64_t>(sizes[2], 1), w = std::max<int64_t>(sizes[3], 1);

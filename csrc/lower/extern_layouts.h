@@ -17,6 +17,9 @@ std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes);
 // Strides to give tensor argument `arg_index` of `node`, or nullopt for "as is".
 std::optional<std::vector<int64_t>> extern_input_layout(const Node& node, int arg_index, const std::vector<int64_t>& sizes);
 
+// Whether the graph has a 2-D convolution that the layouts above apply to.
+bool has_2d_convolution(const Graph& g);
+
 // The strides ATen will produce for output `k` when the inputs have the layouts
 // chosen above, or nullopt when they are eager's (node.outputs[k].strides).
 std::optional<std::vector<int64_t>> extern_output_layout(const Node& node, int k);

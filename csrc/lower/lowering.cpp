@@ -64,6 +64,7 @@ void require_static(const LowerCtx& ctx, const Node& n) {
 }
 
 LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts) {
+  channels_last_ = opts.channels_last_activations && g.symbols.empty() && has_2d_convolution(g);
   values_.resize(g.nodes.size());
   uses_.assign(g.nodes.size(), 0);
   is_output_.assign(g.nodes.size(), false);
@@ -311,7 +312,9 @@ void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
       // Layout changes for extern ops are for static graphs only.
       auto layout = graph_.symbols.empty() ? extern_input_layout(n, arg_index, hints(v.sizes)) : std::nullopt;
       TensorIR s = layout ? realize(v, to_dims(*layout)) : stored(v);
-      if (!layout) values_[a.ref.node][a.ref.index] = s;  // later users read the stored copy
+      // Later users read the stored copy, unless it is in a layout the value would not
+      // have been stored in (then they compute or store their own).
+      if (!layout || (!v.view && s.view->strides == v.preferred_strides)) values_[a.ref.node][a.ref.index] = s;
       call.tensor_args.push_back(a.ref);
       call.tensor_views.push_back(*s.view);
     }
@@ -359,7 +362,7 @@ void LowerCtx::after_node(const Node& n) {
       std::vector<Expr> idx;
       for (size_t d = 0; d < t.sizes.size(); ++d) idx.push_back(var(-1000 - static_cast<int>(d)));
       if (cost(t.fn(idx)) >= opts_.realize_cost_threshold)
-        t = realize(t, layout_known ? type.stride_dims() : Dims{});
+        t = realize(t, !t.preferred_strides.empty() ? t.preferred_strides : layout_known ? type.stride_dims() : Dims{});
     }
   }
 }
@@ -407,7 +410,9 @@ void LowerCtx::run(const Node& n) {
       if (t.is_tensor && (outs[k].sizes != t.dims() || outs[k].dtype != t.dtype))
         throw Unsupported("lowering disagrees with eager on the output type");
       bool dense = t.is_tensor && t.sizes.size() == t.strides.size() && positive_strides(t.stride_dims());
-      if (!outs[k].view && dense) outs[k].preferred_strides = t.stride_dims();
+      if (!outs[k].view && dense)
+        outs[k].preferred_strides = channels_last_ && t.sizes.size() == 4 ? to_dims(channels_last_strides(t.sizes))
+                                                                            : t.stride_dims();
       // Eager rounds every op's f16/bf16 result except inside a decomposition.
       if (!n.internal && outs[k].fn && !outs[k].view && (outs[k].dtype == DType::F16 || outs[k].dtype == DType::BF16)) {
         IndexFn fn = std::move(outs[k].fn);

@@ -49,6 +49,12 @@ struct Unsupported : std::runtime_error {
 struct LowerOptions {
   // Realize a value used more than once when its body costs at least this much.
   int64_t realize_cost_threshold = 12;
+  // In a graph with 2-D convolutions (which run channels-last, extern_layouts.h), 4-D
+  // values stored between ops take channels-last strides too, so that the BatchNorm,
+  // ReLU and residual kernels between convolutions read and write one layout and no
+  // copy converts it (graph outputs keep their declared strides). The CUDA target sets
+  // it; on the CPU, training's backward kernels would mix layouts (docs/benchmarks.md).
+  bool channels_last_activations = false;
 };
 
 class LowerCtx {
@@ -96,6 +102,7 @@ class LowerCtx {
 
   const Graph& graph_;
   LowerOptions opts_;
+  bool channels_last_ = false;  // opts_.channels_last_activations, and the graph has 2-D convolutions
   Program prog_;
   const Node* node_ = nullptr;
   std::vector<std::vector<TensorIR>> values_;

@@ -72,7 +72,9 @@ std::shared_ptr<CudaCompiledGraph> CudaCompiledGraph::compile(const std::string&
   auto after = [&](const char* pass, auto&& text) {
     if (dump) cg->passes_.push_back({pass, text()});
   };
-  FrontEnd fe = run_front_end(graph_text, opts.fuse, dump);  // no split_reductions: a CPU pass
+  LowerOptions lower;
+  lower.channels_last_activations = true;
+  FrontEnd fe = run_front_end(graph_text, opts.fuse, dump, lower);  // no split_reductions: a CPU pass
   cg->graph_ = std::move(fe.graph);
   cg->program_ = std::move(fe.program);
   cg->schedule_ = std::move(fe.schedule);
@@ -81,6 +83,7 @@ std::shared_ptr<CudaCompiledGraph> CudaCompiledGraph::compile(const std::string&
 
   auto t0 = std::chrono::steady_clock::now();
   cg->code_ = generate_cuda(cg->program_, cg->schedule_);
+  cg->add_scratch_buffers();
   cg->times_.codegen = seconds_since(t0);
   after("generate_cuda", [&] { return cg->code_.source; });
 
@@ -91,6 +94,21 @@ std::shared_ptr<CudaCompiledGraph> CudaCompiledGraph::compile(const std::string&
   if (dump) write_pass_dumps(cg->passes_, opts.debug_dir, "generate_cuda", ".cu");
   if (!cg->code_.kernels.empty()) cg->compile_cubin(opts);
   return cg;
+}
+
+// Column-split partials live in buffers of their own (CudaCode::scratch_bytes), planned
+// into the arena like intermediates: alive for their kernel's step only.
+void CudaCompiledGraph::add_scratch_buffers() {
+  for (int64_t bytes : code_.scratch_bytes) {
+    Buffer b;
+    b.id = static_cast<int>(program_.buffers.size());
+    b.kind = Buffer::Kind::Computed;
+    b.dtype = DType::U8;
+    b.sizes = {Dim(bytes)};
+    b.strides = {Dim(int64_t{1})};
+    program_.buffers.push_back(std::move(b));
+    code_.buffer_in_memory.push_back(true);
+  }
 }
 
 void CudaCompiledGraph::build_steps() {
@@ -229,6 +247,7 @@ void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
   if (opts.device >= 0) {
     auto tl = std::chrono::steady_clock::now();
     fns_.resize(code_.kernels.size());
+    partial_fns_.assign(code_.kernels.size(), nullptr);
     for (size_t i = 0; i < parts.size(); ++i) {
       std::shared_ptr<CudaModule> module;
       {
@@ -237,7 +256,10 @@ void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
         if (!slot) slot = CudaModule::load(cubins_[i], opts.device);
         module = slot;
       }
-      for (int k : parts[i].kernels) fns_[k] = module->function(code_.kernels[k].name);
+      for (int k : parts[i].kernels) {
+        fns_[k] = module->function(code_.kernels[k].name);
+        if (code_.kernels[k].partial_grid > 0) partial_fns_[k] = module->function(code_.kernels[k].name + "_partial");
+      }
       modules_.push_back(std::move(module));
     }
     times_.load = seconds_since(tl);
@@ -263,6 +285,8 @@ void CudaCompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, u
       params[j] = &values[j];
     }
     // Every part is loaded in the device's primary context: any of them launches any kernel.
+    if (info.partial_grid > 0)
+      modules_.front()->launch(partial_fns_[k], info.partial_grid, info.partial_block, params.data(), stream);
     modules_.front()->launch(fns_[k], info.grid, info.block, params.data(), stream);
   }
 }
@@ -272,8 +296,11 @@ std::string CudaCompiledGraph::memory_plan_text() const {
   out << "arena " << arena_.arena_bytes << " bytes\n";
   for (size_t b = 0; b < arena_.offset.size(); ++b)
     if (arena_.offset[b] >= 0) out << "  buf" << b << " at " << arena_.offset[b] << "\n";
-  for (const auto& k : code_.kernels)
-    out << k.name << ": " << cuda_shape_name(k.shape) << " grid " << k.grid << " block " << k.block << "\n";
+  for (const auto& k : code_.kernels) {
+    out << k.name << ": " << cuda_shape_name(k.shape) << " grid " << k.grid << " block " << k.block;
+    if (k.partial_grid > 0) out << " (column split: partials on grid " << k.partial_grid << " block " << k.partial_block << ")";
+    out << "\n";
+  }
   return out.str();
 }
 

@@ -64,6 +64,7 @@ class CudaCompiledGraph {
 
  private:
   CudaCompiledGraph() = default;
+  void add_scratch_buffers();
   void build_steps();
   void plan_memory();
   void compile_cubin(const CudaCompileOptions& opts);
@@ -83,6 +84,7 @@ class CudaCompiledGraph {
   std::vector<std::string> cubins_;
   std::vector<std::shared_ptr<CudaModule>> modules_;
   std::vector<void*> fns_;
+  std::vector<void*> partial_fns_;  // parallel to fns_: a column split's first launch, or null
   std::vector<std::vector<std::vector<int>>> arg_slots_;  // per step, per kernel: slots in the step's args
 };
 

@@ -13,7 +13,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-FrontEnd run_front_end(const std::string& graph_text, bool fuse_kernels, bool dump) {
+FrontEnd run_front_end(const std::string& graph_text, bool fuse_kernels, bool dump, const LowerOptions& lower) {
   FrontEnd fe;
   auto after = [&](const char* pass, auto&& text) {
     if (dump) fe.passes.push_back({pass, text()});
@@ -27,7 +27,7 @@ FrontEnd run_front_end(const std::string& graph_text, bool fuse_kernels, bool du
   after("parse_graph", [&] { return print_graph(fe.graph); });
 
   t0 = std::chrono::steady_clock::now();
-  fe.program = lower_graph(fe.graph);
+  fe.program = lower_graph(fe.graph, lower);
   double lowering = seconds_since(t0);
   after("lower_graph", program_text);
   t0 = std::chrono::steady_clock::now();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "lower/lowering.h"
 #include "lower/program.h"
 #include "schedule/kernel.h"
 
@@ -33,7 +34,8 @@ struct FrontEnd {
   std::vector<PassDump> passes;  // empty unless `dump`
 };
 
-FrontEnd run_front_end(const std::string& graph_text, bool fuse_kernels, bool dump);
+// `lower` carries the target's lowering choices (LowerOptions; the CPU takes the defaults).
+FrontEnd run_front_end(const std::string& graph_text, bool fuse_kernels, bool dump, const LowerOptions& lower = {});
 
 double seconds_since(std::chrono::steady_clock::time_point t0);
 // Writes the dumps as <dir>/<i>_<pass><ext>, ext `source_ext` for the pass named

@@ -46,6 +46,20 @@ def _column_sum(x):
     return x.sum(0)
 
 
+def _column_stats(g, x, n):
+    """A backward's parameter gradients: column sums over many rows (bias, LayerNorm
+    weight), a per-column epilogue, a max that meets a NaN, any/all, an integer sum."""
+    gx = (g * x).sum(0)
+    gs = g.sum(0)
+    return (gx * 2).to(g.dtype), gs + 1, x.amax(0), (x > 2).any(0), (x > -4).all(0), n.sum(0), (g.float() ** 2).mean(0)
+
+
+def _column_stats_args(device, dtype=torch.float32):
+    x = _rand(4096, 96, device=device, dtype=dtype)
+    x[1000, 7] = float("nan")
+    return _rand(4096, 96, device=device, dtype=dtype), x, torch.randint(-9, 9, (4096, 96), device=device)
+
+
 def _cumsum(x):
     return torch.cumsum(x, -1)
 
@@ -126,6 +140,8 @@ CASES = {
     "gpt2_2layer_bf16": _gpt2_bf16,
     "column_sum": lambda d: (_column_sum, (_rand(64, 100, device=d),)),
     "column_sum_long": lambda d: (_column_sum, (_rand(20000, 3, device=d),)),
+    "column_stats": lambda d: (_column_stats, _column_stats_args(d)),
+    "column_stats_bf16": lambda d: (_column_stats, _column_stats_args(d, torch.bfloat16)),
     "cumsum": lambda d: (_cumsum, (_rand(8, 100, device=d),)),
     "masked_attention_bf16": lambda d: (_masked_attention, _attention_args(d)),
     # Refused in phase 1: the graph runs eagerly.
