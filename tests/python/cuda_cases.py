@@ -154,5 +154,6 @@ REFUSED = {"argmax": "arg-reductions"}
 # weights are bf16): a matmul's rounding moves a LayerNorm input by an ulp now and then.
 # small_cnn: eager's cuDNN convolutions use TF32, and the algorithm (so the rounding)
 # depends on the layout, which ember chooses (channels-last operands).
-TOLERANCE = {"ln_gelu_block_bf16": (1.6e-2, 1e-2), "tiny_gpt2_bf16": (1.6e-2, 2e-2),
+# column_stats: f32 sums of 4,096 products (|sum| ~ 64) in another order than eager's.
+TOLERANCE = {"column_stats": (1e-5, 1e-4), "ln_gelu_block_bf16": (1.6e-2, 1e-2), "tiny_gpt2_bf16": (1.6e-2, 2e-2),
              "gpt2_2layer_bf16": (1.6e-2, 5e-2), "small_cnn": (1e-3, 1e-4)}
