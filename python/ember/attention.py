@@ -11,6 +11,10 @@ runs as an extern ATen call: the kernel choice is made at run time, as in eager.
 
 Only graphs traced with grad disabled are rewritten (Dynamo guards on grad mode, so a
 call with grad enabled compiles its own graph): the op has no backward.
+
+Before that, a mask that keeps every position and depends on no graph input (BERT's,
+built from torch.ones when no attention_mask is given) is dropped from CUDA graphs,
+training ones too: eager, which checks the mask's values, passes no mask either.
 """
 from __future__ import annotations
 
@@ -52,6 +56,68 @@ def _math_only_mask(mask) -> bool:
     (GPT-2's causal one) already trace to a fused kernel (cuDNN), which stays."""
     val = mask.meta.get("example_value", mask.meta.get("val")) if isinstance(mask, torch.fx.Node) else None
     return isinstance(val, torch.Tensor) and val.dim() > 0 and val.size(-1) > 1 and val.stride(-1) != 1
+
+
+# Ops whose result is not a function of their arguments: a mask built with one is no constant.
+_RANDOM = ("rand", "bernoulli", "dropout", "normal", "uniform", "multinomial", "poisson", "exponential", "cauchy",
+           "geometric", "log_normal", "seed")
+
+
+def _constant_value(gm: torch.fx.GraphModule, node: torch.fx.Node):
+    """The value of `node` when it depends on no graph input (a mask built from torch.ones
+    and the input's static sizes), computed once now; None otherwise."""
+    order, seen, todo = [], set(), [node]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op not in ("call_function", "call_method") or any(r in str(n.target).lower() for r in _RANDOM):
+            return None
+        order.append(n)
+        todo.extend(n.all_input_nodes)
+    position = {n: i for i, n in enumerate(gm.graph.nodes)}
+    graph = torch.fx.Graph()
+    env = {}
+    for n in sorted(order, key=position.__getitem__):
+        env[n] = graph.node_copy(n, lambda x: env[x])
+    graph.output(env[node])
+    with torch.no_grad():
+        value = torch.fx.GraphModule(gm, graph)()
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _mask_is_no_op(gm: torch.fx.GraphModule, mask) -> bool:
+    """Whether an attention mask keeps every position: all true (boolean) or all zero
+    (additive). transformers builds such a mask from torch.ones whenever it is traced,
+    where eager, seeing no padding, passes none and gets the unmasked fused kernel."""
+    if not isinstance(mask, torch.fx.Node):
+        return False
+    try:
+        value = _constant_value(gm, mask)
+        if value is None:
+            return False
+        return bool(value.all()) if value.dtype == torch.bool else bool((value == 0).all())
+    except Exception:  # an op that needs more than this graph: not a constant we can use
+        return False
+
+
+def drop_no_op_masks(gm: torch.fx.GraphModule) -> int:
+    """Removes attention masks that keep every position (see _mask_is_no_op) from a
+    Dynamo graph's scaled_dot_product_attention calls. Returns how many."""
+    count = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in _SDPA:
+            continue
+        a = _sdpa_args(node)
+        if a is None or a["attn_mask"] is None or not _mask_is_no_op(gm, a["attn_mask"]):
+            continue
+        node.args = (a["query"], a["key"], a["value"])
+        node.kwargs = {"attn_mask": None, "dropout_p": a["dropout_p"], "is_causal": a["is_causal"], "scale": a["scale"]}
+        count += 1
+    if count:
+        gm.recompile()  # the mask's ops are left dead: AOTAutograd drops them
+    return count
 
 
 def fuse_masked_attention(gm: torch.fx.GraphModule) -> int:

@@ -18,7 +18,7 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from . import _core, counters as stats, logs
-from .attention import fuse_masked_attention
+from .attention import drop_no_op_masks, fuse_masked_attention
 from .config import Config, config as global_config
 from .cuda import compile_cuda_graph, graph_device
 from .fx_import import UnsupportedGraph, import_graph
@@ -244,8 +244,10 @@ def make_backend(mode: str | None = None, options: dict | None = None):
 
     def backend(gm, example_inputs):
         stats.count_dynamo_compile()
-        if not torch.is_grad_enabled() and graph_device(example_inputs) is not None:
-            fuse_masked_attention(gm)  # CUDA inference: masked attention stays one fused call
+        if graph_device(example_inputs) is not None:
+            drop_no_op_masks(gm)  # an all-true mask: attention runs unmasked, as in eager
+            if not torch.is_grad_enabled():
+                fuse_masked_attention(gm)  # CUDA inference: masked attention stays one fused call
         return aot(gm, example_inputs)
 
     backend.aot = aot

@@ -108,3 +108,4 @@ def test_masked_attention_stays_fused():
     assert "ember.sdpa_masked.default" in imported.op_counts and "aten.bmm.default" not in imported.op_counts
     assert [e["op"] for e in cg.externs] == ["ember.sdpa_masked.default"] and cg.kernels
     assert torch.equal(got, _masked_attention(q, k, v, keep))
+
