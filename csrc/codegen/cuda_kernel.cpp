@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include "codegen/c_emitter.h"
 #include "codegen/cuda_prelude.h"
 #include "codegen/placement.h"
+#include "ir/affine.h"
 #include "ir/size_expr.h"
 
 namespace ember {
@@ -103,7 +105,14 @@ class CudaKernelPrinter {
     plan_column_split(info);
     scratch_bytes = scratch_bytes_;
     std::string head = signature(k_.name, info.block, info);
-    std::vector<std::string> body = shape_ == CudaKernelInfo::Shape::Elementwise ? elementwise_body() : row_body();
+    std::vector<std::string> body;
+    if (shape_ == CudaKernelInfo::Shape::Elementwise) {
+      body = elementwise_vector_body();
+      std::vector<std::string> scalar = elementwise_body();
+      body.insert(body.end(), scalar.begin(), scalar.end());
+    } else {
+      body = row_body();
+    }
     std::ostringstream os;
     os << head;
     for (const auto& l : em_->function_lines()) os << "  " << l << "\n";
@@ -303,6 +312,148 @@ class CudaKernelPrinter {
   void pin_own_loads() {
     for (const auto& stage : k_.stages)
       for (const auto& item : stage.items) em_->set_min_load_level(p_.computed[item.computed].buffer, em_->depth());
+  }
+
+  // How many bytes a vector access of `lanes` elements of `t` moves, or 0 when this
+  // dtype is not vector-accessed (bool, 8-byte types).
+  static int vector_bytes(DType t, int lanes) {
+    if (t != DType::F16 && t != DType::BF16 && t != DType::F32 && t != DType::I32) return 0;
+    return static_cast<int>(dtype_size(t)) * lanes;
+  }
+  static std::string vector_type(int bytes) { return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : "uint32_t"; }
+
+  // Whether `index` (of buffer `b`) addresses lanes idx0 .. idx0 + lanes - 1 for a group
+  // of `lanes` consecutive values of var `v` starting at a multiple of `lanes`, with
+  // idx0 a multiple of `lanes` and every index inside the buffer.
+  bool vector_index(const Expr& index, int b, int v, int lanes, const std::unordered_map<int, int64_t>& extents) const {
+    auto af = affine_form(index);
+    if (!af) return false;
+    auto it = af->coef.find(v);
+    if (it == af->coef.end() || it->second != 1 || af->constant % lanes != 0 || af->constant < 0) return false;
+    int64_t last = af->constant;
+    for (const auto& [var_id, c] : af->coef) {
+      if (c < 0 || (var_id != v && c % lanes != 0)) return false;
+      auto e = extents.find(var_id);
+      if (e == extents.end()) return false;
+      last += c * (e->second - 1);
+    }
+    return last < p_.buffers[b].extent().hint();
+  }
+
+  // Elementwise kernels whose innermost dim is a multiple of per_thread_ lanes: each
+  // thread takes groups of per_thread_ consecutive elements, reads each buffer that is
+  // contiguous along that dim with one 16-byte (or 8/4-byte) load, computes the lanes
+  // in registers and writes contiguous outputs with one store. Taken when every such
+  // pointer is 16-byte aligned (checked at run time: a view of a tensor may not be);
+  // otherwise, and for kernels this does not fit, the scalar loop below runs. Returns
+  // nothing when no access would be a vector one.
+  std::vector<std::string> elementwise_vector_body() {
+    const Stage& stage = k_.stages[0];
+    if (k_.stages.size() != 1 || stage.inner.empty() || per_thread_ <= 1) return {};
+    const int U = per_thread_;
+    const int v = inner_var(static_cast<int>(stage.inner.size()) - 1);
+    if (stage.inner.back().hint() % U != 0) return {};
+    std::unordered_map<int, int64_t> extents;
+    for (size_t d = 0; d < k_.outer.size(); ++d) extents[outer_var(static_cast<int>(d))] = k_.outer[d].hint();
+    for (size_t d = 0; d < stage.inner.size(); ++d) extents[inner_var(static_cast<int>(d))] = stage.inner[d].hint();
+    // Loads: one index per buffer (else that buffer stays scalar).
+    std::map<int, Expr> load_index;
+    std::set<int> mixed;
+    for (const auto& item : stage.items)
+      walk_loads(item.value, [&](const Expr& e) {
+        int b = static_cast<int>(e->ival);
+        auto [it, fresh] = load_index.emplace(b, e->args[0]);
+        if (!fresh && !same_index(it->second, e->args[0])) mixed.insert(b);
+      });
+    std::vector<std::pair<int, Expr>> vec_loads;
+    for (const auto& [b, index] : load_index) {
+      if (mixed.count(b) || m_.producer[b].kernel == ki_ || vector_bytes(p_.buffers[b].dtype, U) == 0) continue;
+      if (vector_index(index, b, v, U, extents)) vec_loads.push_back({b, index});
+    }
+    std::set<int> vec_stores;
+    for (const auto& item : stage.items) {
+      int b = p_.computed[item.computed].buffer;
+      if (m_.in_memory[b] && vector_bytes(p_.buffers[b].dtype, U) > 0 && vector_index(item.store_index, b, v, U, extents))
+        vec_stores.insert(b);
+    }
+    if (vec_loads.empty() && vec_stores.empty()) return {};
+
+    const std::string I = index_type();
+    const int group_var = kInnerVarBase + (1 << 20);  // the innermost var at the group's first lane
+    std::vector<std::pair<int, std::string>> group_vars = outer_vars();
+    for (size_t d = 0; d + 1 < stage.inner.size(); ++d) group_vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
+    group_vars.push_back({group_var, "iv"});
+    em_->open_scope(group_vars);
+    for (const auto& l : decompose("x", hints(k_.outer), "o")) em_->line(l);
+    std::vector<std::string> coords = decompose("j", hints(stage.inner), "i");
+    coords.back() = "const int64_t iv" + coords.back().substr(coords.back().find(" = "));
+    for (const auto& l : coords) em_->line(l);
+    const std::unordered_map<int, Expr> at_first = {{v, var(group_var)}};
+    auto lane_ptr = [](DType t, bool is_const) {
+      const char* c = is_const ? "const " : "";
+      return std::string("(") + c + (t == DType::F32 ? "float" : t == DType::I32 ? "int32_t" : "uint16_t") + "*)";
+    };
+    for (const auto& [b, index] : vec_loads) {
+      const DType t = p_.buffers[b].dtype;
+      const std::string vt = vector_type(vector_bytes(t, U)), idx = em_->emit(substitute(index, at_first));
+      em_->line("const " + vt + " raw" + std::to_string(b) + " = *(const " + vt + "*)(b" + std::to_string(b) + " + " + idx + ");");
+    }
+    std::map<int, std::string> store_at;
+    for (const auto& item : stage.items) {
+      int b = p_.computed[item.computed].buffer;
+      if (!vec_stores.count(b) || store_at.count(b)) continue;
+      store_at[b] = em_->emit(substitute(item.store_index, at_first));
+      em_->line(vector_type(vector_bytes(p_.buffers[b].dtype, U)) + " out" + std::to_string(b) + ";");
+    }
+    em_->open_scope({{v, "(iv + u)"}});
+    for (const auto& [b, index] : vec_loads) {
+      const DType t = p_.buffers[b].dtype;
+      std::string lane = "(" + lane_ptr(t, true) + "&raw" + std::to_string(b) + ")[u]";
+      if (t == DType::F16) lane = "ember_h2f(" + lane + ")";
+      if (t == DType::BF16) lane = "ember_bf2f(" + lane + ")";
+      std::string name = "lane" + std::to_string(b);
+      em_->line("const " + CEmitter::c_type(t == DType::F16 || t == DType::BF16 ? DType::F32 : t) + " " + name + " = " + lane + ";");
+      em_->bind_local(b, name, em_->depth());
+    }
+    for (const auto& item : stage.items) {
+      const ComputedBuffer& c = p_.computed[item.computed];
+      std::string val = em_->emit(item.value);
+      const DType t = p_.buffers[c.buffer].dtype;
+      if (vec_stores.count(c.buffer))
+        em_->line(CEmitter::store_text("(" + lane_ptr(t, false) + "&out" + std::to_string(c.buffer) + ")", "u", t, val));
+      else if (m_.in_memory[c.buffer])
+        em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), t, val));
+      em_->bind_local(c.buffer, val, em_->depth());
+    }
+    std::vector<std::string> lanes = em_->close_scope();
+    em_->line("#pragma unroll");
+    em_->line("for (int u = 0; u < " + std::to_string(U) + "; ++u) {");
+    for (const auto& l : lanes) em_->line("  " + l);
+    em_->line("}");
+    for (const auto& [b, idx] : store_at) {
+      const std::string vt = vector_type(vector_bytes(p_.buffers[b].dtype, U));
+      em_->line("*(" + vt + "*)(b" + std::to_string(b) + " + " + idx + ") = out" + std::to_string(b) + ";");
+    }
+    std::vector<std::string> group = em_->close_scope();
+
+    std::string aligned;
+    std::set<int> pointers;
+    for (const auto& [b, index] : vec_loads) pointers.insert(b);
+    for (const auto& [b, idx] : store_at) pointers.insert(b);
+    for (int b : pointers) aligned += std::string(aligned.empty() ? "" : " | ") + "(uintptr_t)b" + std::to_string(b);
+    const int64_t inner = numel(stage.inner);
+    const std::string groups = std::to_string(total_ / U);
+    std::vector<std::string> out;
+    out.push_back("if (((" + aligned + ") & 15) == 0) {  /* vector path: every vector pointer 16-byte aligned */");
+    out.push_back("  for (" + I + " g = (" + I + ")blockIdx.x * blockDim.x + threadIdx.x; g < " + groups + "; g += (" + I +
+                  ")gridDim.x * blockDim.x) {");
+    out.push_back("    const " + I + " x = g * " + std::to_string(U) + " / " + std::to_string(inner) + ";");
+    out.push_back("    const " + I + " j = g * " + std::to_string(U) + " - x * " + std::to_string(inner) + ";");
+    for (const auto& l : group) out.push_back("    " + l);
+    out.push_back("  }");
+    out.push_back("  return;");
+    out.push_back("}");
+    return out;
   }
 
   // One thread per element e of rows x inner (or per row, when every stage is per-row).

@@ -14,6 +14,7 @@ typedef int int32_t;
 typedef unsigned int uint32_t;
 typedef long long int64_t;
 typedef unsigned long long uint64_t;
+typedef unsigned long long uintptr_t;
 #define INT8_MIN (-128)
 #define INT8_MAX 127
 #define UINT8_MAX 255

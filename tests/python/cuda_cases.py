@@ -60,6 +60,25 @@ def _column_stats_args(device, dtype=torch.float32):
     return _rand(4096, 96, device=device, dtype=dtype), x, torch.randint(-9, 9, (4096, 96), device=device)
 
 
+def _bias_relu(x, b):
+    return (x * 2 + b).relu()
+
+
+def _widen(x, y):
+    return x.float() * 3 + y
+
+
+def _abs_diff(x, b):
+    return (x - b).abs()
+
+
+def _misaligned(device):
+    """A contiguous input whose data starts 6 bytes into its storage: the vector path's
+    alignment check fails and the scalar loop runs."""
+    base = _rand(64 * 768 + 3, device=device, dtype=torch.bfloat16)
+    return base[3:].view(64, 768), _rand(768, device=device, dtype=torch.bfloat16)
+
+
 def _cumsum(x):
     return torch.cumsum(x, -1)
 
@@ -142,6 +161,10 @@ CASES = {
     "column_sum_long": lambda d: (_column_sum, (_rand(20000, 3, device=d),)),
     "column_stats": lambda d: (_column_stats, _column_stats_args(d)),
     "column_stats_bf16": lambda d: (_column_stats, _column_stats_args(d, torch.bfloat16)),
+    "vector_bias_relu_bf16": lambda d: (_bias_relu, (_rand(64, 768, device=d, dtype=torch.bfloat16),
+                                                     _rand(768, device=d, dtype=torch.bfloat16))),
+    "vector_widen_bf16_f32": lambda d: (_widen, (_rand(32, 1024, device=d, dtype=torch.bfloat16), _rand(1024, device=d))),
+    "vector_misaligned_bf16": lambda d: (_abs_diff, _misaligned(d)),
     "cumsum": lambda d: (_cumsum, (_rand(8, 100, device=d),)),
     "masked_attention_bf16": lambda d: (_masked_attention, _attention_args(d)),
     # Refused in phase 1: the graph runs eagerly.
