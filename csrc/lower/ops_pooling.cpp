@@ -172,8 +172,9 @@ void register_pooling_ops(LoweringTable& t) {
     if (w.k[0] * w.k[1] <= kUnrollWindow && H * in.sizes[in.rank() - 1].hint() < (int64_t{1} << 31)) {
       // The index unrolled too, as a pointwise op (vectorized along the output width,
       // parallel over rows) instead of a scalar argmax loop per output element. It
-      // follows the ArgMax reduction's rule: the first maximum wins, and the first NaN
-      // (a NaN replaces a non-NaN best); the starting position is window position 0.
+      // follows ATen's CPU kernel (`val > maxval || isnan(val)`): the first maximum
+      // wins, and the last NaN (every NaN replaces the best so far); the starting
+      // position is window position 0.
       int64_t Wd = in.sizes[in.rank() - 1].hint();
       bool flt = is_float(ct);
       TensorIR index = ctx.lazy(DType::I64, ctx.out_type(1).dims(), [in, w, H, Wd, ct, lowest, flt](const std::vector<Expr>& idx) {
@@ -192,12 +193,9 @@ void register_pooling_ops(LoweringTable& t) {
               arg = pos;
             }
             Expr take = cmp(ExprOp::Gt, v, best);
-            if (flt) {
-              // Bitwise, not logical: GCC does not vectorize a short-circuit || here.
-              Expr nan_over_number = binary(ExprOp::BitAnd, cmp(ExprOp::Ne, v, v), cmp(ExprOp::Eq, best, best),
-                                            DType::Bool);
-              take = binary(ExprOp::BitOr, take, nan_over_number, DType::Bool);
-            }
+            // Bitwise, not logical: GCC does not vectorize a short-circuit || here (nor,
+            // next to strided loads and 64-bit stores, a test of `best` for NaN).
+            if (flt) take = binary(ExprOp::BitOr, take, cmp(ExprOp::Ne, v, v), DType::Bool);
             arg = where(take, pos, arg);
             best = where(take, v, best);
           }
