@@ -5,7 +5,10 @@
 // elements read the padded input; out-of-window positions read the reduction's
 // identity (-inf for max, 0 for sum), guarded so nothing outside the input is loaded.
 #include <cmath>
+#include <optional>
+#include <unordered_set>
 
+#include "ir/affine.h"
 #include "lower/ops_common.h"
 
 namespace ember {
@@ -125,6 +128,36 @@ Candidates window_candidates(Expr i, const Window& w, int dim) {
   return {reach / w.s[dim] + 1, first};
 }
 
+// Whether every load of `t`'s body steps by at most one element along its last dim.
+// A lazy value that reads a transposed layout (BatchNorm + ReLU of a channels-last
+// convolution output, pooled in NCHW) would make each of the window's reads a strided
+// gather, recomputed per read and scalar (GCC does not vectorize large constant
+// strides): such an input is better realized once, contiguously.
+bool reads_rows_contiguously(const TensorIR& t) {
+  if (t.view || t.sizes.empty()) return true;
+  // Var ids far above any the program allocates; the body is only inspected.
+  const int base = 1 << 28;
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < t.sizes.size(); ++d) idx.push_back(var(base + static_cast<int>(d)));
+  const int last = base + static_cast<int>(t.sizes.size()) - 1;
+  const Expr body = t.fn(idx);
+  std::vector<const ExprNode*> stack{body.get()};
+  std::unordered_set<const ExprNode*> seen;
+  while (!stack.empty()) {
+    const ExprNode* e = stack.back();
+    stack.pop_back();
+    if (!seen.insert(e).second) continue;
+    if (e->op == ExprOp::Load) {
+      std::optional<AffineForm> f = affine_form(e->args[0]);
+      if (!f) return false;
+      auto it = f->coef.find(last);
+      if (it != f->coef.end() && it->second != 1) return false;
+    }
+    for (const Expr& a : e->args) stack.push_back(a.get());
+  }
+  return true;
+}
+
 // Pooling reads the window geometry at compile time: the two spatial dims of every
 // tensor argument and result must be static; batch and channels may be symbolic.
 void require_static_spatial(const LowerCtx& ctx, const Node& n) {
@@ -143,7 +176,8 @@ void require_static_spatial(const LowerCtx& ctx, const Node& n) {
 void register_pooling_ops(LoweringTable& t) {
   t["aten.max_pool2d_with_indices.default"] = [](LowerCtx& ctx, const Node& n) {
     require_static_spatial(ctx, n);
-    const TensorIR& in = ctx.tensor(n.args[0]);
+    const TensorIR& arg = ctx.tensor(n.args[0]);
+    const TensorIR in = reads_rows_contiguously(arg) ? arg : ctx.realize(arg);
     if (in.rank() < 3) throw Unsupported("max_pool2d input rank");
     Window w = window_args(n, 1, true);
     DType dt = in.dtype;
