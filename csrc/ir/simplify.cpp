@@ -47,9 +47,71 @@ class BoundsSimplifier {
         int64_t c[] = {a->lo * b->lo, a->lo * b->hi, a->hi * b->lo, a->hi * b->hi};
         return Interval{*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
       }
+      case ExprOp::FloorDiv:
+      case ExprOp::Shr: {
+        auto a = range(e->args[0]);
+        int64_t c = positive_divisor(e);
+        if (!a || c <= 0) return std::nullopt;
+        return Interval{floor_div(a->lo, c), floor_div(a->hi, c)};
+      }
+      case ExprOp::Mod:
+      case ExprOp::BitAnd: {
+        auto a = range(e->args[0]);
+        int64_t c = positive_divisor(e);
+        if (c <= 0) return std::nullopt;
+        if (a && a->lo >= 0 && a->hi < c) return a;
+        return Interval{0, c - 1};
+      }
+      case ExprOp::Min:
+      case ExprOp::Max: {
+        auto a = range(e->args[0]), b = range(e->args[1]);
+        if (!a || !b) return std::nullopt;
+        if (e->op == ExprOp::Min) return Interval{std::min(a->lo, b->lo), std::min(a->hi, b->hi)};
+        return Interval{std::max(a->lo, b->lo), std::max(a->hi, b->hi)};
+      }
       default:
         return std::nullopt;
     }
+  }
+
+  static int64_t floor_div(int64_t a, int64_t c) { return a >= 0 ? a / c : -((-a + c - 1) / c); }
+
+  // c for an integer a // c or a % c with a positive constant c, 2^k for a >> k and
+  // a & (2^k - 1) (the forms those take below); 0 otherwise.
+  static int64_t positive_divisor(const Expr& e) {
+    if (e->args.size() != 2 || is_float(e->dtype) || is_bool(e->dtype)) return 0;
+    const Expr& c = e->args[1];
+    if (!c->is_const() || c->ival <= 0) return 0;
+    switch (e->op) {
+      case ExprOp::FloorDiv:
+      case ExprOp::Mod: return c->ival;
+      case ExprOp::Shr: return c->ival < 63 ? int64_t{1} << c->ival : 0;
+      case ExprOp::BitAnd: return (c->ival & (c->ival + 1)) == 0 ? c->ival + 1 : 0;
+      default: return 0;
+    }
+  }
+
+  static int log2_exact(int64_t c) {
+    if (c <= 0 || (c & (c - 1)) != 0) return -1;
+    int k = 0;
+    while ((int64_t{1} << k) != c) ++k;
+    return k;
+  }
+
+  // a // c * c <= b (or (a >> k) * 2^k <= b) for every a when b is a, or a plus something
+  // non-negative: the window test of pooling's gather form (its candidate window starts
+  // at or before i).
+  bool floor_multiple_at_most(const Expr& lhs, const Expr& rhs) {
+    if (lhs->op != ExprOp::Mul) return false;
+    if (lhs->args[0]->op != ExprOp::FloorDiv && lhs->args[0]->op != ExprOp::Shr) return false;
+    const Expr& fd = lhs->args[0];
+    int64_t c = positive_divisor(fd);
+    if (c <= 0 || !lhs->args[1]->is_int_const(c)) return false;
+    const Expr& a = fd->args[0];
+    if (rhs == a) return true;
+    if (rhs->op != ExprOp::Add || rhs->args[0] != a) return false;
+    auto k = range(rhs->args[1]);
+    return k && k->lo >= 0;
   }
 
   Expr visit(const Expr& e) {
@@ -72,6 +134,32 @@ class BoundsSimplifier {
           }
           if (always) return bool_const(true);
           if (never) return bool_const(false);
+        }
+        if (e->op == ExprOp::Le && floor_multiple_at_most(args[0], args[1])) return bool_const(true);
+        if (e->op == ExprOp::Ge && floor_multiple_at_most(args[1], args[0])) return bool_const(true);
+        break;
+      }
+      case ExprOp::Min:
+      case ExprOp::Max: {
+        auto a = range(args[0]), b = range(args[1]);
+        if (a && b) {
+          bool a_low = a->hi <= b->lo, b_low = b->hi <= a->lo;
+          if (e->op == ExprOp::Min && (a_low || b_low)) return a_low ? args[0] : args[1];
+          if (e->op == ExprOp::Max && (a_low || b_low)) return a_low ? args[1] : args[0];
+        }
+        break;
+      }
+      case ExprOp::FloorDiv:
+      case ExprOp::Mod: {
+        // Of a non-negative integer by a power of two: a shift or a mask, which the C
+        // compiler vectorizes (its floor-division helper tests signs per element).
+        auto a = range(args[0]);
+        int64_t c = positive_divisor(e);
+        int k = log2_exact(c);
+        if (a && a->lo >= 0 && k >= 0 && e->dtype == DType::I64) {
+          if (e->op == ExprOp::FloorDiv)
+            return k == 0 ? args[0] : binary(ExprOp::Shr, args[0], int_const(k), DType::I64);
+          return binary(ExprOp::BitAnd, args[0], int_const(c - 1), DType::I64);
         }
         break;
       }

@@ -31,8 +31,10 @@ class CCompiler {
 
   const std::string& path() const { return path_; }
 
-  // -O3 -march=native -fPIC -shared -fno-math-errno -fno-trapping-math -fopenmp-simd -std=c11.
-  // No -ffast-math: NaN and signed-zero semantics must match PyTorch's.
+  // -O2 -march=native [gathers on] -fPIC -shared -fno-math-errno -fno-trapping-math -fwrapv
+  // -fno-thread-jumps -fopenmp -std=c11. No -ffast-math: NaN and signed-zero semantics
+  // must match PyTorch's. Whether the compiler takes a switch for vector gathers is
+  // probed once (the first call runs it).
   std::vector<std::string> flags() const;
   // Placed after the source file, as the linker wants libraries: -lm.
   std::vector<std::string> extra_link_flags() const;

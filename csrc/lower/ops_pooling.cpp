@@ -5,7 +5,10 @@
 // elements read the padded input; out-of-window positions read the reduction's
 // identity (-inf for max, 0 for sum), guarded so nothing outside the input is loaded.
 #include <cmath>
+#include <optional>
+#include <unordered_set>
 
+#include "ir/affine.h"
 #include "lower/ops_common.h"
 
 namespace ember {
@@ -125,6 +128,36 @@ Candidates window_candidates(Expr i, const Window& w, int dim) {
   return {reach / w.s[dim] + 1, first};
 }
 
+// Whether every load of `t`'s body steps by at most one element along its last dim.
+// A lazy value that reads a transposed layout (BatchNorm + ReLU of a channels-last
+// convolution output, pooled in NCHW) would make each of the window's reads a strided
+// gather, recomputed per read and scalar (GCC does not vectorize large constant
+// strides): such an input is better realized once, contiguously.
+bool reads_rows_contiguously(const TensorIR& t) {
+  if (t.view || t.sizes.empty()) return true;
+  // Var ids far above any the program allocates; the body is only inspected.
+  const int base = 1 << 28;
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < t.sizes.size(); ++d) idx.push_back(var(base + static_cast<int>(d)));
+  const int last = base + static_cast<int>(t.sizes.size()) - 1;
+  const Expr body = t.fn(idx);
+  std::vector<const ExprNode*> stack{body.get()};
+  std::unordered_set<const ExprNode*> seen;
+  while (!stack.empty()) {
+    const ExprNode* e = stack.back();
+    stack.pop_back();
+    if (!seen.insert(e).second) continue;
+    if (e->op == ExprOp::Load) {
+      std::optional<AffineForm> f = affine_form(e->args[0]);
+      if (!f) return false;
+      auto it = f->coef.find(last);
+      if (it != f->coef.end() && it->second != 1) return false;
+    }
+    for (const Expr& a : e->args) stack.push_back(a.get());
+  }
+  return true;
+}
+
 // Pooling reads the window geometry at compile time: the two spatial dims of every
 // tensor argument and result must be static; batch and channels may be symbolic.
 void require_static_spatial(const LowerCtx& ctx, const Node& n) {
@@ -143,7 +176,8 @@ void require_static_spatial(const LowerCtx& ctx, const Node& n) {
 void register_pooling_ops(LoweringTable& t) {
   t["aten.max_pool2d_with_indices.default"] = [](LowerCtx& ctx, const Node& n) {
     require_static_spatial(ctx, n);
-    const TensorIR& in = ctx.tensor(n.args[0]);
+    const TensorIR& arg = ctx.tensor(n.args[0]);
+    const TensorIR in = reads_rows_contiguously(arg) ? arg : ctx.realize(arg);
     if (in.rank() < 3) throw Unsupported("max_pool2d input rank");
     Window w = window_args(n, 1, true);
     DType dt = in.dtype;
@@ -172,8 +206,9 @@ void register_pooling_ops(LoweringTable& t) {
     if (w.k[0] * w.k[1] <= kUnrollWindow && H * in.sizes[in.rank() - 1].hint() < (int64_t{1} << 31)) {
       // The index unrolled too, as a pointwise op (vectorized along the output width,
       // parallel over rows) instead of a scalar argmax loop per output element. It
-      // follows the ArgMax reduction's rule: the first maximum wins, and the first NaN
-      // (a NaN replaces a non-NaN best); the starting position is window position 0.
+      // follows ATen's CPU kernel (`val > maxval || isnan(val)`): the first maximum
+      // wins, and the last NaN (every NaN replaces the best so far); the starting
+      // position is window position 0.
       int64_t Wd = in.sizes[in.rank() - 1].hint();
       bool flt = is_float(ct);
       TensorIR index = ctx.lazy(DType::I64, ctx.out_type(1).dims(), [in, w, H, Wd, ct, lowest, flt](const std::vector<Expr>& idx) {
@@ -192,12 +227,9 @@ void register_pooling_ops(LoweringTable& t) {
               arg = pos;
             }
             Expr take = cmp(ExprOp::Gt, v, best);
-            if (flt) {
-              // Bitwise, not logical: GCC does not vectorize a short-circuit || here.
-              Expr nan_over_number = binary(ExprOp::BitAnd, cmp(ExprOp::Ne, v, v), cmp(ExprOp::Eq, best, best),
-                                            DType::Bool);
-              take = binary(ExprOp::BitOr, take, nan_over_number, DType::Bool);
-            }
+            // Bitwise, not logical: GCC does not vectorize a short-circuit || here (nor,
+            // next to strided loads and 64-bit stores, a test of `best` for NaN).
+            if (flt) take = binary(ExprOp::BitOr, take, cmp(ExprOp::Ne, v, v), DType::Bool);
             arg = where(take, pos, arg);
             best = where(take, v, best);
           }

@@ -21,6 +21,7 @@ from . import _core, counters as stats, logs
 from .attention import drop_no_op_masks, fuse_masked_attention
 from .config import Config, config as global_config
 from .cuda import compile_cuda_graph, graph_device
+from .decompositions import ember_decompositions
 from .fx_import import UnsupportedGraph, import_graph
 from .runtime import GraphRunner
 
@@ -73,6 +74,7 @@ def decomposition_table():
         packet = getattr(aten, name, None)
         for overload in (packet.overloads() if packet is not None else []):
             table.pop(getattr(packet, overload), None)
+    table.update(ember_decompositions())
     return table
 
 

@@ -118,6 +118,43 @@ TEST(unused_pool_indices_are_dead) {
            "  stage 0 inner=[2]: buf1\n");
 }
 
+TEST(max_pool_backward_window_tests_fold) {
+  // Non-overlapping 2x2 windows: each input element has one candidate window, at
+  // (h >> 1, w >> 1); the window and range tests and the index clamps fold away.
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[1,2,2,2]{8,4,2,1}
+  %1 = input(1) : f32[1,2,4,4]{32,16,4,1}
+  %2 = input(2) : i64[1,2,2,2]{8,4,2,1}
+  %3 = aten.max_pool2d_with_indices_backward.default(%0, %1, [2, 2], [], [0, 0], [1, 1], false, %2) : f32[1,2,4,4]{32,16,4,1}
+  return (%3)
+}
+)");
+  CHECK_EQ(p.program_text(),
+           "buf0 = input(0) : f32[1,2,2,2]\n"
+           "buf1 = input(1) : f32[1,2,4,4]\n"
+           "buf2 = input(2) : i64[1,2,2,2]\n"
+           "buf3 : f32[1,2,4,4] = (0 + where(eq(buf2[(((v0 * 4) + (shr(v1, 1) * 2)) + shr(v2, 1))], ((v1 * 4) + v2)), "
+           "buf0[(((v0 * 4) + (shr(v1, 1) * 2)) + shr(v2, 1))], 0))\n"
+           "return buf3\n");
+}
+
+TEST(max_pool_of_a_transposed_read_realizes_its_input) {
+  // ReLU of a channels-last value pooled in NCHW: realized once, contiguously (one
+  // transposing pass), instead of four strided reads per window inside the pool.
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[2,4,8,8]{256,1,32,4}
+  %1 = aten.relu.default(%0) : f32[2,4,8,8]{256,64,8,1}
+  %2 = aten.max_pool2d_with_indices.default(%1, [2, 2], [], [0, 0], [1, 1], false) : (f32[2,4,4,4]{64,16,4,1}, i64[2,4,4,4]{64,16,4,1})
+  return (%2, %2.1)
+}
+)");
+  CHECK_EQ(p.schedule_text(),
+           "kernel ember_k0 outer=[2,4,8]\n"
+           "  stage 0 inner=[8]: buf1\n"
+           "kernel ember_k1 outer=[2,4,4]\n"
+           "  stage 0 inner=[4]: buf2 buf3\n");
+}
+
 TEST(views_of_inputs_stay_strided) {
   Pipeline p(R"(graph {
   %0 = input(0) : f32[4,6]{6,1}

@@ -113,6 +113,35 @@ TEST(vectorizes_batch_norm_relu_max_pool) {
 )");
 }
 
+// The training CNN's shape: a 32-wide output row, the 64-bit index next to stride-2
+// float loads (GCC's jump threading had left this loop scalar). With a ReLU fused into
+// the loads GCC 12 still gives up ("no vectype" for the strided load); the CNN reads
+// a realized ReLU output.
+TEST(vectorizes_max_pool_with_indices_32_wide) {
+  check_all_simd_loops_vectorize(R"(graph {
+  %0 = input(0) : f32[4,8,64,64]{32768,4096,64,1}
+  %1 = aten.max_pool2d_with_indices.default(%0, [2, 2], [], [0, 0], [1, 1], false) : (f32[4,8,32,32]{8192,1024,32,1}, i64[4,8,32,32]{8192,1024,32,1})
+  return (%1, %1.1)
+}
+)");
+}
+
+// The gather form of max-pool's backward reads the window's saved index at w / 2: a
+// vector gather, which needs the compiler's gather switch (probed; x86 GCC has one).
+TEST(vectorizes_max_pool_backward_with_gathers) {
+  bool gathers = false;
+  for (const auto& f : ember::CCompiler().flags()) gathers |= f.rfind("-mtune-ctrl=use_gather", 0) == 0;
+  if (!gathers) return;
+  check_all_simd_loops_vectorize(R"(graph {
+  %0 = input(0) : f32[4,8,32,32]{8192,1024,32,1}
+  %1 = input(1) : f32[4,8,64,64]{32768,4096,64,1}
+  %2 = input(2) : i64[4,8,32,32]{8192,1024,32,1}
+  %3 = aten.max_pool2d_with_indices_backward.default(%0, %1, [2, 2], [], [0, 0], [1, 1], false, %2) : f32[4,8,64,64]{32768,4096,64,1}
+  return (%3)
+}
+)");
+}
+
 TEST(vectorizes_channels_last_mean_and_column_max) {
   check_all_simd_loops_vectorize(R"(graph {
   %0 = input(0) : f32[8,32,16,16]{8192,1,512,32}

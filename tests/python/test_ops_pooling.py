@@ -45,6 +45,18 @@ def test_max_pool2d_with_indices_and_ties(fmt):
     check_compiled(lambda a: F.max_pool2d(a, 3, 2, 1, return_indices=True), x)
 
 
+@pytest.mark.parametrize("fmt", LAYOUTS, ids=layout_id)
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1)], ids=str)
+def test_max_pool2d_with_indices_and_nans(k, s, p, fmt):
+    # ATen's CPU kernel takes `val > maxval || isnan(val)`: with several NaNs in a
+    # window the last one's index wins; the values are NaN either way.
+    x = image(torch.contiguous_format)
+    x[:, :, ::2, 1::3] = float("nan")
+    x[:, :, 1::3, ::2] = float("nan")
+    x[0, 1] = float("nan")
+    check_compiled(lambda a: F.max_pool2d(a, k, s, p, return_indices=True), x.to(memory_format=fmt))
+
+
 def test_max_pool2d_after_relu_and_neg_inf():
     x = image(torch.contiguous_format)
     x[0, 0, :4, :4] = float("-inf")

@@ -205,6 +205,18 @@ def test_cnn_backward_runs_in_ember_kernels(cnn_run):
         assert set(extern_ops(r)) <= MATMUL_CONV, (r.name, extern_ops(r))
 
 
+def test_cnn_max_pool_backward_takes_no_saved_input(cnn_run):
+    # ember's decomposition traces max_pool2d_with_indices_backward with an empty tensor
+    # of the input's shape: the ReLU output before the pool is not saved by the forward
+    # (the backward recomputes the ReLU mask from the saved convolution output).
+    backward = [r for r in cnn_run["records"] if r.name.startswith("backward")]
+    text = "\n".join(r.cg.graph_text for r in backward)
+    lines = [line for line in text.splitlines() if "max_pool2d_with_indices_backward" in line]
+    assert len(lines) == 1, lines
+    like = lines[0].split("(")[1].split(",")[1].strip()
+    assert f"{like} = aten.empty_strided.default(" in text, lines[0]
+
+
 def test_partitioner_is_min_cut():
     # The backend passes the min-cut rematerialization partitioner to AOTAutograd.
     from torch._functorch.partitioners import min_cut_rematerialization_partition
