@@ -72,7 +72,11 @@ std::shared_ptr<CudaCompiledGraph> CudaCompiledGraph::compile(const std::string&
   auto after = [&](const char* pass, auto&& text) {
     if (dump) cg->passes_.push_back({pass, text()});
   };
-  FrontEnd fe = run_front_end(graph_text, opts.fuse, dump);  // no split_reductions: a CPU pass
+  FrontEndOptions fo;
+  fo.fuse = opts.fuse;
+  fo.pad_matmuls = opts.pad_matmuls;
+  fo.dump = dump;
+  FrontEnd fe = run_front_end(graph_text, fo);  // no split_reductions: a CPU pass
   cg->graph_ = std::move(fe.graph);
   cg->program_ = std::move(fe.program);
   cg->schedule_ = std::move(fe.schedule);
