@@ -82,7 +82,11 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_t
   };
   auto schedule_text = [&] { return cg->schedule_text(); };
 
-  FrontEnd fe = run_front_end(graph_text, opts.fuse, dump);
+  FrontEndOptions fo;
+  fo.fuse = opts.fuse;
+  fo.pad_matmuls = opts.pad_matmuls;
+  fo.dump = dump;
+  FrontEnd fe = run_front_end(graph_text, fo);
   cg->graph_ = std::move(fe.graph);
   cg->program_ = std::move(fe.program);
   cg->schedule_ = std::move(fe.schedule);

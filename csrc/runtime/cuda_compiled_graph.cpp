@@ -72,9 +72,12 @@ std::shared_ptr<CudaCompiledGraph> CudaCompiledGraph::compile(const std::string&
   auto after = [&](const char* pass, auto&& text) {
     if (dump) cg->passes_.push_back({pass, text()});
   };
-  LowerOptions lower;
-  lower.channels_last_activations = true;
-  FrontEnd fe = run_front_end(graph_text, opts.fuse, dump, lower);  // no split_reductions: a CPU pass
+  FrontEndOptions fo;
+  fo.fuse = opts.fuse;
+  fo.pad_matmuls = opts.pad_matmuls;
+  fo.dump = dump;
+  fo.lower.channels_last_activations = true;
+  FrontEnd fe = run_front_end(graph_text, fo);  // no split_reductions: a CPU pass
   cg->graph_ = std::move(fe.graph);
   cg->program_ = std::move(fe.program);
   cg->schedule_ = std::move(fe.schedule);

@@ -1,7 +1,7 @@
 // A graph compiled for a CUDA device: the CPU pipeline's front (parse, lower, dead code,
 // fuse, merge inner dims) with the CUDA printer and NVRTC at its end.
 //
-//   parse -> lower -> eliminate dead code -> fuse -> merge inner dims -> generate CUDA
+//   parse -> lower -> pad matmuls -> eliminate dead code -> fuse -> merge inner dims -> generate CUDA
 //   -> NVRTC (memory cache, then disk cache, then NVRTC) -> cubin -> cuModuleLoadData
 //
 // split_reductions is a CPU pass (it splits a long reduction across OpenMP threads) and
@@ -29,6 +29,7 @@ struct CudaCompileOptions {
   std::string arch = "sm_90";          // NVRTC's --gpu-architecture (real: sm_XX)
   int device = -1;                     // CUDA device ordinal to load on; -1: compile only (no GPU needed)
   bool fuse = true;
+  bool pad_matmuls = true;             // 16-byte aligned cuBLAS operands (lower/pad_matmuls.h)
   bool disk_cache = true;
   std::string cache_dir;               // empty: default_cache_dir()
   std::string debug_dir;               // non-empty: write the IR after each pass and the source here

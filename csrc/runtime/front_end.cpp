@@ -13,10 +13,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-FrontEnd run_front_end(const std::string& graph_text, bool fuse_kernels, bool dump, const LowerOptions& lower) {
+FrontEnd run_front_end(const std::string& graph_text, const FrontEndOptions& opts) {
   FrontEnd fe;
   auto after = [&](const char* pass, auto&& text) {
-    if (dump) fe.passes.push_back({pass, text()});
+    if (opts.dump) fe.passes.push_back({pass, text()});
   };
   auto program_text = [&] { return print_program(fe.program, fe.graph); };
   auto schedule_text = [&] { return print_schedule(fe.schedule, fe.program, fe.graph); };
@@ -27,17 +27,23 @@ FrontEnd run_front_end(const std::string& graph_text, bool fuse_kernels, bool du
   after("parse_graph", [&] { return print_graph(fe.graph); });
 
   t0 = std::chrono::steady_clock::now();
-  fe.program = lower_graph(fe.graph, lower);
+  fe.program = lower_graph(fe.graph, opts.lower);
   double lowering = seconds_since(t0);
   after("lower_graph", program_text);
   t0 = std::chrono::steady_clock::now();
+  if (opts.pad_matmuls) {
+    pad_matmuls(fe.program, fe.graph, opts.pad);
+    lowering += seconds_since(t0);
+    after("pad_matmuls", program_text);
+    t0 = std::chrono::steady_clock::now();
+  }
   eliminate_dead_code(fe.program);
   fe.times.lower = lowering + seconds_since(t0);
   after("eliminate_dead_code", program_text);
 
   t0 = std::chrono::steady_clock::now();
   FuseOptions fo;
-  fo.enabled = fuse_kernels;
+  fo.enabled = opts.fuse;
   fe.schedule = fuse(fe.program, fo);
   double fusing = seconds_since(t0);
   after("fuse", schedule_text);

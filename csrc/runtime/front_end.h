@@ -1,9 +1,10 @@
 // The passes every target shares: graph text -> Graph -> Program -> Schedule.
 //
-//   parse -> lower -> eliminate dead code -> fuse -> merge inner dims
+//   parse -> lower -> [pad matmuls] -> eliminate dead code -> fuse -> merge inner dims
 //
 // Each target (CompiledGraph for CPU, CudaCompiledGraph for CUDA) runs this, then its
-// own passes: split reductions and C for the CPU, CUDA C for the GPU.
+// own passes: split reductions and C for the CPU, CUDA C for the GPU. Padding matmul
+// operands is for cuBLAS: CUDA graphs ask for it (the CPU graph only in tests).
 #pragma once
 #include <chrono>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "ir/graph.h"
 #include "lower/lowering.h"
+#include "lower/pad_matmuls.h"
 #include "lower/program.h"
 #include "schedule/kernel.h"
 
@@ -34,8 +36,15 @@ struct FrontEnd {
   std::vector<PassDump> passes;  // empty unless `dump`
 };
 
-// `lower` carries the target's lowering choices (LowerOptions; the CPU takes the defaults).
-FrontEnd run_front_end(const std::string& graph_text, bool fuse_kernels, bool dump, const LowerOptions& lower = {});
+struct FrontEndOptions {
+  bool fuse = true;
+  LowerOptions lower;             // the target's lowering choices (the CPU takes the defaults)
+  bool pad_matmuls = false;       // run pad_matmuls after lowering, with these settings:
+  PadMatmulOptions pad;
+  bool dump = false;              // keep the IR after each step in FrontEnd::passes
+};
+
+FrontEnd run_front_end(const std::string& graph_text, const FrontEndOptions& opts);
 
 double seconds_since(std::chrono::steady_clock::time_point t0);
 // Writes the dumps as <dir>/<i>_<pass><ext>, ext `source_ext` for the pass named

@@ -17,6 +17,9 @@ import os
 class Config:
     # Group element-wise and reduction work into fused kernels (False: one kernel per buffer).
     fuse: bool = True
+    # CUDA graphs: pad large matmuls' operands so that cuBLAS sees 16-byte aligned leading
+    # dims (csrc/lower/pad_matmuls.h). Inductor's shape_padding.
+    pad_matmuls: bool = True
     # Use the on-disk kernel cache (EMBER_CACHE_DIR or ~/.cache/ember).
     disk_cache: bool = True
     # Override the cache directory; None uses EMBER_CACHE_DIR or ~/.cache/ember.
@@ -55,7 +58,7 @@ INDUCTOR_ALIASES = {
     "trace.graph_diagram": None,
     "max_autotune": None,
     "epilogue_fusion": None,
-    "shape_padding": None,
+    "shape_padding": "pad_matmuls",
     "triton.cudagraphs": None,
     "coordinate_descent_tuning": None,
     "fallback_random": None,

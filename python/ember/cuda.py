@@ -62,6 +62,7 @@ def compile_cuda(text: str, device: torch.device | None, cfg, debug_dir: str = "
         arch=arch or device_arch(device),
         device=-1 if device is None else device.index,
         fuse=cfg.fuse,
+        pad_matmuls=cfg.pad_matmuls,
         disk_cache=cfg.disk_cache,
         cache_dir=cfg.cache_dir or "",
         debug_dir=debug_dir,

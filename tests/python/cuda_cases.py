@@ -96,6 +96,21 @@ def _masked_attention(q, k, v, keep):
     return (out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1) * 2).relu()
 
 
+def _padded_matmuls(x, w, b, q, k):
+    """Matmuls that pad_matmuls pads (odd sizes, over its thresholds): an LM head (N padded,
+    its slice read by softmax), a linear layer sharing the head's weight (the bias padded
+    too) and a bmm of a transposed operand (M padded per batch, the result sliced by a copy)."""
+    logits = x @ w.t()
+    return torch.softmax(logits, -1), F.linear(x, w, b).relu(), torch.bmm(q.transpose(1, 2), k) * 2
+
+
+def _padded_matmul_args(device):
+    bf16 = torch.bfloat16
+    return (_rand(256, 768, device=device, dtype=bf16), _rand(2053, 768, device=device, dtype=bf16),
+            _rand(2053, device=device, dtype=bf16), _rand(8, 255, 129, device=device, dtype=bf16),
+            _rand(8, 255, 513, device=device, dtype=bf16))
+
+
 def _attention_args(device):
     q, k, v = (_rand(2, 4, 64, 64, device=device, dtype=torch.bfloat16) for _ in range(3))
     return q, k, v, torch.rand(2, 64, device=device) > 0.2
@@ -167,6 +182,7 @@ CASES = {
     "vector_misaligned_bf16": lambda d: (_abs_diff, _misaligned(d)),
     "cumsum": lambda d: (_cumsum, (_rand(8, 100, device=d),)),
     "masked_attention_bf16": lambda d: (_masked_attention, _attention_args(d)),
+    "padded_matmuls_bf16": lambda d: (_padded_matmuls, _padded_matmul_args(d)),
     # Refused in phase 1: the graph runs eagerly.
     "argmax": lambda d: (_argmax, (_rand(8, 100, device=d),)),
 }

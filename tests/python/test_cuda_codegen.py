@@ -109,3 +109,20 @@ def test_masked_attention_stays_fused():
     assert [e["op"] for e in cg.externs] == ["ember.sdpa_masked.default"] and cg.kernels
     assert torch.equal(got, _masked_attention(q, k, v, keep))
 
+
+def test_misaligned_matmuls_are_padded(tmp_path, monkeypatch):
+    """pad_matmuls runs on CUDA graphs (and says so in each extern's reason); the
+    shape_padding option (ember's pad_matmuls) turns it off."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    fn, args = CASES["padded_matmuls_bf16"]("cpu")
+    (cg,) = compile_all(fn, args)
+    reasons = sorted(e["reason"].split("; ", 1)[1] for e in cg.externs)
+    assert reasons == [
+        "padded for 16-byte leading dims (M 129->136, N 513->520): copies of a, b; result sliced by a copy",
+        "padded for 16-byte leading dims (N 2053->2056): copies of b (shared), bias; result sliced by a copy",
+        "padded for 16-byte leading dims (N 2053->2056): copies of b; result sliced by a copy",
+    ], reasons
+    monkeypatch.setattr(config, "pad_matmuls", False)
+    (plain,) = compile_all(fn, args)
+    assert all(e["reason"] == "matmul: ATen (BLAS)" for e in plain.externs)
+    assert config.update({"shape_padding": False}).pad_matmuls is False

@@ -1,0 +1,46 @@
+// Pads matmul operands so that cuBLAS sees 16-byte aligned leading dimensions.
+//
+// cuBLAS runs its fast GEMM kernels only when every matrix's leading dimension is a
+// multiple of 16 bytes (8 bf16/f16 elements, 4 f32): with GPT-2's 50,257-word vocabulary
+// it falls back to an sm75 "align1" kernel several times slower (TorchInductor's pad_mm
+// pass exists for the same reason). For each large aten.mm, addmm, bmm or baddbmm extern
+// (result [.., M, N] = a [.., M, K] @ b [.., K, N], static sizes):
+//
+//   - N, the result's leading dim, is padded when misaligned: b (and a bias that has an N
+//     dim) gets zero columns, the extern returns a wider result, and the buffer the graph
+//     reads becomes an ember copy of the result's [.., :N] slice (fused into its readers
+//     where fusion allows; a graph output is that copy).
+//   - K is padded on both operands (zeros add nothing) when it is the leading dim of one of
+//     them: a row-major a, or a column-major (transposed) b.
+//   - M is padded when it is a's leading dim (a column-major a). The result's extra rows
+//     are never read; a 2-D result just grows (its strides are unchanged).
+//   - An operand whose sizes need no padding but whose view is misaligned (an odd offset
+//     or stride) is copied densely.
+//
+// Padded operands are ember copy kernels (computed buffers: zeros outside the source),
+// shared by every matmul that pads the same memory the same way: the backward's
+// grad @ W and grad^T @ x pad one copy of grad. GEMMs too small or too memory-bound to
+// gain (PadMatmulOptions) are left alone. Each extern's reason says what was done and
+// why, so the dump after this pass and ember.explain show the decision.
+//
+// A CUDA pass: run_front_end runs it between lowering and dead-code elimination when
+// asked (CudaCompileOptions; the CPU graph only in tests).
+#pragma once
+#include <cstdint>
+
+#include "ir/graph.h"
+#include "lower/program.h"
+
+namespace ember {
+
+struct PadMatmulOptions {
+  // A GEMM is padded only if it has at least this many multiply-adds (batch * M * N * K) ...
+  int64_t min_macs = int64_t(1) << 27;
+  // ... and this many per element it reads and writes: below it the GEMM is bound by
+  // memory, runs no faster aligned, and the copies cost as much as it does.
+  int64_t min_intensity = 32;
+};
+
+void pad_matmuls(Program& p, const Graph& g, const PadMatmulOptions& opts = {});
+
+}  // namespace ember
