@@ -177,7 +177,9 @@ void register_pooling_ops(LoweringTable& t) {
   t["aten.max_pool2d_with_indices.default"] = [](LowerCtx& ctx, const Node& n) {
     require_static_spatial(ctx, n);
     const TensorIR& arg = ctx.tensor(n.args[0]);
-    const TensorIR in = reads_rows_contiguously(arg) ? arg : ctx.realize(arg);
+    // Stored in the value's preferred layout: NCHW on the CPU; channels-last in CUDA conv
+    // graphs (LowerOptions::channels_last_activations), where a contiguous copy would transpose.
+    const TensorIR in = reads_rows_contiguously(arg) ? arg : ctx.stored(arg);
     if (in.rank() < 3) throw Unsupported("max_pool2d input rank");
     Window w = window_args(n, 1, true);
     DType dt = in.dtype;
