@@ -126,12 +126,36 @@ def enabled(cfg, mode: str | None):
     user_tag = torch.compiler.config.cache_key_tag
     tag = (user_tag + "|" if user_tag else "") + cache_tag(cfg, mode)
     with torch._functorch.config.patch(bundled_autograd_cache=True, force_non_lazy_backward_lowering=True), \
-            torch.compiler.config.patch(cache_key_tag=tag):
+            torch.compiler.config.patch(cache_key_tag=tag), _without_inductor_backends():
         _Loading.stack.append((cfg, mode))
         try:
             yield
         finally:
             _Loading.stack.pop()
+
+
+@contextlib.contextmanager
+def _without_inductor_backends():
+    """The key (FxGraphHashDetails) registers Inductor's code generators for every device,
+    only to list their custom passes, which ember's graphs never meet; the imports that
+    takes cost a second or more per process, as much as AOTAutograd on a GPT-2. Skipped
+    here: the key then lists the passes registered so far (none in a process that has not
+    run Inductor; a process that has computes other keys and misses, never a wrong hit)."""
+    from torch._inductor import codecache
+
+    original = getattr(codecache, "init_backend_registration", None)
+    if original is None:
+        yield
+        return
+    codecache.init_backend_registration = _no_registration
+    try:
+        yield
+    finally:
+        codecache.init_backend_registration = original
+
+
+def _no_registration() -> None:
+    pass
 
 
 def serializable(compile_fn, cfg, mode: str | None, kind: str):
