@@ -113,8 +113,9 @@ def cache_tag(cfg, mode: str | None) -> str:
 
 
 class _Loading:
-    """The config of the backend call whose AOTAutogradCache lookup is running: a loaded
-    entry rebuilds its runner with it (its cache directory, its error policy)."""
+    """The config and mode of the backend call whose AOTAutogradCache lookup is running: a
+    loaded entry checks its tag against them and rebuilds its runner with that config (its
+    cache directory)."""
 
     stack: list = []
 
@@ -244,9 +245,10 @@ class EmberOutputCode(_OutputCodeBase):
             return
         from .backend import load_graph
 
-        if not _Loading.stack:
-            raise RuntimeError("ember: a cache entry loaded outside ember's backend")
-        cfg, mode = _Loading.stack[-1]
+        from .config import config
+
+        # Outside a backend call (torch's precompile loads entries itself): the global config.
+        cfg, mode = _Loading.stack[-1] if _Loading.stack else (config, None)
         try:
             if not isinstance(self._state, GraphState):
                 raise ValueError("entry without a graph state")
