@@ -296,8 +296,8 @@ def make_backend(mode: str | None = None, options: dict | None = None):
 
 def _aot_autograd(cfg: Config, mode: str | None, cached: bool):
     """AOTAutograd with ember's compilers, made per Dynamo graph: torch's AotAutograd wraps
-    its backward compiler again on every call, so a shared one would nest a
-    torch._dynamo.disable per graph compiled around every backward."""
+    a SerializableAOTDispatchCompiler's backward compiler again on every call, so a shared
+    one would nest one more torch._dynamo.disable around every backward per graph compiled."""
 
     def compiler(kind):
         def compile(gm, example_inputs):
