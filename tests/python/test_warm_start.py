@@ -195,3 +195,15 @@ def test_output_code_pickles_its_state_only():
 
     with pytest.raises(BypassAOTAutogradCache, match="runs eagerly"):
         aot_cache.EmberOutputCode.of(lambda args: args, "inference", "tag").prepare_for_serialization()
+
+
+def test_op_names_resolve_to_the_same_ops():
+    # A loaded graph calls its ATen ops by name (fx_import.Call.op): every kind of op
+    # name ember imports must resolve to the same OpOverload in a new process.
+    from ember.fx_import import op_name, resolve_op
+
+    ops = [torch.ops.aten.add.Tensor, torch.ops.aten.sum.dim_IntList, torch.ops.aten.mm.default,
+           torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+           torch.ops.prims.convert_element_type.default, torch.ops.ember.sdpa_masked.default]
+    for op in ops:
+        assert resolve_op(op_name(op)) is op, op
