@@ -92,6 +92,14 @@ def _tell_once(message: str) -> None:
         logs.logger("cache").info("AOTAutograd cache not used: %s", message)
 
 
+def note_unused(cfg) -> str | None:
+    """off_reason(cfg), told once in the cache log."""
+    reason = off_reason(cfg)
+    if reason:
+        _tell_once(reason)
+    return reason
+
+
 @functools.lru_cache(maxsize=1)
 def _build_id() -> str:
     """A hash of what decides compiled graphs: ember's Python sources (decompositions,
@@ -261,11 +269,3 @@ class EmberOutputCode(_OutputCodeBase):
 
     def set_triton_bundle(self, triton_bundle) -> None:
         pass
-
-
-def note_unused(cfg) -> str | None:
-    """off_reason(cfg), told once in the cache log."""
-    reason = off_reason(cfg)
-    if reason:
-        _tell_once(reason)
-    return reason
