@@ -164,8 +164,10 @@ class EmberRecorder:
 
 def compiled(backend, model, cache_dir):
     torch._dynamo.reset()
+    # A fresh torch cache for both: ember's graphs also go to torch's AOTAutogradCache, and
+    # an entry from an earlier run would make this in-process first call a warm one.
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
     if backend == "inductor":
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
         return torch.compile(model)
     import ember
     ember.config.cache_dir = cache_dir

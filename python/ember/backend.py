@@ -9,6 +9,7 @@ runner. Any failure there warns once per graph and runs that graph eagerly
 """
 from __future__ import annotations
 
+import collections.abc
 import functools
 import time
 import warnings
@@ -17,7 +18,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import _core, counters as stats, logs
+from . import _core, aot_cache, counters as stats, logs
 from .attention import drop_no_op_masks, fuse_masked_attention
 from .config import Config, config as global_config
 from .cuda import compile_cuda_graph, graph_device
@@ -78,6 +79,20 @@ def decomposition_table():
     return table
 
 
+class _LazyDecompositionTable(collections.abc.Mapping):
+    """decomposition_table(), built on first use: AOTAutograd reads it only to trace, so a
+    Dynamo graph found in the AOTAutogradCache never pays for building it (~0.2 s)."""
+
+    def __getitem__(self, op):
+        return decomposition_table()[op]
+
+    def __iter__(self):
+        return iter(decomposition_table())
+
+    def __len__(self):
+        return len(decomposition_table())
+
+
 class GraphRecord:
     """What happened to one graph, for explain() and stats."""
 
@@ -87,6 +102,7 @@ class GraphRecord:
         self.imported = None
         self.times = {}
         self.fallback_reason = None
+        self.loaded = False  # rebuilt from an AOTAutograd cache entry, not compiled
         self.ops: list[str] = []  # the graph's ATen ops, in order
 
 
@@ -97,12 +113,34 @@ _recorders: list[list] = []
 _summaries: list[dict] = []
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: str = "forward"):
+def _new_record(kind: str) -> tuple[GraphRecord, dict]:
     record = GraphRecord(f"{kind}_{len(_summaries)}")
     summary = {"name": record.name, "cache": "fallback", "times": {}, "kernels": 0, "cache_note": ""}
     _summaries.append(summary)
     for r in _recorders:
         r.append(record)
+    return record, summary
+
+
+def build_runner(imported, attr_tensors: list, device: torch.device | None, cfg: Config, debug_dir: str = ""):
+    """(compiled graph, runner) for an imported graph: the C++ pipeline, its kernel cache,
+    and the runner of the graph's device (None: the CPU). A freshly compiled graph and one
+    loaded from the AOTAutograd cache (load_graph) both come from here."""
+    if device is not None:
+        return compile_cuda_graph(imported, attr_tensors, device, cfg, debug_dir)
+    cg = _core.compile(
+        imported.text,
+        fuse=cfg.fuse,
+        disk_cache=cfg.disk_cache,
+        cache_dir=cfg.cache_dir or "",
+        debug_dir=debug_dir,
+    )
+    return cg, GraphRunner(cg, imported, attr_tensors)
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: str = "forward"):
+    record, summary = _new_record(kind)
+    if _recorders:
         record.ops = [str(n.target) for n in gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
     t0 = time.perf_counter()
     try:
@@ -110,17 +148,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         imported = import_graph(gm, "cpu" if device is None else str(device))
         record.imported = imported
         t1 = time.perf_counter()
-        if device is not None:
-            cg, runner = compile_cuda_graph(imported, gm, device, cfg, _debug_dir(cfg, record.name))
-        else:
-            cg = _core.compile(
-                imported.text,
-                fuse=cfg.fuse,
-                disk_cache=cfg.disk_cache,
-                cache_dir=cfg.cache_dir or "",
-                debug_dir=_debug_dir(cfg, record.name),
-            )
-            runner = GraphRunner(cg, imported, gm)
+        attrs = [getattr(gm, name) for name in imported.attr_inputs]
+        cg, runner = build_runner(imported, attrs, device, cfg, _debug_dir(cfg, record.name))
         record.cg = cg
         t2 = time.perf_counter()
         record.times = {"import": t1 - t0, **cg.times, "total": t2 - t0}
@@ -155,6 +184,32 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
             stacklevel=2,
         )
         return _eager(gm)
+
+
+def load_graph(payload: dict, cfg: Config):
+    """The runner of a graph from an AOTAutograd cache entry (aot_cache.GraphState's
+    payload): no AOTAutograd and no import, only the C++ pipeline from the stored text,
+    whose libraries come from ember's disk cache (or the C compiler, if missing there).
+    Errors propagate: the caller (torch) then compiles the graph as usual."""
+    kind = payload["kind"]
+    record, summary = _new_record(kind)
+    t0 = time.perf_counter()
+    imported = payload["imported"]
+    device = None if payload["device"] == "cpu" else torch.device(payload["device"])
+    attrs = [t.to(device) if device is not None else t for t in payload["attrs"]]
+    cg, runner = build_runner(imported, attrs, device, cfg)
+    record.imported, record.cg = imported, cg
+    record.ops = [imported.node_ops[nid] for nid in imported.calls]
+    seconds = time.perf_counter() - t0
+    record.times = {**cg.times, "total": seconds}
+    record.loaded = True
+    stats.count_loaded(kind, seconds)
+    summary.update(cache=cg.cache_status, times=record.times, kernels=len(cg.kernels), cache_note=cg.cache_note,
+                   loaded=True)
+    if logs.enabled("cache"):
+        logs.logger("cache").info("graph %s: loaded from the AOTAutograd cache (kernels: cache %s %s)",
+                                  record.name, cg.cache_status, cg.cache_key[:16])
+    return runner
 
 
 def _eager(gm):
@@ -219,30 +274,11 @@ def _log_graph(record: GraphRecord):
 
 def make_backend(mode: str | None = None, options: dict | None = None):
     """A Dynamo backend: AOTAutograd (ember's decompositions, the min-cut partitioner),
-    then every graph compiled with ember. `.aot` is the AOTAutograd backend inside."""
+    then every graph compiled with ember, through torch's AOTAutogradCache where it can
+    (python/ember/aot_cache.py). `.aot` is an AOTAutograd backend as each call makes it."""
     if mode not in (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
         raise ValueError(f"ember: unknown mode {mode!r}")
     cfg = global_config.update(options)
-
-    def fw(gm, example_inputs):
-        return compile_graph(gm, example_inputs, cfg, "forward")
-
-    def bw(gm, example_inputs):
-        return compile_graph(gm, example_inputs, cfg, "backward")
-
-    def inference(gm, example_inputs):
-        return compile_graph(gm, example_inputs, cfg, "inference")
-
-    # aot_autograd's default partitioner saves every forward value the backward reads;
-    # the min-cut one saves a minimal set and recomputes cheap pointwise work in the
-    # backward, where ember fuses it into the kernels that read it (as Inductor does).
-    aot = aot_autograd(
-        fw_compiler=fw,
-        bw_compiler=bw,
-        inference_compiler=inference,
-        decompositions=decomposition_table(),
-        partition_fn=min_cut_rematerialization_partition,
-    )
 
     def backend(gm, example_inputs):
         stats.count_dynamo_compile()
@@ -250,10 +286,39 @@ def make_backend(mode: str | None = None, options: dict | None = None):
             drop_no_op_masks(gm)  # an all-true mask: attention runs unmasked, as in eager
             if not torch.is_grad_enabled():
                 fuse_masked_attention(gm)  # CUDA inference: masked attention stays one fused call
-        return aot(gm, example_inputs)
+        if aot_cache.note_unused(cfg):
+            return _aot_autograd(cfg, mode, cached=False)(gm, example_inputs)
+        before = stats.aot_cache_counts()
+        with aot_cache.enabled(cfg, mode):
+            compiled = _aot_autograd(cfg, mode, cached=True)(gm, example_inputs)
+        stats.count_aot_lookup(before)
+        return compiled
 
-    backend.aot = aot
+    backend.aot = _aot_autograd(cfg, mode, cached=False)
     return backend
+
+
+def _aot_autograd(cfg: Config, mode: str | None, cached: bool):
+    """AOTAutograd with ember's compilers, made per Dynamo graph: torch's AotAutograd wraps
+    a SerializableAOTDispatchCompiler's backward compiler again on every call, so a shared
+    one would nest one more torch._dynamo.disable around every backward per graph compiled."""
+
+    def compiler(kind):
+        def compile(gm, example_inputs):
+            return compile_graph(gm, example_inputs, cfg, kind)
+
+        return aot_cache.serializable(compile, cfg, mode, kind) if cached else compile
+
+    # aot_autograd's default partitioner saves every forward value the backward reads;
+    # the min-cut one saves a minimal set and recomputes cheap pointwise work in the
+    # backward, where ember fuses it into the kernels that read it (as Inductor does).
+    return aot_autograd(
+        fw_compiler=compiler("forward"),
+        bw_compiler=compiler("backward"),
+        inference_compiler=compiler("inference"),
+        decompositions=_LazyDecompositionTable(),
+        partition_fn=min_cut_rematerialization_partition,
+    )
 
 
 def ember_backend(gm, example_inputs, mode=None, options=None):

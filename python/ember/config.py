@@ -24,6 +24,9 @@ class Config:
     disk_cache: bool = True
     # Override the cache directory; None uses EMBER_CACHE_DIR or ~/.cache/ember.
     cache_dir: str | None = None
+    # Keep compiled graphs in torch's AOTAutogradCache too, so that a warm start skips
+    # AOTAutograd and ember's import (python/ember/aot_cache.py). Needs disk_cache.
+    aot_cache: bool = True
     # On an internal error or a C compiler failure: warn once and run the graph
     # eagerly (True), or raise (False). Like torch._dynamo.config.suppress_errors.
     fallback_on_error: bool = True

@@ -21,6 +21,11 @@ _lock = threading.Lock()
 _graphs: dict[str, int] = {}          # AOTAutograd graphs given to ember, by kind
 _fallbacks: dict[str, int] = {}       # graphs running eagerly, by why
 _compile_seconds = [0.0]              # time in ember's compile_graph (import + C++), all graphs
+_loaded: dict[str, int] = {}          # graphs rebuilt from AOTAutograd cache entries, by kind
+_load_seconds = [0.0]                 # time rebuilding them (C++ pipeline, kernel cache)
+# Dynamo graphs ember looked up in torch's AOTAutogradCache, by outcome (hit, miss, bypass),
+# and graphs ember handed to it to write.
+_aot: dict[str, int] = {}
 # Dynamo compilations that reached ember: [first compilations of a frame, recompilations].
 # Counted per call, not by compile id: torch._dynamo.reset() restarts Dynamo's ids.
 _dynamo = [0, 0]
@@ -30,6 +35,34 @@ def count_graph(kind: str, seconds: float) -> None:
     with _lock:
         _graphs[kind] = _graphs.get(kind, 0) + 1
         _compile_seconds[0] += seconds
+
+
+def count_loaded(kind: str, seconds: float) -> None:
+    with _lock:
+        _loaded[kind] = _loaded.get(kind, 0) + 1
+        _load_seconds[0] += seconds
+
+
+def count_aot_save() -> None:
+    with _lock:
+        _aot["saved_graphs"] = _aot.get("saved_graphs", 0) + 1
+
+
+def aot_cache_counts() -> dict:
+    """torch's AOTAutogradCache counters (hit, miss, bypass), to diff around one lookup."""
+    from torch._dynamo.utils import counters
+
+    c = counters["aot_autograd"]
+    return {k: c.get(f"autograd_cache_{k}", 0) for k in ("hit", "miss", "bypass")}
+
+
+def count_aot_lookup(before: dict) -> None:
+    """The outcome of ember's AOTAutogradCache lookup since `before` (aot_cache_counts())."""
+    after = aot_cache_counts()
+    with _lock:
+        for k, v in after.items():
+            if v > before.get(k, 0):
+                _aot[k] = _aot.get(k, 0) + v - before.get(k, 0)
 
 
 def count_fallback(why: str) -> None:
@@ -55,6 +88,10 @@ def stats() -> dict:
 
     graphs_compiled      graphs AOTAutograd gave ember (forward, backward, inference)
     graphs_by_kind       the same, by kind
+    graphs_loaded        graphs rebuilt from torch's AOTAutogradCache instead (a warm start:
+                         no AOTAutograd, no import; python/ember/aot_cache.py)
+    aot_cache            Dynamo graphs looked up there: {"hit", "miss", "bypass"}, and
+                         "saved_graphs": ember graphs written to it
     codegen_runs         C source generations (the core's generate_c)
     c_compiler_runs      system C compiler invocations
     memory_cache_hits    graphs whose kernels were already loaded in this process
@@ -64,12 +101,15 @@ def stats() -> dict:
     dynamo_compiles      Dynamo compilations that reached ember (first ones + recompiles)
     recompiles           of those, recompilations: a frame compiled again after a guard failed
     compile_seconds      time inside ember's compile of each graph (import + C++ pipeline)
+    load_seconds         time rebuilding the loaded graphs (C++ pipeline, kernel cache)
     """
     core = _core.compile_counts()
     with _lock:
         return {
             "graphs_compiled": sum(_graphs.values()),
             "graphs_by_kind": dict(_graphs),
+            "graphs_loaded": sum(_loaded.values()),
+            "aot_cache": dict(_aot),
             "codegen_runs": core["codegen_runs"],
             "c_compiler_runs": core["c_compiler_runs"],
             "memory_cache_hits": core["memory_cache_hits"],
@@ -80,6 +120,7 @@ def stats() -> dict:
             "dynamo_compiles": _dynamo[0] + _dynamo[1],
             "recompiles": _dynamo[1],
             "compile_seconds": round(_compile_seconds[0], 6),
+            "load_seconds": round(_load_seconds[0], 6),
         }
 
 
@@ -88,6 +129,9 @@ def reset_stats() -> None:
     with _lock:
         _graphs.clear()
         _fallbacks.clear()
+        _loaded.clear()
+        _aot.clear()
+        _load_seconds[0] = 0.0
         _dynamo[0] = _dynamo[1] = 0
         _compile_seconds[0] = 0.0
 

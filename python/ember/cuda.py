@@ -76,10 +76,10 @@ class CudaGraphRunner(GraphRunner):
     kept per stream: a workspace is reused only by calls on the stream whose earlier
     kernels used it, so stream order keeps them apart."""
 
-    def __init__(self, cg, imported, gm, device: torch.device):
+    def __init__(self, cg, imported, attr_tensors: list, device: torch.device):
         self.device = device
         self._stream_workspaces: dict[int, list] = {}
-        super().__init__(cg, imported, gm)
+        super().__init__(cg, imported, attr_tensors)
 
     def _call_context(self, plan):
         stream = torch.cuda.current_stream(self.device).cuda_stream
@@ -87,7 +87,7 @@ class CudaGraphRunner(GraphRunner):
         return self._stream_workspaces.setdefault(stream, []), lambda si, ptrs: run_step(si, ptrs, stream)
 
 
-def compile_cuda_graph(imported, gm, device: torch.device, cfg, debug_dir: str = ""):
+def compile_cuda_graph(imported, attr_tensors: list, device: torch.device, cfg, debug_dir: str = ""):
     """(CudaCompiledGraph, CudaGraphRunner) for an imported graph on `device`. What the
     CUDA path cannot do yet raises UnsupportedGraph (the graph runs eagerly, with the
     reason in the fallback log and in explain); an NVRTC or driver failure raises."""
@@ -102,4 +102,4 @@ def compile_cuda_graph(imported, gm, device: torch.device, cfg, debug_dir: str =
         cg = compile_cuda(imported.text, device, cfg, debug_dir)
     except _core.CudaUnsupported as e:
         raise UnsupportedGraph(str(e)) from None
-    return cg, CudaGraphRunner(cg, imported, gm, device)
+    return cg, CudaGraphRunner(cg, imported, attr_tensors, device)

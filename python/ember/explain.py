@@ -27,13 +27,14 @@ from . import counters as _stats
 
 
 def _op_name(imported, node_id):
-    node = imported.nodes[node_id]
-    return str(node.target) if node.op == "call_function" else node.op
+    op = imported.node_ops[node_id]
+    return "placeholder" if op == "input" else op
 
 
 def _graph_dict(record, frame: dict | None) -> dict:
     d = {"name": record.name, "frame": frame, "fallback_reason": record.fallback_reason, "kernels": [],
-         "externs": [], "steps": 0, "times_s": {k: round(v, 6) for k, v in record.times.items()}, "cache": None}
+         "externs": [], "steps": 0, "times_s": {k: round(v, 6) for k, v in record.times.items()}, "cache": None,
+         "loaded": record.loaded}
     cg, imported = record.cg, record.imported
     if cg is None:
         if imported is not None:
@@ -107,7 +108,10 @@ class Report:
                 continue
             t = g["times_s"]
             phases = ", ".join(f"{k} {1000 * v:.1f} ms" for k, v in t.items() if k != "total")
-            lines.append(f"  compile {1000 * t.get('total', 0):.1f} ms ({phases})")
+            if g.get("loaded"):
+                lines.append(f"  loaded from the AOTAutograd cache in {1000 * t.get('total', 0):.1f} ms ({phases})")
+            else:
+                lines.append(f"  compile {1000 * t.get('total', 0):.1f} ms ({phases})")
             lines.append(f"  {len(g['kernels'])} ember kernel(s):")
             for k in g["kernels"]:
                 ops = _summarize(k["ops"]) or "layout copy (for an ATen op's preferred layout)"
@@ -128,7 +132,8 @@ def format_stats(s: dict) -> str:
     """ember.stats() (or a difference of two) on one line."""
     fallbacks = s.get("eager_fallbacks", 0)
     why = ", ".join(f"{k} {v}" for k, v in s.get("eager_fallbacks_by_reason", {}).items())
-    return (f"{s.get('graphs_compiled', 0)} graph(s) compiled, {s.get('codegen_runs', 0)} code generation(s), "
+    loaded = f"{s['graphs_loaded']} loaded from the AOTAutograd cache, " if s.get("graphs_loaded") else ""
+    return (f"{s.get('graphs_compiled', 0)} graph(s) compiled, {loaded}{s.get('codegen_runs', 0)} code generation(s), "
             f"{s.get('c_compiler_runs', 0)} C compiler run(s), cache hits {s.get('memory_cache_hits', 0)} in memory / "
             f"{s.get('disk_cache_hits', 0)} on disk, {fallbacks} eager fallback(s)" + (f" ({why})" if why else "")
             + f"; Dynamo: {s.get('dynamo_compiles', 0)} compilation(s), {s.get('recompiles', 0)} recompilation(s)")

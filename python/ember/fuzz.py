@@ -942,7 +942,8 @@ def _compile_with_ember(fn, inputs, cache_dir: str):
 
     from .backend import make_backend
 
-    backend = make_backend(None, {"fallback_on_error": False, "cache_dir": cache_dir})
+    # aot_cache off: every program is compiled (and torch's cache directory stays clean).
+    backend = make_backend(None, {"fallback_on_error": False, "cache_dir": cache_dir, "aot_cache": False})
     if os.environ.get("EMBER_FUZZ_DYNAMIC") == "1":
         # --dynamic: through Dynamo with every size symbolic, so that ember compiles
         # size expressions (docs/dynamic_shapes.md) and runs them at these sizes.

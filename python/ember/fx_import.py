@@ -9,6 +9,7 @@ sizes are written as size expressions over the graph's symbols
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 
@@ -34,13 +35,55 @@ class UnsupportedGraph(Exception):
     """The graph cannot be expressed in ember's IR; run it eagerly."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Ref:
+    """A value of the graph text: output `idx` of text node `nid` (`%nid.idx`)."""
+
+    nid: int
+    idx: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SymValue:
+    """A SymInt (a size) or SymFloat computed from the graph's symbols: a sympy expression
+    over the symbols of ImportedGraph.symbol_index, evaluated per set of symbol values."""
+
+    expr: object
+    is_float: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """One ATen call of the graph: the op's qualified name ("aten::add.Tensor") and its
+    arguments as FX had them, with graph values replaced by Ref and SymValue."""
+
+    op: str
+    args: tuple
+    kwargs: dict
+
+
+def op_name(op: torch._ops.OpOverload) -> str:
+    schema = op._schema
+    return f"{schema.name}.{schema.overload_name or 'default'}"
+
+
+def resolve_op(name: str) -> torch._ops.OpOverload:
+    """The OpOverload an op_name() names (ember's own ops once ember is imported)."""
+    qualified, overload = name.rsplit(".", 1)
+    namespace, op = qualified.split("::", 1)
+    return getattr(getattr(getattr(torch.ops, namespace), op), overload)
+
+
 class ImportedGraph:
-    """The text plus what the runtime needs to map text values back to FX."""
+    """The text plus what the runtime needs to run it: the ATen calls (for ops left to
+    ATen) and the outputs, with no reference to FX, so that it can be pickled and a graph
+    rebuilt without its GraphModule (python/ember/aot_cache.py)."""
 
     def __init__(self):
         self.text = ""
-        self.nodes: list[torch.fx.Node] = []  # text node id -> FX node (inputs included)
-        self.refs: dict[tuple[int, int], torch.fx.Node] = {}  # (id, output) -> FX node naming it
+        self.node_ops: list[str] = []  # text node id -> its ATen op, or "input"
+        self.calls: dict[int, Call] = {}  # text node id -> its ATen call, in graph order
+        self.inputs: dict[int, int] = {}  # text node id of an "input" -> its runtime argument index
         self.num_placeholders = 0
         self.num_symbols = 0  # symbolic sizes (docs/dynamic_shapes.md); 0 for a static graph
         # Per symbol s<k>: (runtime argument i, coef, const) with args[i] == coef * s<k> + const.
@@ -49,8 +92,8 @@ class ImportedGraph:
         self.attr_inputs: list[str] = []  # get_attr targets, passed after the placeholders
         # SymFloat values used as arguments (BatchNorm's n / (n - 1) with a symbolic n),
         # passed after the attributes as 0-d f64 tensors the runner computes per size.
-        self.scalar_inputs: list[torch.fx.Node] = []
-        self.output_args: list = []  # FX output values (nodes or constants)
+        self.scalar_inputs: list[SymValue] = []
+        self.output_args: list = []  # the graph's outputs: Ref, SymValue or constants
         self.op_counts: dict[str, int] = {}
 
 
@@ -175,8 +218,8 @@ class _Writer:
                 if not val.node.expr.free_symbols:
                     return _float_text(float(val.node.expr))
                 index = self.first_scalar_input + len(self.g.scalar_inputs)
-                self.g.scalar_inputs.append(v)
-                self.ids[v] = (self.add_input(v, index, "f64[]{}"), 0)
+                self.g.scalar_inputs.append(SymValue(val.node.expr, is_float=True))
+                self.ids[v] = (self.add_input(index, "f64[]{}"), 0)
             if v not in self.ids:
                 raise UnsupportedGraph(f"value {v.name} is not a tensor ember can track")
             nid, idx = self.ids[v]
@@ -208,6 +251,22 @@ class _Writer:
         if isinstance(v, (torch.SymFloat, torch.SymBool)):
             raise UnsupportedGraph(f"symbolic {type(v).__name__} arguments are not supported")
         raise UnsupportedGraph(f"argument of type {type(v).__name__} is not supported")
+
+    def portable(self, v):
+        """An argument or output with FX nodes replaced by Ref (values of the text) and
+        SymValue (sizes and SymFloats), for ImportedGraph.calls and output_args."""
+        if isinstance(v, torch.fx.Node):
+            if v in self.ids:
+                return Ref(*self.ids[v])
+            val = v.meta.get("val")
+            if isinstance(val, (torch.SymInt, torch.SymFloat)):
+                return SymValue(val.node.expr, is_float=isinstance(val, torch.SymFloat))
+            raise UnsupportedGraph(f"value {v.name} is not a tensor ember can track")
+        if isinstance(v, (list, tuple)):
+            return (list if isinstance(v, list) else tuple)(self.portable(x) for x in v)
+        if isinstance(v, dict):
+            return {k: self.portable(x) for k, x in v.items()}
+        return v
 
 
 def _schema_args(node: torch.fx.Node) -> list:
@@ -272,23 +331,20 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
         if n.op == "output":
             graph_outputs.update(n.all_input_nodes)
 
-    def add_line(node, op, args_text, type_text, outputs=1):
-        nid = len(g.nodes)
-        g.nodes.append(node)
+    def add_line(op, args_text, type_text):
+        nid = len(g.node_ops)
+        g.node_ops.append(op)
         lines.append(f"  %{nid} = {op}({args_text}) : {type_text}")
-        for k in range(outputs):
-            w.ids.setdefault(node, (nid, 0))
+        return nid
+
+    def add_input(index, type_text):
+        nid = add_line("input", str(index), type_text)
+        g.inputs[nid] = index
         return nid
 
     # Runtime scalar inputs (SymFloat arguments) come after the attributes.
     w.first_scalar_input = g.num_placeholders + sum(1 for n in gm.graph.nodes if n.op == "get_attr")
-
-    def add_scalar_input(node, index, type_text):
-        nid = add_line(node, "input", str(index), type_text)
-        g.refs[(nid, 0)] = node
-        return nid
-
-    w.add_input = add_scalar_input
+    w.add_input = add_input
 
     # Symbols first: a tensor input may come before the SymInt input binding its size.
     for node in placeholders:
@@ -306,20 +362,18 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
                 if k == len(g.symbol_args):
                     g.symbol_args.append((placeholders.index(node), coef, const))
                 if (coef, const) == (1, 0):
-                    add_line(node, "sym_input", f"{placeholders.index(node)}, s{k}", "none")
+                    add_line("sym_input", f"{placeholders.index(node)}, s{k}", "none")
                 continue
             if val is not None and not _is_tensor(val):
                 raise UnsupportedGraph(f"non-tensor graph input {node.name}")
-            nid = add_line(node, "input", str(placeholders.index(node)), _type_text(val, w.symbols, device))
-            g.refs[(nid, 0)] = node
+            w.ids[node] = (add_input(placeholders.index(node), _type_text(val, w.symbols, device)), 0)
         elif node.op == "get_attr":
             val = getattr(gm, node.target)
             if not _is_tensor(val):
                 raise UnsupportedGraph(f"non-tensor attribute {node.target}")
             index = g.num_placeholders + len(g.attr_inputs)
             g.attr_inputs.append(node.target)
-            nid = add_line(node, "input", str(index), _type_text(val, w.symbols, device))
-            g.refs[(nid, 0)] = node
+            w.ids[node] = (add_input(index, _type_text(val, w.symbols, device)), 0)
         elif node.op == "call_function":
             if isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat)):
                 continue  # size arithmetic: an expression, or a scalar input, where it is used
@@ -329,7 +383,6 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
                     raise UnsupportedGraph("getitem on an untracked value")
                 nid, _ = w.ids[base]
                 w.ids[node] = (nid, idx)
-                g.refs[(nid, idx)] = node
                 continue
             if not isinstance(node.target, torch._ops.OpOverload):
                 raise UnsupportedGraph(f"call to {node.target} is not an ATen op")
@@ -346,19 +399,20 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
                 type_text = _type_text(val, w.symbols, device)
             if _inside_one_op(node, graph_outputs):
                 type_text += " internal"
-            nid = add_line(node, name, args_text, type_text)
-            g.refs[(nid, 0)] = node
+            nid = add_line(name, args_text, type_text)
+            g.calls[nid] = Call(op_name(node.target), w.portable(tuple(node.args)), w.portable(dict(node.kwargs)))
+            w.ids[node] = (nid, 0)
         elif node.op == "output":
             outs = node.args[0]
             if not isinstance(outs, (list, tuple)):
                 outs = (outs,)
-            g.output_args = list(outs)
             parts = []
             for o in outs:
                 if isinstance(o, torch.fx.Node):
                     parts.append(w.value(o))
                 else:
                     parts.append("none")
+            g.output_args = [w.portable(o) for o in outs]
             lines.append("  return (" + ", ".join(parts) + ")")
         else:
             raise UnsupportedGraph(f"FX node kind {node.op} is not supported")

@@ -9,9 +9,8 @@ from __future__ import annotations
 import collections
 
 import torch
-import torch.fx
 
-from .fx_import import TORCH_DTYPES, ImportedGraph
+from .fx_import import TORCH_DTYPES, Call, ImportedGraph, Ref, SymValue, resolve_op
 
 
 def _view_fn(spec, layout, arena_views):
@@ -32,9 +31,9 @@ def _view_fn(spec, layout, arena_views):
 
 
 def _arg_builder(value, fetch):
-    """A function bufs -> value, with FX nodes replaced by runtime tensors (or, for
-    size arithmetic, by its value at the plan's symbol values)."""
-    if isinstance(value, torch.fx.Node):
+    """A function bufs -> value, with graph values (Ref) replaced by runtime tensors and
+    sizes (SymValue) by their value at the plan's symbol values."""
+    if isinstance(value, (Ref, SymValue)):
         return fetch[value]
     if isinstance(value, (list, tuple)):
         parts = [_arg_builder(v, fetch) for v in value]
@@ -50,13 +49,14 @@ def _arg_builder(value, fetch):
     return None  # a constant
 
 
-def _call_builder(node: torch.fx.Node, fetch):
+def _call_builder(call: Call, fetch):
     # OpOverload.__call__ is a Python layer over the C++ op; call the op itself.
-    target = getattr(node.target, "_op", node.target)
-    arg_fns = [_arg_builder(a, fetch) for a in node.args]
-    kw_fns = {k: _arg_builder(v, fetch) for k, v in node.kwargs.items()}
-    consts = list(node.args)
-    kwconsts = dict(node.kwargs)
+    op = resolve_op(call.op)
+    target = getattr(op, "_op", op)
+    arg_fns = [_arg_builder(a, fetch) for a in call.args]
+    kw_fns = {k: _arg_builder(v, fetch) for k, v in call.kwargs.items()}
+    consts = list(call.args)
+    kwconsts = dict(call.kwargs)
     if not kw_fns or all(f is None for f in kw_fns.values()):
         def call(bufs):
             return target(*[f(bufs) if f is not None else c for f, c in zip(arg_fns, consts)], **kwconsts)
@@ -87,29 +87,28 @@ def _conform(r, sizes, dtype):
 
 
 class _SymbolValues(dict):
-    """FX nodes -> functions bufs -> value: tensors as given, and any SymInt-valued
-    node (a size input or size arithmetic) evaluated once at the plan's symbol values."""
+    """Ref -> function bufs -> tensor, as given; a SymValue (a size input or size
+    arithmetic) is evaluated once, at the plan's symbol values."""
 
     def __init__(self, tensors, symbol_index, values):
         super().__init__(tensors)
-        self._subs = None
+        self._subs = {}
         if symbol_index:
             import sympy
 
             self._subs = {s: sympy.Integer(values[k]) for s, k in symbol_index.items()}
 
-    def value(self, node):
-        """The int (SymInt) or float (SymFloat) value of a size-arithmetic node."""
-        val = node.meta.get("val")
-        if self._subs is None or not isinstance(val, (torch.SymInt, torch.SymFloat)):
-            raise KeyError(node)
-        v = val.node.expr.xreplace(self._subs)
-        return int(v) if isinstance(val, torch.SymInt) else float(v)
+    def value(self, sym: SymValue):
+        """The int (SymInt) or float (SymFloat) value of a size expression."""
+        if not isinstance(sym, SymValue):
+            raise KeyError(sym)
+        v = sym.expr.xreplace(self._subs) if self._subs else sym.expr
+        return float(v) if sym.is_float else int(v)
 
-    def __missing__(self, node):
-        v = self.value(node)
+    def __missing__(self, sym):
+        v = self.value(sym)
         fn = lambda bufs: v  # noqa: E731
-        self[node] = fn
+        self[sym] = fn
         return fn
 
 
@@ -150,8 +149,7 @@ class _Plan:
                 uses.append(set(args))
             else:
                 e = externs[payload]
-                node = imported.nodes[e["node"]]
-                tensors = {imported.refs[(nid, idx)]: _view_fn(view, layout_of, self._arena_view_specs)
+                tensors = {Ref(nid, idx): _view_fn(view, layout_of, self._arena_view_specs)
                            for nid, idx, view in e["tensor_args"]}
                 fetch = _SymbolValues(tensors, imported.symbol_index, symbols)
                 outs = tuple(e["output_buffers"])
@@ -159,20 +157,20 @@ class _Plan:
                 # ATen is checked on every call and its result copied if it differs.
                 expect = tuple((b, layout_of[b][0], layout_of[b][1], TORCH_DTYPES[buffers[b]["dtype"]]) if b >= 0 else None
                                for b in outs)
-                steps.append((1, _call_builder(node, fetch), outs, expect))
+                steps.append((1, _call_builder(imported.calls[e["node"]], fetch), outs, expect))
                 uses.append({view[0] for _, _, view in e["tensor_args"]})
         constants = _SymbolValues({}, imported.symbol_index, symbols)
         # Inputs past the caller's arguments: the graph's attributes, then the SymFloat
         # scalars at these sizes (0-d f64, made once per plan).
         self.extra_inputs = list(runner.attr_tensors) + [
-            torch.tensor(constants.value(node), dtype=torch.float64, device=self.device)
-            for node in imported.scalar_inputs]
+            torch.tensor(constants.value(sym), dtype=torch.float64, device=self.device)
+            for sym in imported.scalar_inputs]
         self.outputs = []
         for out, spec in zip(imported.output_args, layout["outputs"]):
             if spec is not None:
                 self.outputs.append((True, _view_fn(spec, layout_of, (set(), 0, []))))
-            elif isinstance(out, torch.fx.Node) and isinstance(out.meta.get("val"), torch.SymInt):
-                self.outputs.append((False, constants[out](None)))  # a size the backward needs
+            elif isinstance(out, SymValue):
+                self.outputs.append((False, constants.value(out)))  # a size the backward needs
             else:
                 self.outputs.append((False, out))
         # Drop each buffer after its last use (outputs are kept alive by the caller).
@@ -202,20 +200,23 @@ class _Plan:
 
 class GraphRunner:
     """Runs a compiled graph on the CPU. A device runner (cuda.py) changes where buffers
-    live, which workspaces a call may reuse, and how kernel groups launch."""
+    live, which workspaces a call may reuse, and how kernel groups launch.
+
+    It needs the compiled graph, the imported graph and the values of the graph's
+    attributes (constants), not the FX graph: a runner rebuilt from a cache entry
+    (python/ember/aot_cache.py) is the same object as a freshly compiled one."""
 
     device = torch.device("cpu")
 
-    def __init__(self, cg, imported: ImportedGraph, gm: torch.fx.GraphModule):
+    def __init__(self, cg, imported: ImportedGraph, attr_tensors: list):
         # AOTAutograd passes the arguments as one list. An instance attribute, not a class
         # one: AOTAutograd wraps the backward in torch._dynamo.disable, whose
         # functools.wraps copies the instance __dict__ only.
         self._boxed_call = True
         self.cg = cg
         self.imported = imported
-        self._gm = gm
         self._eager = None  # set when this graph must run eagerly from now on
-        self.attr_tensors = [getattr(gm, t) for t in imported.attr_inputs]
+        self.attr_tensors = list(attr_tensors)
         # A static graph has one plan; a graph with symbols one per set of symbol
         # values, made on its first call (the kernels are the same for all of them).
         self._symbol_args = imported.symbol_args
@@ -289,5 +290,41 @@ class GraphRunner:
 
             stats.count_fallback("runtime")
             logs.logger("fallback").warning("a compiled graph runs eagerly from now on: %s", e)
-            self._eager = self._gm
-            return self._gm(*args)
+            self._eager = EagerReplay(self.imported, self.attr_tensors)
+            return self._eager(*args)
+
+
+class EagerReplay:
+    """The imported graph run op by op in ATen: the eager fallback of a runner whose
+    kernels cannot serve a call (an ATen result contradicted the graph's metadata)."""
+
+    def __init__(self, imported: ImportedGraph, attr_tensors: list):
+        self.imported = imported
+        self.attr_tensors = list(attr_tensors)
+
+    def __call__(self, *args):
+        g = self.imported
+        values = _SymbolValues({}, g.symbol_index,
+                               [(int(args[i]) - const) * coef for i, coef, const in g.symbol_args])
+        inputs = list(args) + self.attr_tensors + [torch.tensor(values.value(s), dtype=torch.float64)
+                                                   for s in g.scalar_inputs]
+        for nid, index in g.inputs.items():
+            values[Ref(nid)] = inputs[index]
+
+        def arg(v):
+            if isinstance(v, Ref):
+                return values[v]
+            if isinstance(v, SymValue):
+                return values.value(v)
+            if isinstance(v, (list, tuple)):
+                return type(v)(arg(x) for x in v)
+            return v
+
+        for nid, call in g.calls.items():
+            out = resolve_op(call.op)(*arg(call.args), **{k: arg(v) for k, v in call.kwargs.items()})
+            if isinstance(out, (list, tuple)):
+                for idx, o in enumerate(out):
+                    values[Ref(nid, idx)] = o
+            else:
+                values[Ref(nid)] = out
+        return [arg(o) for o in g.output_args]

@@ -1,0 +1,271 @@
+"""Warm starts without AOTAutograd: ember's graphs in torch's AOTAutogradCache.
+
+A warm first call (a new process whose caches an earlier one filled) still runs Dynamo,
+but neither AOTAutograd (joint tracing, functionalization, decomposition, partitioning)
+nor ember's FX import. torch's AOTAutogradCache keys the Dynamo graph and, on a hit,
+rebuilds AOTAutograd's runtime wrappers (input mutations, aliased outputs, the
+autograd.Function of training) around the compiled graphs its entry holds. A compiler
+takes part by returning an OutputCode (torch/_inductor/output_code.py) from a
+SerializableAOTDispatchCompiler; with `torch._functorch.config.bundled_autograd_cache`
+the OutputCode is pickled into the entry, and `post_compile` is called on it after a load.
+
+ember's OutputCode, EmberOutputCode, pickles a GraphState: the graph text, the imported
+graph (fx_import.ImportedGraph: ATen calls and outputs, no FX objects) and the graph's
+constant tensors -- no library, no pointer. Loading rebuilds the runner through the same
+C++ pipeline and ember's own disk cache, which verifies its artifacts before loading them
+(csrc/runtime/disk_cache.h): a missing or bad library entry only makes the C compiler run.
+
+Keys. torch's key covers the Dynamo graph, the inputs' metadata, torch's version and its
+configs; ember adds, through torch.compiler.config.cache_key_tag, its build (a hash of
+its Python sources and its C++ core) and the options that change compiled code, so an
+entry of another ember build, option set or backend is never found. A GraphState repeats
+that tag and carries the SHA-256 of its payload; both are checked before the payload is
+unpickled. Anything that fails while loading (unpickling, a mismatched tag or digest, a
+failed rebuild) makes torch bypass the entry and compile as usual. Entries are pickles in
+torch's cache directory, under the same trust as Inductor's.
+
+Training: the entry is written when forward and backward are both compiled, inside the
+backend call, so the backward is compiled with the forward
+(`force_non_lazy_backward_lowering`, as torch's own precompile does) instead of at the
+first backward.
+
+Where torch lacks any of this (`unavailable_reason`), ember compiles as before and says
+why once in the "cache" log; `ember.config.aot_cache = False` turns it off.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import pickle
+
+import torch
+
+from . import counters as stats, logs
+
+try:
+    from torch._inductor.output_code import OutputCode as _OutputCodeBase
+except ImportError:  # a torch without it: the cache is unavailable, the class unused
+    _OutputCodeBase = object
+
+# Bumped whenever GraphState's payload changes meaning.
+FORMAT = 1
+
+
+@functools.lru_cache(maxsize=1)
+def unavailable_reason() -> str | None:
+    """None where this torch supports a compiler's OutputCode in its AOTAutogradCache,
+    else why not."""
+    try:
+        from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache  # noqa: F401
+        from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler  # noqa: F401
+        from torch._inductor.output_code import OutputCode  # noqa: F401
+    except ImportError as e:
+        return f"torch {torch.__version__} lacks the AOTAutogradCache API ember uses ({e})"
+    functorch_config = torch._functorch.config
+    for name in ("bundled_autograd_cache", "force_non_lazy_backward_lowering", "enable_autograd_cache"):
+        if not hasattr(functorch_config, name):
+            return f"torch {torch.__version__} has no torch._functorch.config.{name}"
+    if not hasattr(torch.compiler.config, "cache_key_tag"):
+        return f"torch {torch.__version__} has no torch.compiler.config.cache_key_tag"
+    return None
+
+
+def off_reason(cfg) -> str | None:
+    """Why the backend with config `cfg` does not use the cache, or None."""
+    if not cfg.aot_cache:
+        return "ember.config.aot_cache is off"
+    if not cfg.disk_cache:
+        return "ember's disk cache is off"
+    if cfg.debug_dir:
+        return "a debug dir is set (every graph is compiled, to write its dumps)"
+    return unavailable_reason()
+
+
+_told: set[str] = set()
+
+
+def _tell_once(message: str) -> None:
+    if message not in _told:
+        _told.add(message)
+        logs.logger("cache").info("AOTAutograd cache not used: %s", message)
+
+
+def note_unused(cfg) -> str | None:
+    """off_reason(cfg), told once in the cache log."""
+    reason = off_reason(cfg)
+    if reason:
+        _tell_once(reason)
+    return reason
+
+
+@functools.lru_cache(maxsize=1)
+def _build_id() -> str:
+    """A hash of what decides compiled graphs: ember's Python sources (decompositions,
+    import, runtime) and its C++ core."""
+    from . import _core
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256(_core.__version__.encode())
+    for path in sorted(os.path.join(here, f) for f in os.listdir(here) if f.endswith(".py")) + [_core.__file__]:
+        with open(path, "rb") as f:
+            h.update(os.path.basename(path).encode() + b"\0" + hashlib.sha256(f.read()).digest())
+    return h.hexdigest()[:32]
+
+
+def cache_tag(cfg, mode: str | None) -> str:
+    """ember's part of the AOTAutogradCache key: its build, and the options that change
+    the code it generates."""
+    return f"ember-{_build_id()}-f{FORMAT}-fuse{int(cfg.fuse)}-{mode or 'default'}"
+
+
+class _Loading:
+    """The config and mode of the backend call whose AOTAutogradCache lookup is running: a
+    loaded entry checks its tag against them and rebuilds its runner with that config (its
+    cache directory)."""
+
+    stack: list = []
+
+
+@contextlib.contextmanager
+def enabled(cfg, mode: str | None):
+    """torch's configs for ember's graphs to be looked up in, and written to, the
+    AOTAutogradCache, for the duration of one backend call."""
+    user_tag = torch.compiler.config.cache_key_tag
+    tag = (user_tag + "|" if user_tag else "") + cache_tag(cfg, mode)
+    with torch._functorch.config.patch(bundled_autograd_cache=True, force_non_lazy_backward_lowering=True), \
+            torch.compiler.config.patch(cache_key_tag=tag), _without_inductor_backends():
+        _Loading.stack.append((cfg, mode))
+        try:
+            yield
+        finally:
+            _Loading.stack.pop()
+
+
+@contextlib.contextmanager
+def _without_inductor_backends():
+    """The key (FxGraphHashDetails) registers Inductor's code generators for every device,
+    only to list their custom passes, which ember's graphs never meet; the imports that
+    takes cost a second or more per process, as much as AOTAutograd on a GPT-2. Skipped
+    here: the key then lists the passes registered so far (none in a process that has not
+    run Inductor; a process that has computes other keys and misses, never a wrong hit)."""
+    from torch._inductor import codecache
+
+    original = getattr(codecache, "init_backend_registration", None)
+    if original is None:
+        yield
+        return
+    codecache.init_backend_registration = _no_registration
+    try:
+        yield
+    finally:
+        codecache.init_backend_registration = original
+
+
+def _no_registration() -> None:
+    pass
+
+
+def serializable(compile_fn, cfg, mode: str | None, kind: str):
+    """An AOTAutograd compiler whose results (EmberOutputCode) AOTAutogradCache stores."""
+    from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler
+
+    def compile(gm, example_inputs):
+        return EmberOutputCode.of(compile_fn(gm, example_inputs), kind, cache_tag(cfg, mode))
+
+    return SerializableAOTDispatchCompiler(EmberOutputCode, compile)
+
+
+class GraphState:
+    """What a cache entry holds of one compiled graph: the backend's tag, and a payload
+    (pickled {kind, device, imported, attrs}) with its SHA-256, unpickled only after
+    both are checked."""
+
+    def __init__(self, tag: str, payload: bytes):
+        self.format = FORMAT
+        self.tag = tag
+        self.payload = payload
+        self.digest = hashlib.sha256(payload).hexdigest()
+
+    @classmethod
+    def of(cls, runner, kind: str, tag: str) -> "GraphState":
+        attrs = [t.detach().cpu() for t in runner.attr_tensors]
+        device = str(runner.device)
+        return cls(tag, pickle.dumps({"kind": kind, "device": device, "imported": runner.imported, "attrs": attrs}))
+
+    def open(self, tag: str) -> dict:
+        """The payload, if this state is intact and made by a backend with `tag`."""
+        if getattr(self, "format", None) != FORMAT:
+            raise ValueError(f"entry format {getattr(self, 'format', None)} (ember reads {FORMAT})")
+        if self.tag != tag:
+            raise ValueError(f"entry of another ember build or option set ({self.tag} != {tag})")
+        if not isinstance(self.payload, bytes) or hashlib.sha256(self.payload).hexdigest() != self.digest:
+            raise ValueError("entry payload does not match its SHA-256")
+        return pickle.loads(self.payload)
+
+
+class EmberOutputCode(_OutputCodeBase):
+    """A compiled graph as AOTAutograd's compilers return it. Called with the boxed
+    convention (one list of arguments). Pickled, it is its GraphState only; `post_compile`
+    on a loaded one rebuilds the runner (backend.load_graph)."""
+
+    # Identity, not OutputCode's dataclass equality (which would make all of them equal).
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def __init__(self, runner, state: GraphState | None, bypass_reason: str = ""):
+        # An instance attribute: torch._dynamo.disable's functools.wraps copies __dict__.
+        self._boxed_call = True
+        self._runner = runner
+        self._state = state
+        self._bypass_reason = bypass_reason
+
+    @classmethod
+    def of(cls, runner, kind: str, tag: str) -> "EmberOutputCode":
+        from .runtime import GraphRunner
+
+        if not isinstance(runner, GraphRunner):
+            return cls(runner, None, "the graph runs eagerly")
+        try:
+            return cls(runner, GraphState.of(runner, kind, tag))
+        except Exception as e:  # e.g. an argument that does not pickle: compile it every time
+            return cls(runner, None, f"its state does not pickle ({type(e).__name__}: {e})")
+
+    def __call__(self, inputs):
+        return self._runner(inputs)
+
+    def __getstate__(self):
+        return {"state": self._state}
+
+    def __setstate__(self, d):
+        self.__init__(None, d.get("state"), "")
+
+    def prepare_for_serialization(self) -> None:
+        if self._state is None:
+            from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
+
+            raise BypassAOTAutogradCache(f"ember: {self._bypass_reason}")
+        stats.count_aot_save()
+
+    def post_compile(self, *args, **kwargs) -> None:
+        if self._runner is not None:
+            return
+        from .backend import load_graph
+
+        from .config import config
+
+        # Outside a backend call (torch's precompile loads entries itself): the global config.
+        cfg, mode = _Loading.stack[-1] if _Loading.stack else (config, None)
+        try:
+            if not isinstance(self._state, GraphState):
+                raise ValueError("entry without a graph state")
+            payload = self._state.open(cache_tag(cfg, mode))
+            self._runner = load_graph(payload, cfg)
+        except Exception as e:
+            logs.logger("cache").info("AOTAutograd cache entry not used, compiling instead: %s: %s",
+                                      type(e).__name__, e)
+            raise
+
+    def set_triton_bundle(self, triton_bundle) -> None:
+        pass

@@ -1,0 +1,209 @@
+"""Warm starts through torch's AOTAutogradCache (python/ember/aot_cache.py).
+
+Each end-to-end test runs tests/python/warm_start_child.py in fresh processes sharing a
+cache: the first compiles (cold), the next finds its entries (warm) and must rebuild every
+graph without AOTAutograd or the C compiler, with outputs and gradients equal to eager's
+(the child checks them). Entries that are truncated, tampered with, from another ember
+build or option set, or whose kernel library is gone must never crash a warm process nor
+change its results: they are compiled again.
+"""
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import ember
+from ember import aot_cache
+
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_start_child.py")
+
+pytestmark = pytest.mark.skipif(aot_cache.unavailable_reason() is not None,
+                                reason=f"AOTAutogradCache unusable: {aot_cache.unavailable_reason()}")
+
+
+def run_child(caches, scenario, *flags, options=None):
+    env = dict(os.environ, EMBER_CACHE_DIR=str(caches / "ember"), TORCHINDUCTOR_CACHE_DIR=str(caches / "torch"),
+               EMBER_FALLBACK_ON_ERROR="0")
+    cmd = [sys.executable, CHILD, scenario, *flags] + (["--options", json.dumps(options)] if options else [])
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("WARM_START_STATS "))
+    return json.loads(line.split(" ", 1)[1]), r
+
+
+def entry_files(caches):
+    root = caches / "torch" / "aotautograd"
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+@pytest.mark.parametrize("scenario", ["inference", "training", "dynamic"])
+def test_warm_process_loads_every_graph_and_matches_eager(tmp_path, scenario):
+    cold, _ = run_child(tmp_path, scenario)
+    assert cold["graphs_compiled"] > 0 and cold["graphs_loaded"] == 0, cold
+    assert cold["aot_cache"]["saved_graphs"] == cold["graphs_compiled"], cold
+    warm, _ = run_child(tmp_path, scenario)
+    # Every graph comes from the cache: no AOTAutograd, no import, no C compiler.
+    assert warm["graphs_compiled"] == 0, warm
+    assert warm["graphs_loaded"] == cold["graphs_compiled"], warm
+    assert warm["aot_cache"].get("hit") == cold["aot_cache"]["miss"] and "miss" not in warm["aot_cache"], warm
+    assert warm["c_compiler_runs"] == 0 and warm["disk_cache_hits"] == warm["graphs_loaded"], warm
+
+
+def test_eager_graphs_are_not_cached_and_runtime_fallback_works_after_a_load(tmp_path):
+    cold, _ = run_child(tmp_path, "fallbacks")
+    warm, _ = run_child(tmp_path, "fallbacks")
+    # The complex graph runs eagerly and is compiled (attempted) again; embedding_bag's
+    # graph is loaded, and its eager fallback (EagerReplay, no FX graph) gives eager's result.
+    assert cold["aot_cache"]["saved_graphs"] == 1, cold
+    assert warm["graphs_loaded"] == 1 and warm["graphs_compiled"] == 1, warm
+    assert warm["eager_fallbacks_by_reason"] == {"unsupported": 1, "runtime": 1}, warm
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    """Caches that a cold process filled with one graph."""
+    caches = tmp_path_factory.mktemp("filled")
+    stats, _ = run_child(caches, "small")
+    assert stats["graphs_compiled"] == 1 and stats["aot_cache"]["saved_graphs"] == 1, stats
+    assert len(entry_files(caches)) == 1
+    return caches
+
+
+@pytest.fixture
+def caches(filled, tmp_path):
+    copy = tmp_path / "caches"
+    shutil.copytree(filled, copy)
+    return copy
+
+
+def assert_compiled_again(stats):
+    assert stats["graphs_loaded"] == 0 and stats["graphs_compiled"] == 1, stats
+
+
+def test_filled_cache_is_hit(caches):
+    stats, _ = run_child(caches, "small")
+    assert stats["graphs_loaded"] == 1 and stats["graphs_compiled"] == 0, stats
+
+
+def test_truncated_entry_is_compiled_again(caches):
+    for path in entry_files(caches):
+        path.write_bytes(path.read_bytes()[:200])
+    assert_compiled_again(run_child(caches, "small")[0])
+
+
+def _rewrite_states(caches, change):
+    """Applies change(GraphState) to every ember graph in the cache's entries."""
+    for path in entry_files(caches):
+        entry = pickle.loads(path.read_bytes())
+        for part in (entry.compiled_fw, entry.compiled_bw):
+            if part is not None:
+                change(part.result._state)
+        path.write_bytes(pickle.dumps(entry))
+
+
+def test_tampered_payload_is_compiled_again(caches):
+    def flip(state):
+        payload = bytearray(state.payload)
+        at = payload.index(b"softmax")
+        payload[at:at + 7] = b"softmin"  # still a valid pickle, another graph
+        state.payload = bytes(payload)
+
+    _rewrite_states(caches, flip)
+    assert_compiled_again(run_child(caches, "small")[0])
+
+
+def test_entry_of_another_build_under_the_same_key_is_compiled_again(caches):
+    def retag(state):
+        state.tag = "ember-of-another-build"
+
+    _rewrite_states(caches, retag)
+    assert_compiled_again(run_child(caches, "small")[0])
+
+
+def test_another_build_or_options_never_find_the_entry(caches):
+    other, _ = run_child(caches, "small", "--other-build")
+    assert_compiled_again(other)
+    assert other["aot_cache"].get("miss") == 1, other
+    unfused, _ = run_child(caches, "small", options={"fuse": False})
+    assert_compiled_again(unfused)
+
+
+def test_missing_kernel_library_is_compiled_by_the_c_compiler(caches):
+    shutil.rmtree(caches / "ember")
+    stats, _ = run_child(caches, "small")
+    assert stats["graphs_loaded"] == 1 and stats["graphs_compiled"] == 0, stats
+    assert stats["c_compiler_runs"] == 1, stats
+
+
+def test_aot_cache_off_writes_nothing(tmp_path):
+    stats, _ = run_child(tmp_path, "small", options={"aot_cache": False})
+    assert stats["aot_cache"] == {} and stats["graphs_compiled"] == 1, stats
+    assert entry_files(tmp_path) == []
+
+
+def test_explain_in_a_warm_process_reports_loaded_graphs(caches):
+    _, r = run_child(caches, "small", "--explain")
+    graphs = json.loads(next(ln for ln in r.stdout.splitlines() if ln.startswith("EXPLAIN "))[8:])
+    assert len(graphs) == 1 and graphs[0]["loaded"] and graphs[0]["kernels"], graphs
+    assert "loaded from the AOTAutograd cache" in r.stdout
+
+
+# ---- in process -----------------------------------------------------------------------------
+
+def test_graph_state_checks_format_tag_and_digest():
+    state = aot_cache.GraphState("tag-a", pickle.dumps({"kind": "inference"}))
+    assert state.open("tag-a") == {"kind": "inference"}
+    with pytest.raises(ValueError, match="another ember build"):
+        state.open("tag-b")
+    state.payload = state.payload.replace(b"inference", b"forwardxx")
+    with pytest.raises(ValueError, match="SHA-256"):
+        state.open("tag-a")
+    state.format = 0
+    with pytest.raises(ValueError, match="format"):
+        state.open("tag-a")
+
+
+def test_output_code_pickles_its_state_only():
+    from torch._dynamo.backends.common import aot_autograd
+
+    from ember.backend import compile_graph, decomposition_table
+
+    codes = []
+
+    def inference(gm, example_inputs):
+        codes.append(aot_cache.EmberOutputCode.of(compile_graph(gm, example_inputs, ember.config, "inference"),
+                                                  "inference", "tag"))
+        return codes[-1]
+
+    torch._dynamo.reset()
+    x = torch.randn(32, 64)
+    backend = aot_autograd(fw_compiler=inference, decompositions=decomposition_table())
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(lambda t: t.exp().sum(-1), backend=backend)(x), x.exp().sum(-1))
+    blob = pickle.dumps(codes[0])
+    assert b"ELF" not in blob and len(blob) < 20000  # the graph's text and metadata, no library
+    loaded = pickle.loads(blob)
+    assert loaded._runner is None and loaded._state.digest == codes[0]._state.digest
+    assert loaded._state.open("tag")["imported"].text == codes[0]._runner.imported.text
+    # A graph that runs eagerly has no state: saving it is bypassed, quietly.
+    from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
+
+    with pytest.raises(BypassAOTAutogradCache, match="runs eagerly"):
+        aot_cache.EmberOutputCode.of(lambda args: args, "inference", "tag").prepare_for_serialization()
+
+
+def test_op_names_resolve_to_the_same_ops():
+    # A loaded graph calls its ATen ops by name (fx_import.Call.op): every kind of op
+    # name ember imports must resolve to the same OpOverload in a new process.
+    from ember.fx_import import op_name, resolve_op
+
+    ops = [torch.ops.aten.add.Tensor, torch.ops.aten.sum.dim_IntList, torch.ops.aten.mm.default,
+           torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+           torch.ops.prims.convert_element_type.default, torch.ops.ember.sdpa_masked.default]
+    for op in ops:
+        assert resolve_op(op_name(op)) is op, op
