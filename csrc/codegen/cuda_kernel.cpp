@@ -207,19 +207,10 @@ class CudaKernelPrinter {
       em_->line("const int64_t i0 = (int64_t)(k);");
       std::vector<Acc> accs(stage.items.size());
       for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(p_.computed[stage.items[i].computed], rows);
-      std::vector<std::pair<int, std::string>> vars;
-      for (size_t d = 1; d < stage.inner.size(); ++d) vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
-      em_->open_scope(vars);
-      for (const auto& l : decompose("r", reduced, "i", 1)) em_->line(l);
-      for (size_t i = 0; i < stage.items.size(); ++i)
-        accumulate(p_.computed[stage.items[i].computed], accs[i], em_->emit(stage.items[i].value));
-      std::vector<std::string> body = em_->close_scope();
       const std::string lo = "s * " + std::to_string(span), n = std::to_string(rows);
       em_->line("const " + I + " hi = " + lo + " + " + std::to_string(span) + " < " + n + " ? " + lo + " + " +
                 std::to_string(span) + " : " + n + ";");
-      em_->line("for (" + I + " r = " + lo + "; r < hi; ++r) {");
-      for (const auto& l : body) em_->line("  " + l);
-      em_->line("}");
+      reduce_rows(stage, reduced, accs, lo, "hi");
       for (size_t i = 0; i < stage.items.size(); ++i) {
         const Acc& a = accs[i];
         std::string v = a.flag.empty() ? a.acc : "(" + a.flag + " ? (" + a.type + ")NAN : " + a.acc + ")";
@@ -639,6 +630,22 @@ class CudaKernelPrinter {
     return stored;
   }
 
+  // A vector stage's reduced rows r in [lo, hi) (C expressions), flattened over
+  // inner[1..] (`reduced`), accumulated into `accs` for the current kept lane i0.
+  void reduce_rows(const Stage& stage, const std::vector<int64_t>& reduced, std::vector<Acc>& accs,
+                   const std::string& lo, const std::string& hi) {
+    std::vector<std::pair<int, std::string>> vars;
+    for (size_t d = 1; d < stage.inner.size(); ++d) vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
+    em_->open_scope(vars);
+    for (const auto& l : decompose("r", reduced, "i", 1)) em_->line(l);
+    for (size_t i = 0; i < stage.items.size(); ++i)
+      accumulate(p_.computed[stage.items[i].computed], accs[i], em_->emit(stage.items[i].value));
+    std::vector<std::string> body = em_->close_scope();
+    em_->line("for (" + index_type() + " r = " + lo + "; r < " + hi + "; ++r) {");
+    for (const auto& l : body) em_->line("  " + l);
+    em_->line("}");
+  }
+
   // A vector stage: inner[0] is a kept dim, contiguous in memory; inner[1..] are reduced.
   // Each thread takes kept lanes tid, tid + threads, ... (coalesced across the warp) and
   // reduces its lanes alone, so no partials cross threads. Results go to memory.
@@ -661,15 +668,7 @@ class CudaKernelPrinter {
       }
       em_->line("}");
     } else {
-      std::vector<std::pair<int, std::string>> vars;
-      for (size_t d = 1; d < stage.inner.size(); ++d) vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
-      em_->open_scope(vars);
-      for (const auto& l : decompose("r", reduced, "i", 1)) em_->line(l);
-      for (size_t i = 0; i < stage.items.size(); ++i) accumulate(p_.computed[stage.items[i].computed], accs[i], em_->emit(stage.items[i].value));
-      std::vector<std::string> body = em_->close_scope();
-      em_->line("for (" + I + " r = 0; r < " + std::to_string(numel(reduced)) + "; ++r) {");
-      for (const auto& l : body) em_->line("  " + l);
-      em_->line("}");
+      reduce_rows(stage, reduced, accs, "0", std::to_string(numel(reduced)));
     }
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const ComputedBuffer& c = p_.computed[stage.items[i].computed];
