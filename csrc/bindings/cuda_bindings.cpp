@@ -64,12 +64,13 @@ void define_cuda(nb::module_& m) {
       "compile_cuda",
       [](const std::string& text, const std::string& arch, int device, bool fuse, bool disk_cache,
          const std::string& cache_dir, const std::string& debug_dir, const std::vector<std::string>& nvrtc_dirs,
-         bool pad_matmuls) {
+         bool pad_matmuls, bool emulate_precision_casts) {
         ember::CudaCompileOptions o;
         o.arch = arch;
         o.device = device;
         o.fuse = fuse;
         o.pad_matmuls = pad_matmuls;
+        o.emulate_precision_casts = emulate_precision_casts;
         o.disk_cache = disk_cache;
         o.cache_dir = cache_dir;
         o.debug_dir = debug_dir;
@@ -80,6 +81,7 @@ void define_cuda(nb::module_& m) {
       nb::arg("graph_text"), nb::arg("arch") = "sm_90", nb::arg("device") = -1, nb::arg("fuse") = true,
       nb::arg("disk_cache") = true, nb::arg("cache_dir") = "", nb::arg("debug_dir") = "",
       nb::arg("nvrtc_dirs") = std::vector<std::string>{}, nb::arg("pad_matmuls") = true,
+      nb::arg("emulate_precision_casts") = false,
       "Compile graph text to a cubin for `arch`; load it on CUDA device `device` unless it is -1.");
   m.def(
       "nvrtc_info",

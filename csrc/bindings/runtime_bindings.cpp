@@ -60,10 +60,11 @@ void define_runtime(nb::module_& m) {
   m.def(
       "compile",
       [](const std::string& text, bool fuse, bool disk_cache, const std::string& cache_dir, const std::string& debug_dir,
-         bool pad_matmuls) {
+         bool pad_matmuls, bool emulate_precision_casts) {
         ember::CompileOptions o;
         o.fuse = fuse;
         o.pad_matmuls = pad_matmuls;
+        o.emulate_precision_casts = emulate_precision_casts;
         o.disk_cache = disk_cache;
         o.cache_dir = cache_dir;
         o.debug_dir = debug_dir;
@@ -72,6 +73,7 @@ void define_runtime(nb::module_& m) {
       },
       nb::arg("graph_text"), nb::arg("fuse") = true, nb::arg("disk_cache") = true, nb::arg("cache_dir") = "",
       nb::arg("debug_dir") = "", nb::arg("pad_matmuls") = false,
+      nb::arg("emulate_precision_casts") = false,
       "Compile graph text for the CPU. pad_matmuls runs the CUDA graphs' matmul padding (for tests).");
   m.def("default_cache_dir", &ember::default_cache_dir);
   m.def("compile_counts", [] {

@@ -414,7 +414,7 @@ void LowerCtx::run(const Node& n) {
         outs[k].preferred_strides = channels_last_ && t.sizes.size() == 4 ? to_dims(channels_last_strides(t.sizes))
                                                                             : t.stride_dims();
       // Eager rounds every op's f16/bf16 result except inside a decomposition.
-      if (!n.internal && outs[k].fn && !outs[k].view && (outs[k].dtype == DType::F16 || outs[k].dtype == DType::BF16)) {
+      if (opts_.emulate_precision_casts && !n.internal && outs[k].fn && !outs[k].view && (outs[k].dtype == DType::F16 || outs[k].dtype == DType::BF16)) {
         IndexFn fn = std::move(outs[k].fn);
         outs[k].fn = [fn](const std::vector<Expr>& idx) { return rounded_result(fn(idx)); };
       }

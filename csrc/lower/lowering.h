@@ -55,6 +55,10 @@ struct LowerOptions {
   // copy converts it (graph outputs keep their declared strides). The CUDA target sets
   // it; on the CPU, training's backward kernels would mix layouts (docs/benchmarks.md).
   bool channels_last_activations = false;
+  // Round every op's f16/bf16 result, as eager does (Inductor's emulate_precision_casts).
+  // Off: a fused chain of ops computes in f32 and rounds only what it stores, as Inductor
+  // does by default; explicit conversions (.to(bf16)) round either way.
+  bool emulate_precision_casts = false;
 };
 
 class LowerCtx {

@@ -75,6 +75,7 @@ std::shared_ptr<CudaCompiledGraph> CudaCompiledGraph::compile(const std::string&
   FrontEndOptions fo;
   fo.fuse = opts.fuse;
   fo.pad_matmuls = opts.pad_matmuls;
+  fo.lower.emulate_precision_casts = opts.emulate_precision_casts;
   fo.dump = dump;
   fo.lower.channels_last_activations = true;
   FrontEnd fe = run_front_end(graph_text, fo);  // no split_reductions: a CPU pass

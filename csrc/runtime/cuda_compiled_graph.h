@@ -30,6 +30,7 @@ struct CudaCompileOptions {
   int device = -1;                     // CUDA device ordinal to load on; -1: compile only (no GPU needed)
   bool fuse = true;
   bool pad_matmuls = true;             // 16-byte aligned cuBLAS operands (lower/pad_matmuls.h)
+  bool emulate_precision_casts = false; // LowerOptions::emulate_precision_casts
   bool disk_cache = true;
   std::string cache_dir;               // empty: default_cache_dir()
   std::string debug_dir;               // non-empty: write the IR after each pass and the source here

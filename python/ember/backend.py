@@ -131,6 +131,7 @@ def build_runner(imported, attr_tensors: list, device: torch.device | None, cfg:
     cg = _core.compile(
         imported.text,
         fuse=cfg.fuse,
+        emulate_precision_casts=cfg.emulate_precision_casts,
         disk_cache=cfg.disk_cache,
         cache_dir=cfg.cache_dir or "",
         debug_dir=debug_dir,

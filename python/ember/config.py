@@ -20,6 +20,9 @@ class Config:
     # CUDA graphs: pad large matmuls' operands so that cuBLAS sees 16-byte aligned leading
     # dims (csrc/lower/pad_matmuls.h). Inductor's shape_padding.
     pad_matmuls: bool = True
+    # Round every op's float16/bfloat16 result, as eager does. Off (Inductor's default): a
+    # fused chain computes in float32 and rounds what it stores; .to(dtype) always rounds.
+    emulate_precision_casts: bool = False
     # Use the on-disk kernel cache (EMBER_CACHE_DIR or ~/.cache/ember).
     disk_cache: bool = True
     # Override the cache directory; None uses EMBER_CACHE_DIR or ~/.cache/ember.
@@ -62,6 +65,7 @@ INDUCTOR_ALIASES = {
     "max_autotune": None,
     "epilogue_fusion": None,
     "shape_padding": "pad_matmuls",
+    "emulate_precision_casts": "emulate_precision_casts",
     "triton.cudagraphs": None,
     "coordinate_descent_tuning": None,
     "fallback_random": None,

@@ -63,6 +63,7 @@ def compile_cuda(text: str, device: torch.device | None, cfg, debug_dir: str = "
         device=-1 if device is None else device.index,
         fuse=cfg.fuse,
         pad_matmuls=cfg.pad_matmuls,
+        emulate_precision_casts=cfg.emulate_precision_casts,
         disk_cache=cfg.disk_cache,
         cache_dir=cfg.cache_dir or "",
         debug_dir=debug_dir,

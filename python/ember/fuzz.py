@@ -943,7 +943,10 @@ def _compile_with_ember(fn, inputs, cache_dir: str):
     from .backend import make_backend
 
     # aot_cache off: every program is compiled (and torch's cache directory stays clean).
-    backend = make_backend(None, {"fallback_on_error": False, "cache_dir": cache_dir, "aot_cache": False})
+    # emulate_precision_casts: values the generator tracks as exact assume eager's rounding
+    # of every f16/bf16 result.
+    backend = make_backend(None, {"fallback_on_error": False, "cache_dir": cache_dir, "aot_cache": False,
+                                  "emulate_precision_casts": True})
     if os.environ.get("EMBER_FUZZ_DYNAMIC") == "1":
         # --dynamic: through Dynamo with every size symbolic, so that ember compiles
         # size expressions (docs/dynamic_shapes.md) and runs them at these sizes.

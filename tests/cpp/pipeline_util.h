@@ -20,9 +20,9 @@ struct Pipeline {
   ember::Schedule schedule;
   ember::GeneratedCode code;
 
-  explicit Pipeline(const std::string& text, bool fuse = true) {
+  explicit Pipeline(const std::string& text, bool fuse = true, ember::LowerOptions lower = {}) {
     graph = ember::parse_graph(text);
-    program = ember::lower_graph(graph);
+    program = ember::lower_graph(graph, lower);
     ember::eliminate_dead_code(program);
     ember::FuseOptions o;
     o.enabled = fuse;

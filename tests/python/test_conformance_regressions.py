@@ -3,6 +3,8 @@ crashed the compiler or gave a wrong result before its fix."""
 import pytest
 import torch
 
+import ember
+
 from helpers import check_compiled
 
 scalar = torch.tensor(2.5)
@@ -39,11 +41,13 @@ def test_explicit_half_round_trip_still_rounds():
     check_compiled(lambda x: (x.half().float() * 3).half().float(), x, rtol=0, atol=0)
 
 
-def test_half_results_follow_the_captured_program():
-    # Dynamo itself rewrites addcdiv(..., value=) into div, mul, add. ember rounds each
-    # f16 result of the program Dynamo captured, as eager running that program does
-    # (aot_eager), so it matches aot_eager bit for bit, and the f32 computation to
-    # within a few f16 ulps (the fused eager kernel rounds once).
+def test_half_results_follow_the_captured_program(monkeypatch):
+    # Dynamo itself rewrites addcdiv(..., value=) into div, mul, add. With
+    # emulate_precision_casts ember rounds each f16 result of the program Dynamo
+    # captured, as eager running that program does (aot_eager), so it matches aot_eager
+    # bit for bit, and the f32 computation to within a few f16 ulps (the fused eager
+    # kernel rounds once).
+    monkeypatch.setattr(ember.config, "emulate_precision_casts", True)
     a, b, c = (torch.randn(64, dtype=torch.float16) for _ in range(3))
     c = c.abs() + 0.5
     fn = lambda a, b, c: torch.addcdiv(a, b, c, value=0.7)  # noqa: E731

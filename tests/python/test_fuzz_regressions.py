@@ -7,6 +7,8 @@ import math
 import pytest
 import torch
 
+import ember
+
 from helpers import compile_fresh
 
 NAN, INF = math.nan, math.inf
@@ -131,10 +133,12 @@ def test_pow_half_exponents_follow_aten_per_dtype(dtype):
 # Seeds 4647, 4845, 7721: f16 results of one op were read unrounded by the next op
 # fused with it. Eager rounds every op's f16/bf16 result: pow overflowing f16 is -inf
 # and log_softmax of it NaN (ember had a finite f32 value and 0), and remainder of the
-# rounded value lands elsewhere. Only a decomposition's own intermediates stay
-# unrounded (fx_import marks them `internal`).
+# rounded value lands elsewhere. With emulate_precision_casts ember rounds them too;
+# only a decomposition's own intermediates stay unrounded (fx_import marks them
+# `internal`).
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_low_precision_results_rounded_between_ops(dtype):
+def test_low_precision_results_rounded_between_ops(dtype, monkeypatch):
+    monkeypatch.setattr(ember.config, "emulate_precision_casts", True)
     a = torch.tensor([[1.37, -2.21, 250.0, 3.3], [0.71, 9.9, -1.01, 2.5]], dtype=dtype)
     b = torch.tensor([[0.3, 2.7, 7.0, -1.9], [1.1, 5.0, 2.0, 0.77]], dtype=dtype)
     check_identical(lambda x, y: torch.remainder(torch.remainder(x, 2.5), y), a, b)
@@ -142,6 +146,17 @@ def test_low_precision_results_rounded_between_ops(dtype):
     fn = lambda x, y: torch.log_softmax(torch.pow(x, y), 0, dtype=torch.float32)
     torch.testing.assert_close(compile_fresh(fn)(a, b), fn(a, b), equal_nan=True)  # NaN where eager's pow is inf
     check_identical(lambda x: torch.floor(x * 3.3 + 0.1) - x / 7, a)
+
+
+def test_fused_low_precision_chain_rounds_only_what_it_stores():
+    # The default (Inductor's): a fused f16 chain computes in f32. x * 300 overflows f16
+    # (inf in eager), but divided by 600 in the same kernel it is finite, as in f32.
+    x = torch.tensor([250.0, -251.0, 3.0, 0.5], dtype=torch.float16)
+    fn = lambda t: (t * 300) / 600  # noqa: E731
+    assert torch.isinf(fn(x)[:2]).all()
+    out = compile_fresh(fn)(x)
+    assert torch.equal(out, ((x.float() * 300) / 600).half())
+    assert not ember.config.emulate_precision_casts
 
 
 def test_decomposition_intermediates_stay_unrounded():
