@@ -190,7 +190,11 @@ class GraphState:
 
     @classmethod
     def of(cls, runner, kind: str, tag: str) -> "GraphState":
-        attrs = [t.detach().cpu() for t in runner.attr_tensors]
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        # AOTAutograd calls the compiler under its FakeTensorMode; the constants are real.
+        with unset_fake_temporarily():
+            attrs = [t.detach().cpu() for t in runner.attr_tensors]
         device = str(runner.device)
         return cls(tag, pickle.dumps({"kind": kind, "device": device, "imported": runner.imported, "attrs": attrs}))
 
@@ -236,10 +240,11 @@ class EmberOutputCode(_OutputCodeBase):
         return self._runner(inputs)
 
     def __getstate__(self):
-        return {"state": self._state}
+        # torch copies the object before prepare_for_serialization: keep why it cannot be.
+        return {"state": self._state, "bypass_reason": self._bypass_reason}
 
     def __setstate__(self, d):
-        self.__init__(None, d.get("state"), "")
+        self.__init__(None, d.get("state"), d.get("bypass_reason", ""))
 
     def prepare_for_serialization(self) -> None:
         if self._state is None:

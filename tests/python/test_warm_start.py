@@ -7,6 +7,7 @@ graph without AOTAutograd or the C compiler, with outputs and gradients equal to
 build or option set, or whose kernel library is gone must never crash a warm process nor
 change its results: they are compiled again.
 """
+import copy
 import json
 import os
 import pickle
@@ -195,6 +196,9 @@ def test_output_code_pickles_its_state_only():
 
     with pytest.raises(BypassAOTAutogradCache, match="runs eagerly"):
         aot_cache.EmberOutputCode.of(lambda args: args, "inference", "tag").prepare_for_serialization()
+    # torch copies the object before preparing it: the reason survives the copy.
+    with pytest.raises(BypassAOTAutogradCache, match="runs eagerly"):
+        copy.copy(aot_cache.EmberOutputCode.of(lambda args: args, "inference", "tag")).prepare_for_serialization()
 
 
 def test_op_names_resolve_to_the_same_ops():

@@ -47,6 +47,13 @@ def inference(options):
         acc.add_(t.sin())
         return t.t(), (t * acc).sum(-1), t[1:]
 
+    # Tensor constants (get_attr in AOTAutograd's graph): the entry must hold them. Taking
+    # them under AOTAutograd's fake mode failed, and the graph was never saved.
+    def with_constant(t):
+        return (t + torch.tensor([1.0, -2.0] * 8)) * 3
+
+    torch.testing.assert_close(compiled(with_constant, options)(x), with_constant(x))
+
     acc_e, acc_c = torch.ones(8, 16), torch.ones(8, 16)
     expected, actual = mutates(x, acc_e), compiled(mutates, options)(x, acc_c)
     torch.testing.assert_close(actual, expected)
