@@ -112,6 +112,16 @@ const char* kTransposeTiny = R"(graph {
 }
 )";
 
+// An image side of 2^31 elements (text only: nothing is allocated): 64-bit tile
+// arithmetic, and more tiles than blocks, so blocks loop and wait before reusing shared
+// memory.
+const char* kTransposeHuge = R"(graph {
+  %0 = input(0) : bf16[1,3,32768,65536]{6442450944,2147483648,65536,1}
+  %1 = aten.clone.default(%0, "channels_last") : bf16[1,3,32768,65536]{6442450944,1,196608,3}
+  return (%1)
+}
+)";
+
 ember::CudaCode cuda_of(const char* text) {
   ember_test::Pipeline p(text);
   return ember::generate_cuda(p.program, p.schedule);
@@ -242,4 +252,14 @@ TEST(cuda_non_transposing_kernels_stay_elementwise) {
   }
   CHECK(!transpose_plan_of(kBroadcastColumn).has_value());
   CHECK(!transpose_plan_of(kTransposeTiny).has_value());
+}
+
+TEST(cuda_transpose_of_2_31_elements_loops_with_64_bit_tiles) {
+  ember::CudaCode code = cuda_of(kTransposeHuge);
+  CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::Transpose);
+  CHECK_EQ(code.kernels[0].grid, uint32_t{1} << 20);
+  // ceil(2^31 / 672) tiles of 3 x 672
+  CHECK(code.source.find("for (int64_t tile = blockIdx.x; tile < 3195661; tile += gridDim.x)") != std::string::npos);
+  CHECK(code.source.find("the next tile reuses shared memory") != std::string::npos);
+  check_compiles(code);
 }
