@@ -102,6 +102,36 @@ std::vector<std::string> coordinates(const std::string& flat, const std::vector<
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Var ids for a tile element's flat coordinates along each side (named lg and sg).
+constexpr int kLoadSideVar = kInnerVarBase + (1 << 21);
+constexpr int kStoreSideVar = kLoadSideVar + 1;
+
+// `index` with each side's dims folded into that side's flat coordinate, when it sees
+// the side as one dim (sum of coef * var over the side = coef of the first * flat):
+// const + rest terms + c_S * sg + c_L * lg, with no division or modulo per element.
+// Otherwise `index` unchanged (it reads the coordinates).
+Expr side_linear(const Expr& index, const TransposePlan& t) {
+  auto f = affine_form(index);
+  if (!f) return index;
+  auto side_coef = [&](const TransposePlan::Side& side) -> std::optional<int64_t> {
+    const int64_t c = coef_of(*f, side.vars[0]);
+    int64_t stride = 1;
+    for (size_t d = 0; d < side.vars.size(); ++d) {
+      if (coef_of(*f, side.vars[d]) != c * stride) return std::nullopt;
+      stride *= side.sizes[d];
+    }
+    return c;
+  };
+  const auto cl = side_coef(t.load), cs = side_coef(t.store);
+  if (!cl || !cs) return index;
+  Expr out = int_const(0);
+  for (int v : t.rest_vars)
+    if (int64_t c = coef_of(*f, v)) out = add(out, mul(var(v), c));
+  out = add(out, f->constant);
+  out = add(out, mul(var(kStoreSideVar), *cs));
+  return add(out, mul(var(kLoadSideVar), *cl));
+}
+
 // Element (l, s) of a staged tile: rows along the tile's shorter side, padded to an odd
 // number of words, so that both phases' warps touch distinct banks.
 struct TileLayout {
@@ -253,7 +283,7 @@ std::vector<std::string> transpose_body(const TransposePlan& t, const Program& p
     });
   auto shared_name = [](int b) { return "sh" + std::to_string(b); };
 
-  std::vector<std::pair<int, std::string>> side_vars;
+  std::vector<std::pair<int, std::string>> side_vars = {{kLoadSideVar, "lg"}, {kStoreSideVar, "sg"}};
   for (int v : t.load.vars) side_vars.push_back({v, var_name(v)});
   for (int v : t.store.vars) side_vars.push_back({v, var_name(v)});
   // One phase's loop over the tile: element q of the block is (ql, qs), with ql fastest in
@@ -307,7 +337,10 @@ std::vector<std::string> transpose_body(const TransposePlan& t, const Program& p
   em.line("const " + I + " l0 = " + (load_tiles == 1 ? "0" : by_load + " % " + std::to_string(load_tiles) + " * " + TL) + ";");
   em.line("const " + I + " s0 = " + (store_tiles == 1 ? "0" : "tile % " + std::to_string(store_tiles) + " * " + TS) + ";");
   phase(true, [&] {
-    for (const auto& [b, e] : staged_load) em.line(shared_name(b) + "[" + layout.at("ql", "qs") + "] = " + em.emit(e) + ";");
+    for (const auto& [b, e] : staged_load) {
+      const Expr read = load(b, side_linear(e->args[0], t), e->dtype);
+      em.line(shared_name(b) + "[" + layout.at("ql", "qs") + "] = " + em.emit(read) + ";");
+    }
   });
   em.line("__syncthreads();");
   phase(false, [&] {
@@ -322,7 +355,8 @@ std::vector<std::string> transpose_body(const TransposePlan& t, const Program& p
       const ComputedBuffer& c = p.computed[item.computed];
       std::string v = em.emit(item.value);
       if (in_memory[c.buffer])
-        em.line(CEmitter::store_text("b" + std::to_string(c.buffer), em.emit(item.store_index), p.buffers[c.buffer].dtype, v));
+        em.line(CEmitter::store_text("b" + std::to_string(c.buffer), em.emit(side_linear(item.store_index, t)),
+                                     p.buffers[c.buffer].dtype, v));
       em.bind_local(c.buffer, v, em.depth());
     }
   });
