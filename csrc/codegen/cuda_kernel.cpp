@@ -5,12 +5,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 
 #include "codegen/c_emitter.h"
 #include "codegen/cuda_prelude.h"
+#include "codegen/cuda_transpose.h"
 #include "codegen/placement.h"
 #include "ir/affine.h"
 #include "ir/size_expr.h"
@@ -106,7 +108,9 @@ class CudaKernelPrinter {
     scratch_bytes = scratch_bytes_;
     std::string head = signature(k_.name, info.block, info);
     std::vector<std::string> body;
-    if (shape_ == CudaKernelInfo::Shape::Elementwise) {
+    if (shape_ == CudaKernelInfo::Shape::Transpose) {
+      body = transpose_body(*transpose_, p_, k_, m_.in_memory, *em_);
+    } else if (shape_ == CudaKernelInfo::Shape::Elementwise) {
       body = elementwise_vector_body();
       std::vector<std::string> scalar = elementwise_body();
       body.insert(body.end(), scalar.begin(), scalar.end());
@@ -265,6 +269,12 @@ class CudaKernelPrinter {
       info.block = kElementwiseBlock;
       info.grid = static_cast<uint32_t>(std::min(kMaxElementwiseGrid, (total_ + tile - 1) / tile));
       wide_ = total_ + static_cast<int64_t>(info.grid) * tile >= kInt32Limit;
+      // A store and a load contiguous along different dims: tiles through shared memory.
+      if ((transpose_ = plan_transpose(p_, k_, m_.in_memory))) {
+        shape_ = CudaKernelInfo::Shape::Transpose;
+        info.block = kTransposeThreads;
+        info.grid = transpose_->grid();
+      }
     } else if (work <= kWarpRowWork) {
       shape_ = CudaKernelInfo::Shape::RowWarp;
       threads_ = 32;
@@ -797,6 +807,7 @@ class CudaKernelPrinter {
   int threads_ = 32;  // threads per row (row shapes)
   int per_thread_ = 1;  // elements per thread per step (elementwise)
   bool wide_ = false;  // 64-bit loop indices
+  std::optional<TransposePlan> transpose_;  // the Transpose shape's tiles
   // Column split (plan_column_split): chunks of rows (0: none), scratch buffer id and
   // bytes, and each vector-stage item's partials' byte offset in it.
   const int scratch_id_;
@@ -809,6 +820,7 @@ class CudaKernelPrinter {
 const char* cuda_shape_name(CudaKernelInfo::Shape s) {
   switch (s) {
     case CudaKernelInfo::Shape::Elementwise: return "elementwise";
+    case CudaKernelInfo::Shape::Transpose: return "transpose";
     case CudaKernelInfo::Shape::RowWarp: return "row_warp";
     default: return "row_block";
   }

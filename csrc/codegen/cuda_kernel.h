@@ -5,6 +5,9 @@
 //   Elementwise  a kernel with no reductions whose items are independent per element
 //                (one stage, or only per-row stages): each thread takes 4 or 8
 //                elements of rows x inner per grid-stride step, blockDim apart.
+//   Transpose    an elementwise kernel whose store and some load are contiguous along
+//                different dims: tiles staged through shared memory, read and written
+//                coalesced (cuda_transpose.h).
 //   RowWarp      rows of at most kWarpRowWork inner iterations per stage: one warp per
 //                row (8 rows a block); reductions by warp shuffles, __syncwarp between
 //                stages.
@@ -41,7 +44,7 @@ struct CudaUnsupported : std::runtime_error {
 };
 
 struct CudaKernelInfo {
-  enum class Shape : uint8_t { Elementwise, RowWarp, RowBlock };
+  enum class Shape : uint8_t { Elementwise, Transpose, RowWarp, RowBlock };
   std::string name;
   Shape shape = Shape::Elementwise;
   uint32_t grid = 1;               // blocks; 0 when there is nothing to do

@@ -6,6 +6,8 @@
 
 #include "check.h"
 #include "codegen/cuda_kernel.h"
+#include "codegen/cuda_transpose.h"
+#include "codegen/placement.h"
 #include "jit/nvrtc.h"
 #include "pipeline_util.h"
 
@@ -50,6 +52,72 @@ const char* kPointwise = R"(graph {
 const char* kArgmax = R"(graph {
   %0 = input(0) : f32[8,100]{100,1}
   %1 = aten.argmax.default(%0, 1, false) : i64[8]{1}
+  return (%1)
+}
+)";
+
+// The 3-channel image to channels-last: loads contiguous along W (and H), stores along C.
+const char* kImageToChannelsLast = R"(graph {
+  %0 = input(0) : bf16[2,3,64,64]{12288,4096,64,1}
+  %1 = aten.clone.default(%0, "channels_last") : bf16[2,3,64,64]{12288,1,192,3}
+  return (%1)
+}
+)";
+
+// Activations the other way: channels-last [B, 64, H, W] to contiguous, with a relu.
+const char* kChannelsLastToContiguous = R"(graph {
+  %0 = input(0) : bf16[2,64,8,8]{4096,1,512,64}
+  %1 = aten.relu.default(%0) : bf16[2,64,8,8]{4096,1,512,64}
+  %2 = aten.clone.default(%1, "contiguous_format") : bf16[2,64,8,8]{4096,64,8,1}
+  return (%2)
+}
+)";
+
+const char* kTransposeOdd = R"(graph {
+  %0 = input(0) : f32[1000,37]{37,1}
+  %1 = aten.permute.default(%0, [1, 0]) : f32[37,1000]{1,37}
+  %2 = aten.clone.default(%1, "contiguous_format") : f32[37,1000]{1000,1}
+  return (%2)
+}
+)";
+
+// Eager keeps x.t()'s layout for the result, so y (row-major) is the transposed read.
+const char* kTransposeFused = R"(graph {
+  %0 = input(0) : f32[64,48]{48,1}
+  %1 = input(1) : f32[48,64]{64,1}
+  %2 = aten.permute.default(%0, [1, 0]) : f32[48,64]{1,48}
+  %3 = aten.mul.Tensor(%2, 2) : f32[48,64]{1,48}
+  %4 = aten.add.Tensor(%3, %1, 1) : f32[48,64]{1,48}
+  %5 = aten.relu.default(%4) : f32[48,64]{1,48}
+  return (%5)
+}
+)";
+
+// A column broadcast: its load is unit-stride along rows but does not vary along the
+// store's contiguous dim, so there is nothing to transpose.
+const char* kBroadcastColumn = R"(graph {
+  %0 = input(0) : f32[64,48]{48,1}
+  %1 = input(1) : f32[64,1]{1,1}
+  %2 = aten.add.Tensor(%0, %1, 1) : f32[64,48]{48,1}
+  return (%2)
+}
+)";
+
+// A transpose too small for a tile of a block's worth of elements.
+const char* kTransposeTiny = R"(graph {
+  %0 = input(0) : f32[3,2]{2,1}
+  %1 = aten.permute.default(%0, [1, 0]) : f32[2,3]{1,2}
+  %2 = aten.clone.default(%1, "contiguous_format") : f32[2,3]{3,1}
+  return (%2)
+}
+)";
+
+// An image side of 2^31 elements (text only: nothing is allocated): 64-bit tile
+// arithmetic, and more tiles than blocks, so blocks loop and wait before reusing shared
+// memory.
+const char* kTransposeHuge = R"(graph {
+  %0 = input(0) : bf16[1,3,32768,65536]{6442450944,2147483648,65536,1}
+  %1 = aten.clone.default(%0, "channels_last") : bf16[1,3,32768,65536]{6442450944,1,196608,3}
   return (%1)
 }
 )";
@@ -117,4 +185,81 @@ TEST(cuda_refuses_arg_reductions_by_name) {
     refused = std::string(e.what()).find("arg-reductions") != std::string::npos;
   }
   CHECK(refused);
+}
+
+// The decision, as data: which loop dims form the tile's sides and how long the tile is.
+std::optional<ember::TransposePlan> transpose_plan_of(const char* text) {
+  ember_test::Pipeline p(text);
+  CHECK_EQ(p.schedule.kernels.size(), size_t{1});
+  ember::Placement m = ember::place_buffers(p.program, p.schedule, ember::VectorResults::InMemory);
+  return ember::plan_transpose(p.program, p.schedule.kernels[0], m.in_memory);
+}
+
+TEST(cuda_transpose_plan_takes_the_small_channel_dim_whole) {
+  auto t = transpose_plan_of(kImageToChannelsLast);
+  CHECK(t.has_value());
+  if (!t) return;
+  CHECK_EQ(t->store.extent, int64_t{3});      // C
+  CHECK_EQ(t->load.extent, int64_t{64 * 64});  // H and W: one dim to both accesses
+  CHECK_EQ(t->store.tile, int64_t{3});
+  CHECK_EQ(t->load.tile, int64_t{672});        // 2,048 / 3 elements, whole warps
+  CHECK_EQ(t->staged.size(), size_t{1});
+  CHECK_EQ(t->tiles(), int64_t{2 * 7});        // batch x ceil(4096 / 672)
+  CHECK(!t->wide);
+}
+
+TEST(cuda_transpose_plan_of_odd_sizes) {
+  auto t = transpose_plan_of(kTransposeOdd);
+  CHECK(t.has_value());
+  if (!t) return;
+  CHECK_EQ(t->load.extent, int64_t{37});
+  CHECK_EQ(t->store.extent, int64_t{1000});
+  CHECK_EQ(t->load.tile, int64_t{37});   // the short side whole
+  CHECK_EQ(t->store.tile, int64_t{32});  // a line of f32
+  CHECK_EQ(t->tiles(), int64_t{32});     // ceil(1000 / 32), the last one partial
+}
+
+TEST(cuda_transposing_kernels_get_the_transpose_shape) {
+  for (const char* text : {kImageToChannelsLast, kChannelsLastToContiguous, kTransposeOdd, kTransposeFused}) {
+    ember::CudaCode code = cuda_of(text);
+    CHECK_EQ(code.kernels.size(), size_t{1});
+    CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::Transpose);
+    CHECK_EQ(code.kernels[0].block, 256u);
+    CHECK(code.source.find("__syncthreads();") != std::string::npos);
+    check_compiles(code);
+  }
+  // The image: 3 x 672 tiles, rows of 3 floats (odd: no bank conflicts either way).
+  ember::CudaCode image = cuda_of(kImageToChannelsLast);
+  CHECK_EQ(image.kernels[0].grid, 14u);
+  CHECK(image.source.find("__shared__ float sh0[2016];") != std::string::npos);
+  CHECK(image.source.find("sh0[ql * 3 + qs]") != std::string::npos);
+  // 64 x 64 tiles of bf16 values, rows padded to 65.
+  CHECK(cuda_of(kChannelsLastToContiguous).source.find("[ql * 65 + qs]") != std::string::npos);
+  // Fused: only the transposed operand (y, buffer 1) goes through shared memory; the
+  // relu and the scale are computed on the store side.
+  ember::CudaCode fused = cuda_of(kTransposeFused);
+  CHECK(fused.source.find("sh1[") != std::string::npos);
+  CHECK(fused.source.find("sh0[") == std::string::npos);
+  CHECK(fused.source.find("ember_max_f32") != std::string::npos);
+}
+
+TEST(cuda_non_transposing_kernels_stay_elementwise) {
+  for (const char* text : {kPointwise, kBroadcastColumn, kTransposeTiny}) {
+    ember::CudaCode code = cuda_of(text);
+    CHECK_EQ(code.kernels.size(), size_t{1});
+    CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::Elementwise);
+    CHECK(code.source.find("__shared__") == std::string::npos);
+  }
+  CHECK(!transpose_plan_of(kBroadcastColumn).has_value());
+  CHECK(!transpose_plan_of(kTransposeTiny).has_value());
+}
+
+TEST(cuda_transpose_of_2_31_elements_loops_with_64_bit_tiles) {
+  ember::CudaCode code = cuda_of(kTransposeHuge);
+  CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::Transpose);
+  CHECK_EQ(code.kernels[0].grid, uint32_t{1} << 20);
+  // ceil(2^31 / 672) tiles of 3 x 672
+  CHECK(code.source.find("for (int64_t tile = blockIdx.x; tile < 3195661; tile += gridDim.x)") != std::string::npos);
+  CHECK(code.source.find("the next tile reuses shared memory") != std::string::npos);
+  check_compiles(code);
 }

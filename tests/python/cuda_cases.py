@@ -79,6 +79,35 @@ def _misaligned(device):
     return base[3:].view(64, 768), _rand(768, device=device, dtype=torch.bfloat16)
 
 
+def _to_channels_last(x):
+    return x.contiguous(memory_format=torch.channels_last)
+
+
+def _to_contiguous(x):
+    return x.contiguous()
+
+
+def _t_contiguous(x):
+    return x.t().contiguous()
+
+
+def _permute_scale_relu(x, y):
+    """NCHW x permuted to NHWC, scaled, added to an NHWC y, relu, widened to f32: a
+    transposing read fused with pointwise work, one operand in each layout."""
+    return (x.permute(0, 2, 3, 1) * 2 + y).relu().float()
+
+
+def _two_transposed(x, z, y):
+    """Two loads transposed against the store (staged together) and one that is not."""
+    return (x.t() + z.t()).contiguous() * y
+
+
+def _stem(x, w):
+    """ResNet's first convolution: the 3-channel image is copied to channels-last for it
+    (a transpose kernel), and its channels-last result back to NCHW with the relu."""
+    return F.conv2d(x, w, stride=2, padding=3).relu()
+
+
 def _cumsum(x):
     return torch.cumsum(x, -1)
 
@@ -180,6 +209,23 @@ CASES = {
                                                      _rand(768, device=d, dtype=torch.bfloat16))),
     "vector_widen_bf16_f32": lambda d: (_widen, (_rand(32, 1024, device=d, dtype=torch.bfloat16), _rand(1024, device=d))),
     "vector_misaligned_bf16": lambda d: (_abs_diff, _misaligned(d)),
+    # Tiled transposes (csrc/codegen/cuda_transpose.h): loads and store contiguous along
+    # different dims, odd extents, tile edges, fused pointwise work.
+    "transpose_image_bf16": lambda d: (_to_channels_last, (_rand(4, 3, 224, 224, device=d, dtype=torch.bfloat16),)),
+    "transpose_image_f32": lambda d: (_to_channels_last, (_rand(2, 3, 61, 67, device=d),)),
+    "transpose_to_nhwc_64_bf16": lambda d: (_to_channels_last, (_rand(2, 64, 56, 56, device=d, dtype=torch.bfloat16),)),
+    "transpose_to_nchw_64_bf16": lambda d: (_to_contiguous, (_to_channels_last(_rand(2, 64, 28, 28, device=d,
+                                                                                       dtype=torch.bfloat16)),)),
+    "transpose_to_nchw_3_f32": lambda d: (_to_contiguous, (_to_channels_last(_rand(2, 3, 45, 50, device=d)),)),
+    "transpose_odd_f32": lambda d: (_t_contiguous, (_rand(1000, 37, device=d),)),
+    "transpose_odd_bf16": lambda d: (_t_contiguous, (_rand(1000, 37, device=d, dtype=torch.bfloat16),)),
+    "transpose_square_odd_f32": lambda d: (_t_contiguous, (_rand(333, 517, device=d),)),
+    "transpose_fused_bf16": lambda d: (_permute_scale_relu, (_rand(2, 64, 20, 20, device=d, dtype=torch.bfloat16),
+                                                             _rand(2, 20, 20, 64, device=d, dtype=torch.bfloat16))),
+    "transpose_two_loads_f32": lambda d: (_two_transposed, (_rand(100, 70, device=d), _rand(100, 70, device=d),
+                                                            _rand(70, 100, device=d))),
+    "transpose_stem_bf16": lambda d: (_stem, (_rand(2, 3, 64, 64, device=d, dtype=torch.bfloat16),
+                                              _rand(64, 3, 7, 7, device=d, dtype=torch.bfloat16))),
     "cumsum": lambda d: (_cumsum, (_rand(8, 100, device=d),)),
     "masked_attention_bf16": lambda d: (_masked_attention, _attention_args(d)),
     "padded_matmuls_bf16": lambda d: (_padded_matmuls, _padded_matmul_args(d)),
@@ -194,5 +240,9 @@ REFUSED = {"argmax": "arg-reductions"}
 # small_cnn: eager's cuDNN convolutions use TF32, and the algorithm (so the rounding)
 # depends on the layout, which ember chooses (channels-last operands).
 # column_stats: f32 sums of 4,096 products (|sum| ~ 64) in another order than eager's.
-TOLERANCE = {"column_stats": (1e-5, 1e-4), "ln_gelu_block_bf16": (1.6e-2, 1e-2), "tiny_gpt2_bf16": (1.6e-2, 2e-2),
+# Copies move bits: the transposes must equal eager exactly.
+EXACT = ("transpose_image_bf16", "transpose_image_f32", "transpose_to_nhwc_64_bf16", "transpose_to_nchw_64_bf16",
+         "transpose_to_nchw_3_f32", "transpose_odd_f32", "transpose_odd_bf16", "transpose_square_odd_f32")
+
+TOLERANCE = {**{name: (0.0, 0.0) for name in EXACT},"column_stats": (1e-5, 1e-4), "ln_gelu_block_bf16": (1.6e-2, 1e-2), "tiny_gpt2_bf16": (1.6e-2, 2e-2),
              "gpt2_2layer_bf16": (1.6e-2, 5e-2), "small_cnn": (1e-3, 1e-4)}

@@ -53,6 +53,8 @@ def test_generated_cuda_compiles(name, tmp_path, monkeypatch):
             assert cg.cubins and all(c[:4] == b"\x7fELF" for c in cg.cubins) and cg.cache_status == "miss"
             for k in cg.kernels:
                 assert k["grid"] >= 0 and 32 <= k["block"] <= 1024
+    if name.startswith("transpose_"):  # the tiled shape, not the elementwise one (cuda_transpose.h)
+        assert any(k["shape"] == "transpose" for cg in results for k in cg.kernels), [cg.kernels for cg in results]
 
 
 def test_cubin_cache_hits(tmp_path, monkeypatch):
