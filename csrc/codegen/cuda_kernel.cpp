@@ -630,14 +630,6 @@ class CudaKernelPrinter {
     }
     if (!looping || numel(looping->inner) == 0) return;
     RowTile t;
-    int64_t widest = 1;  // of the elements a chunk access may move (index and mask buffers never are)
-    for (int b : info.args)
-      if (vector_bytes(p_.buffers[b].dtype, 1) > 0) widest = std::max(widest, dtype_size(p_.buffers[b].dtype));
-    t.lanes = elementwise_elems_per_thread(widest);
-    while (t.lanes > 1 && looping->inner.back().hint() % t.lanes != 0) t.lanes /= 2;
-    t.chunks = numel(looping->inner) / t.lanes;
-    const int64_t slots = (t.chunks + threads_ - 1) / threads_;
-    if (slots * t.lanes <= kRowTileValues) t.slots = slots;
     for (const auto& st : k_.stages) t.tiled.push_back(!st.inner.empty() && hints(st.inner) == hints(looping->inner));
 
     // Each buffer's index where the tiled stages read it from memory (one index, or it
@@ -661,20 +653,36 @@ class CudaKernelPrinter {
         });
       for (int b : here) ++readers[b];
     }
+    std::map<int, Expr> written;  // per-element values the tiled stages store
+    for (size_t st = 0; st < k_.stages.size(); ++st)
+      for (const auto& item : k_.stages[st].items) {
+        const int b = p_.computed[item.computed].buffer;
+        if (t.tiled[st] && !item.is_reduction && m_.in_memory[b]) written.emplace(b, item.store_index);
+      }
     std::unordered_map<int, int64_t> extents;
     for (size_t d = 0; d < k_.outer.size(); ++d) extents[outer_var(static_cast<int>(d))] = k_.outer[d].hint();
     for (size_t d = 0; d < looping->inner.size(); ++d) extents[inner_var(static_cast<int>(d))] = looping->inner[d].hint();
     const int v = inner_var(static_cast<int>(looping->inner.size()) - 1);
-    auto chunk_access = [&](int b, const Expr& e) {
-      return vector_bytes(p_.buffers[b].dtype, t.lanes) > 0 && vector_index(e, b, v, t.lanes, extents);
+    auto chunk_access = [&](int b, const Expr& e, int lanes) {
+      return vector_bytes(p_.buffers[b].dtype, lanes) > 0 && vector_index(e, b, v, lanes, extents);
     };
+
+    // Lanes: 16 bytes of the widest element a chunk access may move (per-row results,
+    // index and mask buffers never are), fewer when the row's last dim asks.
+    int64_t widest = 1;
     for (const auto& [b, e] : index)
-      if (!mixed.count(b) && chunk_access(b, e)) t.loads[b] = e;
-    for (size_t st = 0; st < k_.stages.size() && t.lanes > 1; ++st)
-      for (const auto& item : k_.stages[st].items) {
-        const int b = p_.computed[item.computed].buffer;
-        if (t.tiled[st] && !item.is_reduction && m_.in_memory[b] && chunk_access(b, item.store_index)) t.stores.insert(b);
-      }
+      if (!mixed.count(b) && chunk_access(b, e, 1)) widest = std::max(widest, dtype_size(p_.buffers[b].dtype));
+    for (const auto& [b, e] : written)
+      if (chunk_access(b, e, 1)) widest = std::max(widest, dtype_size(p_.buffers[b].dtype));
+    t.lanes = elementwise_elems_per_thread(widest);
+    while (t.lanes > 1 && looping->inner.back().hint() % t.lanes != 0) t.lanes /= 2;
+    t.chunks = numel(looping->inner) / t.lanes;
+    const int64_t slots = (t.chunks + threads_ - 1) / threads_;
+    if (slots * t.lanes <= kRowTileValues) t.slots = slots;
+    for (const auto& [b, e] : index)
+      if (!mixed.count(b) && chunk_access(b, e, t.lanes)) t.loads[b] = e;
+    for (const auto& [b, e] : written)
+      if (t.lanes > 1 && chunk_access(b, e, t.lanes)) t.stores.insert(b);
 
     // Registers, within kRowTileBytes a thread: first the buffers of the row itself
     // that several stages read, then kept values, then broadcast buffers (a LayerNorm's

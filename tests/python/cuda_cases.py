@@ -245,6 +245,28 @@ CASES = {
 
 REFUSED = {"argmax": "arg-reductions"}
 
+
+def _layer_norm_train(x, r, w, b, g):
+    """A residual LayerNorm's training step: the loss's gradient is g (a real tensor, not
+    the broadcast ones of a plain sum), so the backward graph reads x, r and g by rows."""
+    return (F.layer_norm(x + r, (x.shape[-1],), w, b) * g).float().sum()
+
+
+def _layer_norm_train_args(device, dtype, rows=256, width=768):
+    def leaf(*shape):
+        return _rand(*shape, device=device, dtype=dtype).requires_grad_()
+
+    return leaf(rows, width), leaf(rows, width), leaf(width), leaf(width), _rand(rows, width, device=device, dtype=dtype)
+
+
+# Graphs traced with grad: the forward and backward graphs of a training step
+# (test_cuda_codegen.py compiles both; test_cuda_runtime.py checks the gradients).
+TRAINING = {
+    "layer_norm_train_bf16": lambda d: (_layer_norm_train, _layer_norm_train_args(d, torch.bfloat16)),
+    "layer_norm_train_f32": lambda d: (_layer_norm_train, _layer_norm_train_args(d, torch.float32)),
+    "layer_norm_train_4096_f32": lambda d: (_layer_norm_train, _layer_norm_train_args(d, torch.float32, 16, 4096)),
+}
+
 # (rtol, atol) for whole bf16 models, whose fp64 reference the RMSE rule cannot build (the
 # weights are bf16): a matmul's rounding moves a LayerNorm input by an ulp now and then.
 # small_cnn: eager's cuDNN convolutions use TF32, and the algorithm (so the rounding)
