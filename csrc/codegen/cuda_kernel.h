@@ -15,7 +15,10 @@
 // tid, tid + threads, ... and ends a reduction holding the row's result, so reduction
 // results and per-row values are registers for all later stages (softmax and LayerNorm
 // are one pass over the row, as on CPU). Values a later stage reads from memory were
-// stored before a barrier. Per-row stores are made by thread 0 of the row.
+// stored before a barrier. Per-row stores are made by thread 0 of the row. Where it
+// fits, a row tile (kRowTileValues) replaces that loop: chunks of 4 or 8 elements read
+// and written with vector accesses, and rows short enough kept in registers across
+// the stages.
 //
 // A vector stage (a reduction across rows: a column sum) gives each thread whole kept
 // lanes, reduced alone, its results through memory. In a kernel of one row, such stages
