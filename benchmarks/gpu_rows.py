@@ -80,6 +80,9 @@ class Forward:
     def values(self, call):
         return call(0)
 
+    def reference(self):
+        return self.fn(*(a.double() for a in self.sets[0]))
+
 
 class Backward:
     """The compiled backward of _layer_norm_loss: forwards run once per input copy, then
@@ -101,6 +104,9 @@ class Backward:
 
     def runner(self, backend):
         torch._dynamo.reset()
+        # Each call runs the same backward again (retain_graph), which AOTAutograd allows
+        # only without donated buffers (a memory saving; the kernels are the same).
+        torch._functorch.config.donated_buffer = False
         fn = _layer_norm_loss if backend == "eager" else torch.compile(_layer_norm_loss, backend=backend)
         losses = [fn(x, self.w, self.b, g) for x, g in self.inputs]
         wrt = [(x, self.w, self.b) for x, _ in self.inputs]
@@ -113,6 +119,11 @@ class Backward:
 
     def values(self, call):
         return call(0)
+
+    def reference(self):
+        x, g = self.inputs[0]
+        leaves = [t.detach().double().requires_grad_() for t in (x, self.w, self.b)]
+        return torch.autograd.grad(_layer_norm_loss(*leaves, g.double()), leaves)
 
 
 def workloads():
@@ -135,10 +146,11 @@ def workloads():
 
 def sleep_cycles_per_ms():
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    torch.cuda._sleep(10_000_000)
-    end.record()
-    end.synchronize()
+    for _ in range(2):  # the first launch warms up
+        start.record()
+        torch.cuda._sleep(10_000_000)
+        end.record()
+        end.synchronize()
     return 10_000_000 / start.elapsed_time(end)
 
 
@@ -167,19 +179,33 @@ def device_time_us(call, calls, repeats, cycles_per_ms):
     return statistics.median(times)
 
 
-def check(actual, expected, dtype):
+def check(actual, expected, work):
     """(ok, max abs error) of actual against eager. Reductions run in another order than
     eager's, so atol is relative to each output's largest magnitude (a weight gradient
-    sums 8,192 rows)."""
+    sums 8,192 rows). A bf16 output outside that passes if its RMSE against an fp64 run
+    is at most 3 times eager's (the tests' rule, tests/python/helpers.py)."""
     if isinstance(expected, torch.Tensor):
         actual, expected = (actual,), (expected,)
-    rtol, atol = (1.6e-2, 1e-2) if dtype == torch.bfloat16 else (1e-5, 1e-5)
-    ok, err = True, 0.0
-    for a, e in zip(actual, expected):
+    rtol, atol = (1.6e-2, 1e-2) if work.dtype == torch.bfloat16 else (1e-5, 1e-5)
+    ok, err, reference = True, 0.0, None
+    for i, (a, e) in enumerate(zip(actual, expected)):
         a, e = a.float(), e.float()
         err = max(err, (a - e).abs().max().item())
         scale = max(1.0, e.abs().max().item())
-        ok &= torch.allclose(a, e, rtol=rtol, atol=atol * scale, equal_nan=True)
+        if torch.allclose(a, e, rtol=rtol, atol=atol * scale, equal_nan=True):
+            continue
+        if work.dtype != torch.bfloat16:
+            ok = False
+            continue
+        if reference is None:
+            reference = work.reference()
+            reference = (reference,) if isinstance(reference, torch.Tensor) else reference
+        r = reference[i]
+
+        def rmse(x):
+            return (x.double() - r).square().mean().sqrt().item()
+
+        ok &= rmse(a) <= 3 * rmse(e) + atol * scale / 10
     return ok, err
 
 
@@ -197,7 +223,7 @@ def run(work, copy_gbs, calls, repeats, cycles_per_ms):
             expected = got
             ok, err = True, 0.0
         else:
-            ok, err = check(got, expected, work.dtype)
+            ok, err = check(got, expected, work)
         us = device_time_us(call, calls, repeats, cycles_per_ms)
         gbs = work.bytes / (us * 1e-6) / 1e9
         res[backend] = {"us": round(us, 2), "gbs": round(gbs, 1), "of_copy": round(gbs / copy_gbs, 3), "ok": ok,
