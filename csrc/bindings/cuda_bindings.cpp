@@ -50,6 +50,9 @@ void define_cuda(nb::module_& m) {
           d["block"] = k.block;
           d["partial_grid"] = k.partial_grid;
           d["partial_block"] = k.partial_block;
+          d["row_lanes"] = k.row_lanes;
+          d["row_slots"] = k.row_slots;
+          d["row_cached"] = nb::cast(k.row_cached);
           d["args"] = nb::cast(k.args);
           d["origins"] = nb::cast(k.origins);
           out.append(d);

@@ -92,6 +92,27 @@ struct Acc {
   std::string acc, flag, type;  // accumulator, NaN flag (float max/min), its C type
 };
 
+// The innermost inner var at the first lane of a group of consecutive elements (vector
+// accesses): an id no kernel var has.
+constexpr int kFirstLaneVar = kInnerVarBase + (1 << 20);
+
+// A row kernel's row tile (kRowTileValues, cuda_kernel.h): decided once per kernel by
+// plan_row_tile, printed by row_body. Chunk c of a row is elements c * lanes ..
+// c * lanes + lanes - 1 (flat over the looping stages' inner dims); thread tid takes
+// chunks tid, tid + threads, ..., slot u being chunk u * threads + tid.
+struct RowTile {
+  int lanes = 0;             // elements a chunk; 0: no row tile
+  int64_t chunks = 0;        // chunks a row
+  int64_t slots = 0;         // chunks a thread, unrolled, registers kept; 0: a loop
+  std::vector<bool> tiled;   // per stage: it loops over the row's elements
+  std::map<int, Expr> loads;  // buffers read a chunk at a time (one access), at this index
+  std::set<int> stores;       // buffers written a chunk at a time
+  std::set<int> cached;       // of `loads`: read once, at the first stage that reads them
+  std::map<int, int> first_read;  // cached buffer -> the stage that loads it
+  std::set<int> kept;         // this kernel's per-element values later stages read from registers
+  int align = 0;              // bytes every chunk access's pointer must be aligned to (0: none)
+};
+
 class CudaKernelPrinter {
  public:
   CudaKernelPrinter(const Program& p, const Schedule& s, const Placement& m, int k, int scratch_id)
@@ -104,6 +125,7 @@ class CudaKernelPrinter {
     info.name = k_.name;
     collect_args(info);
     choose_shape(info);
+    plan_row_tile(info);
     plan_column_split(info);
     scratch_bytes = scratch_bytes_;
     std::string head = signature(k_.name, info.block, info);
@@ -322,6 +344,27 @@ class CudaKernelPrinter {
     return static_cast<int>(dtype_size(t)) * lanes;
   }
   static std::string vector_type(int bytes) { return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : "uint32_t"; }
+  // The C type of a row tile chunk of `lanes` elements of `t`: a vector word, or one element.
+  static std::string chunk_type(DType t, int lanes) {
+    return lanes == 1 ? dtype_c_type(t) : vector_type(vector_bytes(t, lanes));
+  }
+  // A pointer cast that reads (or writes) the lanes of a vector word of elements of `t`.
+  static std::string lane_pointer(DType t, bool is_const) {
+    const char* c = is_const ? "const " : "";
+    return std::string("(") + c + (t == DType::F32 ? "float" : t == DType::I32 ? "int32_t" : "uint16_t") + "*)";
+  }
+  // Lane `lane` of the vector word `word` of buffer b (the word itself, an element, when
+  // `lane` is empty), as a local that stands in for the loads of b in the current scope
+  // (the value such a load gives: f16/bf16 widened).
+  void bind_lane(int b, const std::string& word, const std::string& lane) {
+    const DType t = p_.buffers[b].dtype;
+    std::string value = lane.empty() ? word : "(" + lane_pointer(t, true) + "&" + word + ")[" + lane + "]";
+    if (t == DType::F16) value = "ember_h2f(" + value + ")";
+    if (t == DType::BF16) value = "ember_bf2f(" + value + ")";
+    const std::string name = "lane" + std::to_string(b);
+    em_->line("const " + CEmitter::c_type(t == DType::F16 || t == DType::BF16 ? DType::F32 : t) + " " + name + " = " + value + ";");
+    em_->bind_local(b, name, em_->depth());
+  }
 
   // Whether `index` (of buffer `b`) addresses lanes idx0 .. idx0 + lanes - 1 for a group
   // of `lanes` consecutive values of var `v` starting at a multiple of `lanes`, with
@@ -380,7 +423,7 @@ class CudaKernelPrinter {
     if (vec_loads.empty() && vec_stores.empty()) return {};
 
     const std::string I = index_type();
-    const int group_var = kInnerVarBase + (1 << 20);  // the innermost var at the group's first lane
+    const int group_var = kFirstLaneVar;
     std::vector<std::pair<int, std::string>> group_vars = outer_vars();
     for (size_t d = 0; d + 1 < stage.inner.size(); ++d) group_vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
     group_vars.push_back({group_var, "iv"});
@@ -390,10 +433,6 @@ class CudaKernelPrinter {
     coords.back() = "const int64_t iv" + coords.back().substr(coords.back().find(" = "));
     for (const auto& l : coords) em_->line(l);
     const std::unordered_map<int, Expr> at_first = {{v, var(group_var)}};
-    auto lane_ptr = [](DType t, bool is_const) {
-      const char* c = is_const ? "const " : "";
-      return std::string("(") + c + (t == DType::F32 ? "float" : t == DType::I32 ? "int32_t" : "uint16_t") + "*)";
-    };
     for (const auto& [b, index] : vec_loads) {
       const DType t = p_.buffers[b].dtype;
       const std::string vt = vector_type(vector_bytes(t, U)), idx = em_->emit(substitute(index, at_first));
@@ -407,21 +446,13 @@ class CudaKernelPrinter {
       em_->line(vector_type(vector_bytes(p_.buffers[b].dtype, U)) + " out" + std::to_string(b) + ";");
     }
     em_->open_scope({{v, "(iv + u)"}});
-    for (const auto& [b, index] : vec_loads) {
-      const DType t = p_.buffers[b].dtype;
-      std::string lane = "(" + lane_ptr(t, true) + "&raw" + std::to_string(b) + ")[u]";
-      if (t == DType::F16) lane = "ember_h2f(" + lane + ")";
-      if (t == DType::BF16) lane = "ember_bf2f(" + lane + ")";
-      std::string name = "lane" + std::to_string(b);
-      em_->line("const " + CEmitter::c_type(t == DType::F16 || t == DType::BF16 ? DType::F32 : t) + " " + name + " = " + lane + ";");
-      em_->bind_local(b, name, em_->depth());
-    }
+    for (const auto& [b, index] : vec_loads) bind_lane(b, "raw" + std::to_string(b), "u");
     for (const auto& item : stage.items) {
       const ComputedBuffer& c = p_.computed[item.computed];
       std::string val = em_->emit(item.value);
       const DType t = p_.buffers[c.buffer].dtype;
       if (vec_stores.count(c.buffer))
-        em_->line(CEmitter::store_text("(" + lane_ptr(t, false) + "&out" + std::to_string(c.buffer) + ")", "u", t, val));
+        em_->line(CEmitter::store_text("(" + lane_pointer(t, false) + "&out" + std::to_string(c.buffer) + ")", "u", t, val));
       else if (m_.in_memory[c.buffer])
         em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), t, val));
       em_->bind_local(c.buffer, val, em_->depth());
@@ -539,16 +570,300 @@ class CudaKernelPrinter {
       out.push_back("const " + I + " x = blockIdx.x;");
       out.push_back("const int tid = threadIdx.x;");
     }
+    if (tile_.lanes == 0) {
+      for (const auto& l : row_stages(false)) out.push_back(l);
+      return out;
+    }
+    std::vector<std::string> tiled = row_stages(true);
+    if (tile_.align == 0) {
+      for (const auto& l : tiled) out.push_back(l);
+      return out;
+    }
+    // A view may start anywhere: the vector accesses run when their pointers are aligned
+    // (rows start at multiples of the chunk: plan_row_tile), else the scalar loop does.
+    std::set<int> pointers(tile_.stores);
+    for (const auto& [b, index] : tile_.loads) pointers.insert(b);
+    std::string aligned;
+    for (int b : pointers) aligned += std::string(aligned.empty() ? "" : " | ") + "(uintptr_t)b" + std::to_string(b);
+    out.push_back("if (((" + aligned + ") & " + std::to_string(tile_.align - 1) + ") == 0) {  /* row tile: vector accesses aligned */");
+    for (const auto& l : tiled) out.push_back("  " + l);
+    out.push_back("} else {");
+    for (const auto& l : row_stages(false)) out.push_back("  " + l);
+    out.push_back("}");
+    return out;
+  }
+
+  // Every stage of one row, through the row tile or through the per-element loop.
+  std::vector<std::string> row_stages(bool tiled) {
+    const std::string barrier = shape_ == CudaKernelInfo::Shape::RowWarp ? "__syncwarp();" : "__syncthreads();";
     em_->open_scope(outer_vars());
     for (const auto& l : decompose("x", hints(k_.outer), "o")) em_->line(l);
     pin_own_loads();
+    if (tiled) declare_tile_registers();
     for (size_t st = 0; st < k_.stages.size(); ++st) {
-      bool stored = print_row_stage(static_cast<int>(st));
-      // Later stages read what this one stored, possibly from another thread's element.
-      if (stored && st + 1 < k_.stages.size()) em_->line(warp ? "__syncwarp();" : "__syncthreads();");
+      const int sti = static_cast<int>(st);
+      bool stored = tiled && tile_.tiled[st] ? print_tile_stage(sti) : print_row_stage(sti);
+      // Later stages read what this one stored, possibly from another thread's element
+      // (in the row tile, only where they read it from memory).
+      if (stored && st + 1 < k_.stages.size() && (!tiled || read_later_from_memory(sti))) em_->line(barrier);
     }
-    for (const auto& l : em_->close_scope()) out.push_back(l);
-    return out;
+    return em_->close_scope();
+  }
+
+  // Whether a later stage reads from memory a value stage `st` stores (in the row tile,
+  // where a kept value is a register).
+  bool read_later_from_memory(int st) const {
+    bool read = false;
+    for (size_t later = st + 1; later < k_.stages.size(); ++later)
+      for (const auto& item : k_.stages[later].items)
+        walk_loads(item.value, [&](const Expr& e) {
+          const Producer& prod = m_.producer[e->ival];
+          read |= prod.kernel == ki_ && prod.stage == st && !tile_.kept.count(static_cast<int>(e->ival)) &&
+                  !read_is_local(prod, s_, ki_, static_cast<int>(later), VectorResults::InMemory);
+        });
+    return read;
+  }
+
+  // See RowTile. Row shapes with neither vector stages nor scans. The tile takes the
+  // looping stages whose inner dims are those of the largest one (so that chunk c of one
+  // stage is chunk c of every other, on the same thread); other looping stages (a
+  // mask's row fused before a LayerNorm) keep the per-element loop. Only when some
+  // buffer is accessed a chunk at a time or kept in registers.
+  void plan_row_tile(CudaKernelInfo& info) {
+    if (shape_ == CudaKernelInfo::Shape::Elementwise) return;
+    const Stage* looping = nullptr;
+    for (const auto& st : k_.stages) {
+      if (st.vector_reduce) return;
+      for (const auto& item : st.items)
+        if (item.is_scan) return;
+      if (!st.inner.empty() && (!looping || numel(st.inner) > numel(looping->inner))) looping = &st;
+    }
+    if (!looping || numel(looping->inner) == 0) return;
+    RowTile t;
+    for (const auto& st : k_.stages) t.tiled.push_back(!st.inner.empty() && hints(st.inner) == hints(looping->inner));
+
+    // Each buffer's index where the tiled stages read it from memory (one index, or it
+    // is read element by element), and how many stages read it.
+    std::map<int, Expr> index;
+    std::set<int> mixed, read_untiled;
+    std::map<int, int> readers;
+    for (size_t st = 0; st < k_.stages.size(); ++st) {
+      std::set<int> here;
+      for (const auto& item : k_.stages[st].items)
+        walk_loads(item.value, [&](const Expr& e) {
+          const int b = static_cast<int>(e->ival);
+          if (read_is_local(m_.producer[b], s_, ki_, static_cast<int>(st), VectorResults::InMemory)) return;
+          if (!t.tiled[st]) {
+            read_untiled.insert(b);
+            return;
+          }
+          auto [it, fresh] = index.emplace(b, e->args[0]);
+          if (!fresh && !same_index(it->second, e->args[0])) mixed.insert(b);
+          if (here.insert(b).second && !t.first_read.count(b)) t.first_read[b] = static_cast<int>(st);
+        });
+      for (int b : here) ++readers[b];
+    }
+    std::map<int, Expr> written;  // per-element values the tiled stages store
+    for (size_t st = 0; st < k_.stages.size(); ++st)
+      for (const auto& item : k_.stages[st].items) {
+        const int b = p_.computed[item.computed].buffer;
+        if (t.tiled[st] && !item.is_reduction && m_.in_memory[b]) written.emplace(b, item.store_index);
+      }
+    std::unordered_map<int, int64_t> extents;
+    for (size_t d = 0; d < k_.outer.size(); ++d) extents[outer_var(static_cast<int>(d))] = k_.outer[d].hint();
+    for (size_t d = 0; d < looping->inner.size(); ++d) extents[inner_var(static_cast<int>(d))] = looping->inner[d].hint();
+    const int v = inner_var(static_cast<int>(looping->inner.size()) - 1);
+    auto chunk_access = [&](int b, const Expr& e, int lanes) {
+      return vector_bytes(p_.buffers[b].dtype, lanes) > 0 && vector_index(e, b, v, lanes, extents);
+    };
+
+    // Lanes: 16 bytes of the widest element a chunk access may move (per-row results,
+    // index and mask buffers never are), fewer when the row's last dim asks.
+    int64_t widest = 1;
+    for (const auto& [b, e] : index)
+      if (!mixed.count(b) && chunk_access(b, e, 1)) widest = std::max(widest, dtype_size(p_.buffers[b].dtype));
+    for (const auto& [b, e] : written)
+      if (chunk_access(b, e, 1)) widest = std::max(widest, dtype_size(p_.buffers[b].dtype));
+    t.lanes = elementwise_elems_per_thread(widest);
+    while (t.lanes > 1 && looping->inner.back().hint() % t.lanes != 0) t.lanes /= 2;
+    t.chunks = numel(looping->inner) / t.lanes;
+    const int64_t slots = (t.chunks + threads_ - 1) / threads_;
+    if (slots * t.lanes <= kRowTileValues) t.slots = slots;
+    for (const auto& [b, e] : index)
+      if (!mixed.count(b) && chunk_access(b, e, t.lanes)) t.loads[b] = e;
+    for (const auto& [b, e] : written)
+      if (t.lanes > 1 && chunk_access(b, e, t.lanes)) t.stores.insert(b);
+
+    // Registers, within kRowTileBytes a thread: first the buffers of the row itself
+    // that several stages read, then kept values, then broadcast buffers (a LayerNorm's
+    // weight; its reads hit the cache anyway).
+    if (t.slots > 0) {
+      int64_t budget = kRowTileBytes;
+      auto take = [&](int64_t bytes) {
+        if (bytes > budget) return false;
+        budget -= bytes;
+        return true;
+      };
+      auto per_row = [&](const Expr& e) {
+        auto af = affine_form(e);
+        if (!af) return false;
+        for (const auto& [var_id, c] : af->coef)
+          if (var_id >= kOuterVarBase && var_id < kInnerVarBase) return true;
+        return false;
+      };
+      auto cache = [&](bool row) {
+        for (const auto& [b, e] : t.loads)
+          if (readers[b] >= 2 && m_.producer[b].kernel != ki_ && per_row(e) == row &&
+              take(t.slots * vector_bytes(p_.buffers[b].dtype, t.lanes)))
+            t.cached.insert(b);
+      };
+      cache(true);
+      for (size_t st = 0; st < k_.stages.size(); ++st)
+        for (const auto& item : k_.stages[st].items) {
+          const int b = p_.computed[item.computed].buffer;
+          auto it = index.find(b);
+          if (!t.tiled[st] || item.is_reduction || it == index.end() || mixed.count(b) || read_untiled.count(b) ||
+              !same_index(it->second, item.store_index))
+            continue;
+          const std::string type = CEmitter::c_type(p_.buffers[b].dtype);
+          if (take(t.slots * t.lanes * (type == "int64_t" || type == "double" ? 8 : 4))) t.kept.insert(b);
+        }
+      cache(false);
+    }
+    for (int b : t.kept) t.loads.erase(b);
+    for (auto it = t.first_read.begin(); it != t.first_read.end();)
+      it = t.cached.count(it->first) ? std::next(it) : t.first_read.erase(it);
+    // Scalar accesses and no registers kept: the per-element loop is the same.
+    if ((t.loads.empty() && t.stores.empty()) || (t.lanes == 1 && t.slots == 0)) return;
+    if (t.lanes > 1) {
+      for (const auto& [b, e] : t.loads) t.align = std::max(t.align, vector_bytes(p_.buffers[b].dtype, t.lanes));
+      for (int b : t.stores) t.align = std::max(t.align, vector_bytes(p_.buffers[b].dtype, t.lanes));
+    }
+    info.row_lanes = static_cast<uint32_t>(t.lanes);
+    info.row_slots = static_cast<uint32_t>(t.slots);
+    info.row_cached.assign(t.cached.begin(), t.cached.end());
+    tile_ = std::move(t);
+  }
+
+  // The row tile's registers: each cached buffer's chunks (row<b>[slot], raw words) and
+  // each kept value (kept<b>[slot * lanes + lane]).
+  void declare_tile_registers() {
+    const std::string slots = std::to_string(tile_.slots);
+    for (int b : tile_.cached)
+      em_->line(chunk_type(p_.buffers[b].dtype, tile_.lanes) + " row" + std::to_string(b) + "[" + slots + "];");
+    for (int b : tile_.kept)
+      em_->line(CEmitter::c_type(p_.buffers[b].dtype) + " kept" + std::to_string(b) + "[" +
+                std::to_string(tile_.slots * tile_.lanes) + "];");
+  }
+
+  // A looping stage through the row tile: each of the thread's chunks reads every tile
+  // buffer with one access (or takes its registers), computes its lanes, and writes
+  // tile outputs with one access. Returns whether the stage stored anything.
+  bool print_tile_stage(int st) {
+    const Stage& stage = k_.stages[st];
+    const int row_level = em_->depth();
+    const int L = tile_.lanes;
+    const std::string I = index_type();
+    const bool unrolled = tile_.slots > 0;
+    const int64_t per_thread = L * (unrolled ? tile_.slots : (tile_.chunks + threads_ - 1) / threads_);
+    std::vector<Acc> accs(stage.items.size());
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const ComputedBuffer& c = p_.computed[stage.items[i].computed];
+      if (c.is_reduction) accs[i] = declare_acc(c, per_thread);
+    }
+    const int v = inner_var(static_cast<int>(stage.inner.size()) - 1);
+    std::vector<std::pair<int, std::string>> chunk_vars;
+    for (size_t d = 0; d + 1 < stage.inner.size(); ++d) chunk_vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
+    chunk_vars.push_back({kFirstLaneVar, "iv"});
+    em_->open_scope(chunk_vars);
+    std::vector<std::string> coords = decompose(L == 1 ? "c" : "c * " + std::to_string(L), hints(stage.inner), "i");
+    coords.back() = "const int64_t iv" + coords.back().substr(coords.back().find(" = "));
+    for (const auto& l : coords) em_->line(l);
+
+    // What this stage reads from memory, and the words its lanes come from.
+    std::set<int> read, kept_read;
+    for (const auto& item : stage.items)
+      walk_loads(item.value, [&](const Expr& e) {
+        const int b = static_cast<int>(e->ival);
+        if (read_is_local(m_.producer[b], s_, ki_, st, VectorResults::InMemory)) return;
+        if (tile_.loads.count(b)) read.insert(b);
+        if (tile_.kept.count(b)) kept_read.insert(b);
+      });
+    const std::unordered_map<int, Expr> at_first = {{v, var(kFirstLaneVar)}};
+    std::map<int, std::string> word;
+    for (int b : read) {
+      const bool cached = tile_.cached.count(b) > 0;
+      word[b] = (cached ? "row" : "raw") + std::to_string(b) + (cached ? "[u]" : "");
+      if (cached && tile_.first_read.at(b) != st) continue;  // in registers already
+      const std::string vt = chunk_type(p_.buffers[b].dtype, L);
+      const std::string load = "*(const " + vt + "*)(b" + std::to_string(b) + " + " + em_->emit(substitute(tile_.loads.at(b), at_first)) + ")";
+      em_->line((cached ? "" : "const " + vt + " ") + word[b] + " = " + load + ";");
+    }
+    std::map<int, std::string> store_at;
+    for (const auto& item : stage.items) {
+      const int b = p_.computed[item.computed].buffer;
+      if (!tile_.stores.count(b) || item.is_reduction || store_at.count(b)) continue;
+      store_at[b] = em_->emit(substitute(item.store_index, at_first));
+      em_->line(chunk_type(p_.buffers[b].dtype, L) + " out" + std::to_string(b) + ";");
+    }
+
+    const std::string lane = L == 1 ? "" : "l";
+    const std::string kept_at = L == 1 ? "[u]" : "[u * " + std::to_string(L) + " + l]";
+    em_->open_scope({{v, L == 1 ? "iv" : "(iv + l)"}});
+    for (int b : read) bind_lane(b, word[b], lane);
+    for (int b : kept_read) em_->bind_local(b, "kept" + std::to_string(b) + kept_at, em_->depth());
+    bool stored = false;
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const KernelItem& item = stage.items[i];
+      const ComputedBuffer& c = p_.computed[item.computed];
+      const std::string val = em_->emit(item.value);
+      if (c.is_reduction) {
+        accumulate(c, accs[i], val);
+        continue;
+      }
+      const DType t = p_.buffers[c.buffer].dtype;
+      if (store_at.count(c.buffer))
+        em_->line(CEmitter::store_text("(" + lane_pointer(t, false) + "&out" + std::to_string(c.buffer) + ")", lane, t, val));
+      else if (m_.in_memory[c.buffer])
+        em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), t, val));
+      stored |= m_.in_memory[c.buffer];
+      if (tile_.kept.count(c.buffer)) em_->line("kept" + std::to_string(c.buffer) + kept_at + " = " + val + ";");
+      em_->bind_local(c.buffer, val, em_->depth());
+    }
+    std::vector<std::string> lanes = em_->close_scope();
+    if (L == 1) {
+      for (const auto& l : lanes) em_->line(l);
+    } else {
+      em_->line("#pragma unroll");
+      em_->line("for (int l = 0; l < " + std::to_string(L) + "; ++l) {");
+      for (const auto& l : lanes) em_->line("  " + l);
+      em_->line("}");
+    }
+    for (const auto& [b, idx] : store_at) {
+      const std::string vt = chunk_type(p_.buffers[b].dtype, L);
+      em_->line("*(" + vt + "*)(b" + std::to_string(b) + " + " + idx + ") = out" + std::to_string(b) + ";");
+    }
+    std::vector<std::string> body = em_->close_scope();
+
+    const std::string chunks = std::to_string(tile_.chunks), threads = std::to_string(threads_);
+    if (unrolled) {
+      // Slot u is the same chunk in every stage: its registers stay with this thread.
+      const std::string last = std::to_string(tile_.slots - 1);
+      const bool ragged = tile_.chunks % threads_ != 0;
+      em_->line("#pragma unroll");
+      em_->line("for (int u = 0; u < " + std::to_string(tile_.slots) + "; ++u) {");
+      em_->line("  const " + I + " c = u * " + threads + " + tid;");
+      if (ragged) em_->line("  if (u < " + last + " || c < " + chunks + ") {  /* the last slot: chunks past the row's end */");
+      for (const auto& l : body) em_->line((ragged ? "    " : "  ") + l);
+      if (ragged) em_->line("  }");
+      em_->line("}");
+    } else {
+      em_->line("#pragma unroll 4");
+      em_->line("for (" + I + " c = tid; c < " + chunks + "; c += " + threads + ") {");
+      for (const auto& l : body) em_->line("  " + l);
+      em_->line("}");
+    }
+    return finish_row_reductions(stage, accs, row_level) || stored;
   }
 
   // Returns whether the stage stored anything to memory.
@@ -556,7 +871,6 @@ class CudaKernelPrinter {
     const Stage& stage = k_.stages[st];
     if (stage.vector_reduce) return print_vector_stage(stage);
     const int row_level = em_->depth();
-    const bool warp = shape_ == CudaKernelInfo::Shape::RowWarp;
     bool reductions = false, stored = false;
     bool scan = false;
     for (const auto& item : stage.items) {
@@ -622,7 +936,14 @@ class CudaKernelPrinter {
       for (const auto& l : body) em_->line("  " + l);
       em_->line("}");
     }
-    // Combine each reduction's per-thread partials; every thread gets the row's result.
+    return finish_row_reductions(stage, accs, row_level) || stored;
+  }
+
+  // Combines each reduction's per-thread partials; every thread gets the row's result,
+  // a local at `row_level`, and thread 0 stores it. Returns whether anything was stored.
+  bool finish_row_reductions(const Stage& stage, std::vector<Acc>& accs, int row_level) {
+    const bool warp = shape_ == CudaKernelInfo::Shape::RowWarp;
+    bool stored = false;
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const ComputedBuffer& c = p_.computed[stage.items[i].computed];
       if (!c.is_reduction || stage.items[i].is_scan) continue;
@@ -813,6 +1134,7 @@ class CudaKernelPrinter {
   const int scratch_id_;
   int64_t chunks_ = 0, scratch_bytes_ = 0;
   std::unordered_map<int, int64_t> partial_offset_;
+  RowTile tile_;  // plan_row_tile; lanes == 0: none
 };
 
 }  // namespace

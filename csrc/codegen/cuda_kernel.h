@@ -18,7 +18,10 @@
 // tid, tid + threads, ... and ends a reduction holding the row's result, so reduction
 // results and per-row values are registers for all later stages (softmax and LayerNorm
 // are one pass over the row, as on CPU). Values a later stage reads from memory were
-// stored before a barrier. Per-row stores are made by thread 0 of the row.
+// stored before a barrier. Per-row stores are made by thread 0 of the row. Where it
+// fits, a row tile (kRowTileValues) replaces that loop: chunks of 4 or 8 elements read
+// and written with vector accesses, and rows short enough kept in registers across
+// the stages.
 //
 // A vector stage (a reduction across rows: a column sum) gives each thread whole kept
 // lanes, reduced alone, its results through memory. In a kernel of one row, such stages
@@ -55,6 +58,13 @@ struct CudaKernelInfo {
   // blocks of partial_block threads, with the same parameters; 0 when there is none.
   uint32_t partial_grid = 0;
   uint32_t partial_block = 0;
+  // Row shapes' row tile (see kRowTileValues); row_lanes == 0 when there is none.
+  // row_lanes: consecutive elements a thread takes at once (one 16/8/4-byte access per
+  // buffer when > 1); row_slots: such chunks a thread keeps in registers across stages
+  // (0: a loop that reads memory in every stage); row_cached: buffers read once.
+  uint32_t row_lanes = 0;
+  uint32_t row_slots = 0;
+  std::vector<int> row_cached;
 };
 
 struct CudaCode {
@@ -71,6 +81,19 @@ struct CudaCode {
 
 // Inner iterations per stage up to which a row runs on one warp.
 constexpr int64_t kWarpRowWork = 1024;
+
+// The row tile (row shapes whose looping stages share their inner dims: softmax,
+// LayerNorm and their backwards). Each thread takes chunks of `lanes` consecutive
+// elements of the row (8 when every buffer has elements of at most 2 bytes, else 4, so
+// that an access moves 16 bytes; fewer when the row's last dim is not a multiple),
+// chunk tid, tid + threads, ..., read and written with one vector access per buffer
+// after a run-time alignment check (else the scalar loop runs). When a thread's
+// elements number at most kRowTileValues, its chunks are unrolled slots, the same in
+// every stage, so a buffer the stages read at one index is loaded once into registers
+// (and a value a stage stores and a later one reads is kept), within kRowTileBytes of
+// registers a thread: rows read from memory once, not once per stage.
+constexpr int64_t kRowTileValues = 32;
+constexpr int64_t kRowTileBytes = 192;
 
 // A kernel of one row whose vector stages reduce many rows (a backward's bias and
 // LayerNorm-weight gradients: [C] <- sum over R rows of [R, C]) would walk all R x C

@@ -303,6 +303,13 @@ std::string CudaCompiledGraph::memory_plan_text() const {
   for (const auto& k : code_.kernels) {
     out << k.name << ": " << cuda_shape_name(k.shape) << " grid " << k.grid << " block " << k.block;
     if (k.partial_grid > 0) out << " (column split: partials on grid " << k.partial_grid << " block " << k.partial_block << ")";
+    if (k.row_lanes > 0) {
+      out << " (row tile: chunks of " << k.row_lanes << ", ";
+      if (k.row_slots > 0) out << k.row_slots << " a thread in registers";
+      else out << "looped";
+      for (size_t i = 0; i < k.row_cached.size(); ++i) out << (i ? ", buf" : "; read once: buf") << k.row_cached[i];
+      out << ")";
+    }
     out << "\n";
   }
   return out.str();

@@ -3,6 +3,8 @@
 // path) that the source compiles to a cubin for sm_90.
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "check.h"
 #include "codegen/cuda_kernel.h"
@@ -121,6 +123,57 @@ const char* kTransposeHuge = R"(graph {
   return (%1)
 }
 )";
+// A LayerNorm of rows of {C} elements of {T}, bf16 weight and bias, computed in f32.
+const char* kLayerNormRows = R"(graph {
+  %0 = input(0) : {T}[{R},{C}]{{C},1}
+  %1 = input(1) : bf16[{C}]{1}
+  %2 = input(2) : bf16[{C}]{1}
+  %3 = aten._to_copy.default(%0, "f32", none, none, none, false, none) : f32[{R},{C}]{{C},1}
+  %4 = aten.var_mean.correction(%3, [1], 0, true) : (f32[{R},1]{1,1}, f32[{R},1]{1,1})
+  %5 = aten.add.Tensor(%4, 1e-05, 1) : f32[{R},1]{1,1}
+  %6 = aten.rsqrt.default(%5) : f32[{R},1]{1,1}
+  %7 = aten.sub.Tensor(%3, %4.1, 1) : f32[{R},{C}]{{C},1}
+  %8 = aten.mul.Tensor(%7, %6) : f32[{R},{C}]{{C},1}
+  %9 = aten.mul.Tensor(%8, %1) : f32[{R},{C}]{{C},1}
+  %10 = aten.add.Tensor(%9, %2, 1) : f32[{R},{C}]{{C},1}
+  %11 = aten._to_copy.default(%10, "{T}", none, none, none, false, none) : {T}[{R},{C}]{{C},1}
+  return (%11)
+}
+)";
+
+// Softmax over rows of {C} elements of {T}, computed in f32.
+const char* kSoftmaxRows = R"(graph {
+  %0 = input(0) : {T}[{R},{C}]{{C},1}
+  %1 = aten._to_copy.default(%0, "f32", none, none, none, false, none) : f32[{R},{C}]{{C},1}
+  %2 = aten.amax.default(%1, [1], true) : f32[{R},1]{1,1}
+  %3 = aten.sub.Tensor(%1, %2, 1) : f32[{R},{C}]{{C},1}
+  %4 = aten.exp.default(%3) : f32[{R},{C}]{{C},1}
+  %5 = aten.sum.dim_IntList(%4, [1], true) : f32[{R},1]{1,1}
+  %6 = aten.div.Tensor(%4, %5) : f32[{R},{C}]{{C},1}
+  %7 = aten._to_copy.default(%6, "{T}", none, none, none, false, none) : {T}[{R},{C}]{{C},1}
+  return (%7)
+}
+)";
+
+// `text` with each {KEY} replaced.
+std::string sized(std::string text, const std::vector<std::pair<std::string, std::string>>& values) {
+  for (const auto& [key, value] : values)
+    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size()))
+      text.replace(at, key.size(), value);
+  return text;
+}
+
+// The CUDA path's front end (no split_reductions: a CPU pass), then the CUDA printer.
+ember::CudaCode cuda_rows_of(const std::string& text) {
+  ember::Graph g = ember::parse_graph(text);
+  ember::Program p = ember::lower_graph(g);
+  ember::eliminate_dead_code(p);
+  ember::Schedule s = ember::fuse(p, ember::FuseOptions{});
+  ember::merge_inner_dims(s);
+  return ember::generate_cuda(p, s);
+}
+
+bool has(const ember::CudaCode& code, const std::string& text) { return code.source.find(text) != std::string::npos; }
 
 ember::CudaCode cuda_of(const char* text) {
   ember_test::Pipeline p(text);
@@ -261,5 +314,86 @@ TEST(cuda_transpose_of_2_31_elements_loops_with_64_bit_tiles) {
   // ceil(2^31 / 672) tiles of 3 x 672
   CHECK(code.source.find("for (int64_t tile = blockIdx.x; tile < 3195661; tile += gridDim.x)") != std::string::npos);
   CHECK(code.source.find("the next tile reuses shared memory") != std::string::npos);
+  check_compiles(code);
+}
+
+// BERT's, ViT's and GPT-2's LayerNorm: rows of 768 bf16 on one warp, 8 elements a chunk
+// (one 16-byte access), 3 chunks a thread, the row loaded once into registers for the
+// three stages (mean, variance, normalize), after a run-time alignment check.
+TEST(cuda_layer_norm_768_bf16_keeps_its_row_in_registers) {
+  ember::CudaCode code = cuda_rows_of(sized(kLayerNormRows, {{"{R}", "4096"}, {"{C}", "768"}, {"{T}", "bf16"}}));
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  const CudaKernelInfo& k = code.kernels[0];
+  CHECK(k.shape == CudaKernelInfo::Shape::RowWarp);
+  CHECK_EQ(k.row_lanes, 8u);
+  CHECK_EQ(k.row_slots, 3u);
+  CHECK(k.row_cached == std::vector<int>{0});
+  CHECK(has(code, "uint4 row0[3];"));
+  CHECK(has(code, "row0[u] = *(const uint4*)(b0 + "));
+  CHECK(has(code, ") & 15) == 0) {"));
+  // The weight and bias are read once, in the last stage: a vector load there.
+  CHECK(has(code, "const uint4 raw1 = *(const uint4*)(b1 + iv);"));
+  CHECK(has(code, "*(uint4*)(b" + std::to_string(k.args.back()) + " + "));  // the output, by chunks
+  // The misaligned fallback: the per-element loop, one read of the row per stage.
+  CHECK(has(code, "for (int j = tid; j < 768; j += 32) {"));
+  check_compiles(code);
+}
+
+TEST(cuda_layer_norm_768_f32_takes_chunks_of_4) {
+  ember::CudaCode code = cuda_rows_of(sized(kLayerNormRows, {{"{R}", "64"}, {"{C}", "768"}, {"{T}", "f32"}}));
+  const CudaKernelInfo& k = code.kernels[0];
+  CHECK_EQ(k.row_lanes, 4u);  // a bf16 weight and an f32 row: 16 bytes of f32
+  CHECK_EQ(k.row_slots, 6u);
+  CHECK(k.row_cached == std::vector<int>{0});
+  check_compiles(code);
+}
+
+// 3,000 f32 on a block of 256: 750 chunks of 4, 3 a thread, the last slot partly past
+// the row's end.
+TEST(cuda_softmax_3000_is_three_slots_with_a_ragged_last) {
+  ember::CudaCode code = cuda_rows_of(kSoftmax);
+  const CudaKernelInfo& k = code.kernels[0];
+  CHECK(k.shape == CudaKernelInfo::Shape::RowBlock);
+  CHECK_EQ(k.block, 256u);
+  CHECK_EQ(k.row_lanes, 4u);
+  CHECK_EQ(k.row_slots, 3u);
+  CHECK(has(code, "if (u < 2 || c < 750) {"));
+  check_compiles(code);
+}
+
+// A row whose length is not a multiple of 2 is read element by element, still kept in
+// registers (1,001 on a warp: 32 a thread), with no alignment check.
+TEST(cuda_odd_rows_keep_scalars_in_registers) {
+  ember::CudaCode code = cuda_rows_of(sized(kSoftmaxRows, {{"{R}", "16"}, {"{C}", "1001"}, {"{T}", "f32"}}));
+  const CudaKernelInfo& k = code.kernels[0];
+  CHECK(k.shape == CudaKernelInfo::Shape::RowWarp);
+  CHECK_EQ(k.row_lanes, 1u);
+  CHECK_EQ(k.row_slots, 32u);
+  CHECK(has(code, "float row0[32];"));
+  CHECK(!has(code, "row tile: vector accesses aligned"));
+  check_compiles(code);
+}
+
+// Rows too long for registers: 65,536 f32 on 1,024 threads is 64 values a thread, more
+// than kRowTileValues; the stages loop over 16-byte chunks, reading memory each time.
+TEST(cuda_huge_rows_stream_chunks_from_memory) {
+  ember::CudaCode code = cuda_rows_of(sized(kSoftmaxRows, {{"{R}", "4"}, {"{C}", "65536"}, {"{T}", "f32"}}));
+  const CudaKernelInfo& k = code.kernels[0];
+  CHECK(k.shape == CudaKernelInfo::Shape::RowBlock);
+  CHECK_EQ(k.block, 1024u);
+  CHECK_EQ(k.row_lanes, 4u);
+  CHECK_EQ(k.row_slots, 0u);
+  CHECK(k.row_cached.empty());
+  CHECK(has(code, "for (int c = tid; c < 16384; c += 1024) {"));
+  check_compiles(code);
+}
+
+// GPT-2's vocabulary softmax: 50,257 bf16 is neither a multiple of a chunk nor small
+// enough for registers: the per-element loop, unchanged.
+TEST(cuda_vocabulary_softmax_keeps_the_per_element_loop) {
+  ember::CudaCode code = cuda_rows_of(sized(kSoftmaxRows, {{"{R}", "2"}, {"{C}", "50257"}, {"{T}", "bf16"}}));
+  const CudaKernelInfo& k = code.kernels[0];
+  CHECK_EQ(k.row_lanes, 0u);
+  CHECK(has(code, "for (int j = tid; j < 50257; j += 1024) {"));
   check_compiles(code);
 }

@@ -34,6 +34,38 @@ def _ln_gelu(x, w, b):
     return F.gelu(F.layer_norm(x, (x.shape[-1],), w, b), approximate="tanh")
 
 
+def _residual_layer_norm(x, r, w, b):
+    """BERT's and ViT's LayerNorm: a residual add fused in front (rows of 768)."""
+    return F.layer_norm(x + r, (x.shape[-1],), w, b)
+
+
+def _layer_norm_backward(x, w, b, g):
+    """A training step's LayerNorm forward and backward, as AOTAutograd traces them: the
+    row kernel reads x and the incoming gradient in several stages (the row tile keeps
+    them in registers, and the normalized x between stages)."""
+    out, mean, rstd = torch.ops.aten.native_layer_norm(x, [x.shape[-1]], w, b, 1e-5)
+    gx, gw, gb = torch.ops.aten.native_layer_norm_backward(g, x, [x.shape[-1]], mean, rstd, w, b, [True, True, True])
+    return out, gx, gw, gb
+
+
+def _layer_norm_backward_args(device, dtype, rows=256, width=768):
+    return (_rand(rows, width, device=device, dtype=dtype), _rand(width, device=device, dtype=dtype),
+            _rand(width, device=device, dtype=dtype), _rand(rows, width, device=device, dtype=dtype))
+
+
+def _misaligned_rows(device):
+    """Rows of 768 bf16 whose data starts 6 bytes into the storage: the row tile's
+    alignment check fails and the per-element loop runs."""
+    base = _rand(64 * 768 + 3, device=device, dtype=torch.bfloat16)
+    return base[3:].view(64, 768), _rand(768, device=device, dtype=torch.bfloat16), _rand(768, device=device, dtype=torch.bfloat16)
+
+
+def _offset_softmax(x):
+    """Rows that start one element past a chunk boundary (a column slice): their loads
+    stay element by element inside the row tile, the output is written by chunks."""
+    return torch.softmax(x[:, 1:769], -1)
+
+
 def _reductions(x):
     return x.sum(-1), x.amax(-1), x.mean((1, 2)), x.prod(-1), (x > 0).any(-1), (x > -3).all(-1), x.var(-1)
 
@@ -192,6 +224,30 @@ CASES = {
     "layer_norm_gelu_bf16": lambda d: (_ln_gelu, (_rand(8, 128, 768, device=d, dtype=torch.bfloat16),
                                                   _rand(768, device=d, dtype=torch.bfloat16),
                                                   _rand(768, device=d, dtype=torch.bfloat16))),
+    # Row tiles (kRowTileValues): vector chunks, rows kept in registers across stages.
+    "layer_norm_768_bf16": lambda d: (_residual_layer_norm, (_rand(512, 768, device=d, dtype=torch.bfloat16),
+                                                             _rand(512, 768, device=d, dtype=torch.bfloat16),
+                                                             _rand(768, device=d, dtype=torch.bfloat16),
+                                                             _rand(768, device=d, dtype=torch.bfloat16))),
+    "layer_norm_768_f32": lambda d: (_residual_layer_norm, (_rand(256, 768, device=d), _rand(256, 768, device=d),
+                                                            _rand(768, device=d), _rand(768, device=d))),
+    "layer_norm_1000_f16": lambda d: (_residual_layer_norm, (_rand(64, 1000, device=d, dtype=torch.float16),
+                                                             _rand(64, 1000, device=d, dtype=torch.float16),
+                                                             _rand(1000, device=d, dtype=torch.float16),
+                                                             _rand(1000, device=d, dtype=torch.float16))),
+    "layer_norm_misaligned_bf16": lambda d: (_ln_gelu, _misaligned_rows(d)),
+    "layer_norm_backward_bf16": lambda d: (_layer_norm_backward, _layer_norm_backward_args(d, torch.bfloat16)),
+    "layer_norm_backward_f32": lambda d: (_layer_norm_backward, _layer_norm_backward_args(d, torch.float32)),
+    "layer_norm_backward_4096_f32": lambda d: (_layer_norm_backward, _layer_norm_backward_args(d, torch.float32, 32, 4096)),
+    "softmax_50": lambda d: (_softmax, (_rand(128, 50, device=d),)),
+    "softmax_768_bf16": lambda d: (_softmax, (_rand(8, 12, 16, 768, device=d, dtype=torch.bfloat16),)),
+    "softmax_1000_bf16": lambda d: (_softmax, (_rand(64, 1000, device=d, dtype=torch.bfloat16),)),
+    "softmax_1001": lambda d: (_softmax, (_rand(64, 1001, device=d),)),
+    "softmax_4096": lambda d: (_softmax, (_rand(32, 4096, device=d),)),
+    "softmax_4100_bf16": lambda d: (_softmax, (_rand(16, 4100, device=d, dtype=torch.bfloat16),)),
+    "softmax_65536": lambda d: (_softmax, (_rand(4, 65536, device=d),)),
+    "softmax_offset_bf16": lambda d: (_offset_softmax, (_rand(64, 776, device=d, dtype=torch.bfloat16),)),
+    "log_softmax_768_f16": lambda d: (_log_softmax, (_rand(64, 768, device=d, dtype=torch.float16),)),
     "reductions": lambda d: (_reductions, (_rand(6, 5, 40, device=d),)),
     "transposed": lambda d: (_transposed, (_rand(48, 32, device=d), _rand(32, 48, device=d))),
     "mlp": _model("mlp"),
@@ -234,6 +290,28 @@ CASES = {
 }
 
 REFUSED = {"argmax": "arg-reductions"}
+
+
+def _layer_norm_train(x, r, w, b, g):
+    """A residual LayerNorm's training step: the loss's gradient is g (a real tensor, not
+    the broadcast ones of a plain sum), so the backward graph reads x, r and g by rows."""
+    return (F.layer_norm(x + r, (x.shape[-1],), w, b) * g).float().sum()
+
+
+def _layer_norm_train_args(device, dtype, rows=256, width=768):
+    def leaf(*shape):
+        return _rand(*shape, device=device, dtype=dtype).requires_grad_()
+
+    return leaf(rows, width), leaf(rows, width), leaf(width), leaf(width), _rand(rows, width, device=device, dtype=dtype)
+
+
+# Graphs traced with grad: the forward and backward graphs of a training step
+# (test_cuda_codegen.py compiles both; test_cuda_runtime.py checks the gradients).
+TRAINING = {
+    "layer_norm_train_bf16": lambda d: (_layer_norm_train, _layer_norm_train_args(d, torch.bfloat16)),
+    "layer_norm_train_f32": lambda d: (_layer_norm_train, _layer_norm_train_args(d, torch.float32)),
+    "layer_norm_train_4096_f32": lambda d: (_layer_norm_train, _layer_norm_train_args(d, torch.float32, 16, 4096)),
+}
 
 # (rtol, atol) for whole bf16 models, whose fp64 reference the RMSE rule cannot build (the
 # weights are bf16): a matmul's rounding moves a LayerNorm input by an ulp now and then.

@@ -3,6 +3,7 @@ needed), so a CUDA codegen error fails CI. Graphs are captured on CPU tensors th
 ember's own Dynamo/AOTAutograd setup; the graph text carries no device."""
 import pytest
 import torch
+from functorch.compile import make_boxed_func
 from torch._functorch.aot_autograd import aot_module_simplified
 
 import ember
@@ -11,13 +12,14 @@ from ember.backend import decomposition_table
 from ember.config import config
 from ember.fx_import import import_graph
 
-from cuda_cases import CASES, REFUSED, _attention_args, _masked_attention
+from cuda_cases import CASES, REFUSED, TRAINING, _attention_args, _masked_attention
 
 pytestmark = pytest.mark.skipif(not cuda.nvrtc_info()["available"], reason="NVRTC is not installed")
 
 
-def compile_all(fn, args, arch="sm_90"):
-    """CudaCompiledGraphs (or the refusal messages) of every graph fn(*args) compiles to."""
+def compile_all(fn, args, arch="sm_90", train=False):
+    """CudaCompiledGraphs (or the refusal messages) of every graph fn(*args) compiles to;
+    with `train`, of the forward and backward graphs of fn(*args).backward()."""
     results = []
 
     def compiler(gm, example_inputs):
@@ -26,12 +28,16 @@ def compile_all(fn, args, arch="sm_90"):
             results.append(cuda.compile_cuda(imported.text, None, config, arch=arch))
         except _core.CudaUnsupported as e:
             results.append(str(e))
-        return gm
+        return make_boxed_func(gm) if train else gm
 
     def backend(gm, example_inputs):
-        return aot_module_simplified(gm, example_inputs, fw_compiler=compiler, decompositions=decomposition_table())
+        return aot_module_simplified(gm, example_inputs, fw_compiler=compiler, bw_compiler=compiler,
+                                     decompositions=decomposition_table())
 
     torch._dynamo.reset()
+    if train:
+        torch.compile(fn, backend=backend)(*args).backward()
+        return results
     with torch.no_grad():
         torch.compile(fn, backend=backend)(*args)
     return results
@@ -55,6 +61,44 @@ def test_generated_cuda_compiles(name, tmp_path, monkeypatch):
                 assert k["grid"] >= 0 and 32 <= k["block"] <= 1024
     if name.startswith("transpose_"):  # the tiled shape, not the elementwise one (cuda_transpose.h)
         assert any(k["shape"] == "transpose" for cg in results for k in cg.kernels), [cg.kernels for cg in results]
+
+
+@pytest.mark.parametrize("name", sorted(TRAINING))
+def test_training_graphs_compile(name, tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    fn, args = TRAINING[name]("cpu")
+    results = compile_all(fn, args, train=True)
+    assert len(results) == 2, results  # forward and backward
+    for cg in results:
+        assert not isinstance(cg, str), cg
+        assert cg.cubins and cg.cache_status == "miss"
+
+
+def _row_kernels(name, train=False):
+    fn, args = (TRAINING if train else CASES)[name]("cpu")
+    return [(k, cg.source) for cg in compile_all(fn, args, train=train) for k in cg.kernels if k["shape"] != "elementwise"]
+
+
+def test_row_tiles(tmp_path, monkeypatch):
+    """The row tile's decisions on the rows it is for (kRowTileValues, cuda_kernel.h)."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    # BERT's LayerNorm(x + r): 8 bf16 a chunk, 3 chunks a thread; x and r read once.
+    [(k, _)] = _row_kernels("layer_norm_768_bf16")
+    assert (k["shape"], k["row_lanes"], k["row_slots"], k["row_cached"]) == ("row_warp", 8, 3, [0, 1])
+    # The backward's row kernel: x and the gradient in registers, the normalized x kept
+    # between the stages (so no barrier in the tile).
+    k, source = _row_kernels("layer_norm_backward_bf16")[0]
+    assert (k["row_lanes"], k["row_slots"], len(k["row_cached"])) == (4, 6, 2)
+    tile = source[:source.index("} else {")]
+    assert "float kept" in tile and "__syncwarp" not in tile
+    # Too long for registers, or not a multiple of a chunk and too long: no registers.
+    [(k, _)] = _row_kernels("softmax_65536")
+    assert (k["row_lanes"], k["row_slots"]) == (4, 0)
+    [(k, _)] = _row_kernels("softmax_50257_bf16")
+    assert k["row_lanes"] == 0
+    # A training step's backward graph: its LayerNorm rows take the tile.
+    backward = [k for k, _ in _row_kernels("layer_norm_train_bf16", train=True) if k["row_lanes"]]
+    assert any(k["row_slots"] > 0 and k["row_cached"] for k in backward), backward
 
 
 def test_cubin_cache_hits(tmp_path, monkeypatch):

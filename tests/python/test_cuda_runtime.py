@@ -7,8 +7,8 @@ import torch
 import ember
 from ember import _core
 
-from cuda_cases import CASES, REFUSED, TOLERANCE
-from helpers import check_compiled
+from cuda_cases import CASES, REFUSED, TOLERANCE, TRAINING
+from helpers import _within_rmse_rule, check_compiled, compile_fresh
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -35,6 +35,38 @@ def test_matches_eager_on_cuda(name):
 def test_refused_graphs_run_eagerly(name):
     _, fallbacks = _run(name)  # correct results through the eager fallback
     assert fallbacks >= 1
+
+
+def _training_step(fn, args, dtype=None):
+    """[loss, gradients of the leaves that require grad] of fn on copies of args."""
+    args = [a.detach().clone().to(dtype or a.dtype).requires_grad_(a.requires_grad) for a in args]
+    loss = fn(*args)
+    loss.backward()
+    return [loss.detach()] + [a.grad for a in args if a.requires_grad]
+
+
+@pytest.mark.parametrize("name", sorted(TRAINING))
+def test_training_matches_eager_on_cuda(name):
+    """A training step's forward and backward graphs on the GPU: the loss and every
+    gradient against eager. Reductions run in another order than eager's, so atol is
+    relative to each tensor's largest magnitude (a weight's gradient sums the rows); a
+    bf16 tensor outside that gets the RMSE rule against an fp64 run (helpers.py)."""
+    fn, args = TRAINING[name]("cuda")
+    fallbacks = ember.stats()["eager_fallbacks"]
+    cuda_graphs = _core.cuda_compile_counts()["graphs"]
+    expected = _training_step(fn, args)
+    actual = _training_step(compile_fresh(fn, backend="ember", fullgraph=False), args)
+    torch.cuda.synchronize()
+    assert _core.cuda_compile_counts()["graphs"] - cuda_graphs >= 2  # forward and backward
+    assert ember.stats()["eager_fallbacks"] == fallbacks
+    low = args[0].dtype == torch.bfloat16
+    rtol, atol = (1.6e-2, 1e-2) if low else (1e-4, 1e-5)
+    reference = _training_step(fn, args, torch.float64) if low else None
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        scale = max(1.0, e.abs().max().item())
+        if torch.allclose(a.float(), e.float(), rtol=rtol, atol=atol * scale):
+            continue
+        assert reference is not None and _within_rmse_rule(a, e, reference[i], atol * scale), (i, (a - e).abs().max())
 
 
 def test_runs_on_current_stream():

@@ -1,0 +1,275 @@
+"""Row kernels (LayerNorm, softmax, LayerNorm backward) on the GPU: eager, Inductor and
+ember side by side, as bandwidth against a 1 GiB device-to-device copy.
+
+Each workload's time is the device time of one call: calls are queued behind a
+`torch.cuda._sleep` long enough for the host to enqueue all of them, so the GPU runs
+them back to back and host overhead (which Python-level runners pay per call) drops out;
+the time between two events over `--calls` calls, median of `--repeats`. Inputs rotate
+over copies that together exceed the L2 cache, so every call reads its row from HBM.
+Bytes are compulsory traffic: every input read once, every output written once.
+Values are checked against eager (bf16: the tolerances of torch.testing for bf16).
+
+    python benchmarks/gpu_rows.py [--only ln,softmax] [--json out.json]
+"""
+import argparse
+import datetime
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import ember
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_kernels import copy_bandwidth_gbs  # noqa: E402
+
+BACKENDS = ("eager", "inductor", "ember")
+L2_BYTES = 50 << 20  # H100's L2; inputs rotate over at least twice this
+
+
+def _layer_norm(x, w, b):
+    return F.layer_norm(x, (x.shape[-1],), w, b)
+
+
+def _residual_layer_norm(x, r, w, b):
+    return F.layer_norm(x + r, (x.shape[-1],), w, b)
+
+
+def _softmax(x):
+    return torch.softmax(x, -1)
+
+
+def _layer_norm_loss(x, w, b, g):
+    """A training step's LayerNorm with a loss whose gradient is `g` (a real tensor, as in
+    a model, not the broadcast ones of a plain .sum())."""
+    return (F.layer_norm(x, (x.shape[-1],), w, b) * g).float().sum()
+
+
+def _rand(*shape, dtype, grad=False):
+    return torch.randn(*shape, device="cuda", dtype=dtype).requires_grad_(grad)
+
+
+class Forward:
+    """fn over rotating copies of its row-shaped inputs (shared per-column ones)."""
+
+    def __init__(self, name, fn, make, rows, width, dtype):
+        self.name, self.fn, self.make = name, fn, make
+        self.shape, self.dtype = (rows, width), dtype
+
+    def setup(self):
+        args = self.make()
+        row_bytes = sum(a.numel() * a.element_size() for a in args if a.dim() == 2)
+        copies = max(1, -(-2 * L2_BYTES // row_bytes))
+        self.sets = [args] + [tuple(a.clone() if a.dim() == 2 else a for a in args) for _ in range(copies - 1)]
+        out = self.fn(*args)
+        self.bytes = sum(a.numel() * a.element_size() for a in args) + out.numel() * out.element_size()
+
+    def runner(self, backend):
+        fn = self.fn if backend == "eager" else torch.compile(self.fn, backend=backend)
+        sets = self.sets
+
+        def call(i):
+            return fn(*sets[i % len(sets)])
+
+        return call
+
+    def values(self, call):
+        return call(0)
+
+    def reference(self):
+        return self.fn(*(a.double() for a in self.sets[0]))
+
+
+class Backward:
+    """The compiled backward of _layer_norm_loss: forwards run once per input copy, then
+    each call is torch.autograd.grad on one of them (the backward graph alone)."""
+
+    def __init__(self, name, rows, width, dtype):
+        self.name, self.shape, self.dtype = name, (rows, width), dtype
+
+    def setup(self):
+        rows, width = self.shape
+        row_bytes = 2 * rows * width * torch.finfo(self.dtype).bits // 8
+        self.copies = max(1, -(-2 * L2_BYTES // row_bytes))
+        self.w, self.b = _rand(width, dtype=self.dtype, grad=True), _rand(width, dtype=self.dtype, grad=True)
+        self.inputs = [(_rand(rows, width, dtype=self.dtype, grad=True), _rand(rows, width, dtype=self.dtype))
+                       for _ in range(self.copies)]
+        elem = torch.finfo(self.dtype).bits // 8
+        # Reads x, g and w; writes grad x, grad w and grad b.
+        self.bytes = (3 * rows * width + 3 * width) * elem
+
+    def runner(self, backend):
+        torch._dynamo.reset()
+        # Each call runs the same backward again (retain_graph), which AOTAutograd allows
+        # only without donated buffers (a memory saving; the kernels are the same).
+        torch._functorch.config.donated_buffer = False
+        fn = _layer_norm_loss if backend == "eager" else torch.compile(_layer_norm_loss, backend=backend)
+        losses = [fn(x, self.w, self.b, g) for x, g in self.inputs]
+        wrt = [(x, self.w, self.b) for x, _ in self.inputs]
+
+        def call(i):
+            k = i % len(losses)
+            return torch.autograd.grad(losses[k], wrt[k], retain_graph=True)
+
+        return call
+
+    def values(self, call):
+        return call(0)
+
+    def reference(self):
+        x, g = self.inputs[0]
+        leaves = [t.detach().double().requires_grad_() for t in (x, self.w, self.b)]
+        return torch.autograd.grad(_layer_norm_loss(*leaves, g.double()), leaves)
+
+
+def workloads():
+    bf16, f32 = torch.bfloat16, torch.float32
+    return [
+        Forward("layer_norm 8192x768 bf16", _layer_norm,
+                lambda: (_rand(8192, 768, dtype=bf16), _rand(768, dtype=bf16), _rand(768, dtype=bf16)), 8192, 768, bf16),
+        Forward("layer_norm(x + r) 8192x768 bf16", _residual_layer_norm,
+                lambda: (_rand(8192, 768, dtype=bf16), _rand(8192, 768, dtype=bf16), _rand(768, dtype=bf16),
+                         _rand(768, dtype=bf16)), 8192, 768, bf16),
+        Forward("layer_norm 8192x768 f32", _layer_norm,
+                lambda: (_rand(8192, 768, dtype=f32), _rand(768, dtype=f32), _rand(768, dtype=f32)), 8192, 768, f32),
+        Forward("softmax 8192x1024 bf16", _softmax, lambda: (_rand(8192, 1024, dtype=bf16),), 8192, 1024, bf16),
+        Forward("softmax 8192x1024 f32", _softmax, lambda: (_rand(8192, 1024, dtype=f32),), 8192, 1024, f32),
+        Forward("softmax 4096x4096 bf16", _softmax, lambda: (_rand(4096, 4096, dtype=bf16),), 4096, 4096, bf16),
+        Forward("softmax 4096x50257 bf16", _softmax, lambda: (_rand(4096, 50257, dtype=bf16),), 4096, 50257, bf16),
+        Backward("layer_norm backward 8192x768 bf16", 8192, 768, bf16),
+    ]
+
+
+def sleep_cycles_per_ms():
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(2):  # the first launch warms up
+        start.record()
+        torch.cuda._sleep(10_000_000)
+        end.record()
+        end.synchronize()
+    return 10_000_000 / start.elapsed_time(end)
+
+
+def device_time_us(call, calls, repeats, cycles_per_ms):
+    """Median device time of one call, with the host's issue time hidden (module doc)."""
+    for i in range(3):
+        call(i)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    # How long the host takes to issue `calls` calls: the GPU sleeps twice as long.
+    t0 = time.perf_counter()
+    for i in range(calls):
+        call(i)
+    issue_ms = (time.perf_counter() - t0) * 1e3
+    torch.cuda.synchronize()
+    cycles = int(2 * max(issue_ms, 0.1) * cycles_per_ms)
+    times = []
+    for _ in range(repeats):
+        torch.cuda._sleep(cycles)
+        start.record()
+        for i in range(calls):
+            call(i)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def check(actual, expected, work):
+    """(ok, max abs error) of actual against eager. Reductions run in another order than
+    eager's, so atol is relative to each output's largest magnitude (a weight gradient
+    sums 8,192 rows). A bf16 output outside that passes if its RMSE against an fp64 run
+    is at most 3 times eager's (the tests' rule, tests/python/helpers.py)."""
+    if isinstance(expected, torch.Tensor):
+        actual, expected = (actual,), (expected,)
+    rtol, atol = (1.6e-2, 1e-2) if work.dtype == torch.bfloat16 else (1e-5, 1e-5)
+    ok, err, reference = True, 0.0, None
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        a, e = a.float(), e.float()
+        err = max(err, (a - e).abs().max().item())
+        scale = max(1.0, e.abs().max().item())
+        if torch.allclose(a, e, rtol=rtol, atol=atol * scale, equal_nan=True):
+            continue
+        if work.dtype != torch.bfloat16:
+            ok = False
+            continue
+        if reference is None:
+            reference = work.reference()
+            reference = (reference,) if isinstance(reference, torch.Tensor) else reference
+        r = reference[i]
+
+        def rmse(x):
+            return (x.double() - r).square().mean().sqrt().item()
+
+        ok &= rmse(a) <= 3 * rmse(e) + atol * scale / 10
+    return ok, err
+
+
+def run(work, copy_gbs, calls, repeats, cycles_per_ms):
+    work.setup()
+    res = {"name": work.name, "shape": list(work.shape), "dtype": str(work.dtype).replace("torch.", ""),
+           "bytes": work.bytes}
+    expected = None
+    for backend in BACKENDS:
+        torch._dynamo.reset()
+        fallbacks = ember.stats()["eager_fallbacks"]
+        call = work.runner(backend)
+        got = work.values(call)
+        if backend == "eager":
+            expected = got
+            ok, err = True, 0.0
+        else:
+            ok, err = check(got, expected, work)
+        us = device_time_us(call, calls, repeats, cycles_per_ms)
+        gbs = work.bytes / (us * 1e-6) / 1e9
+        res[backend] = {"us": round(us, 2), "gbs": round(gbs, 1), "of_copy": round(gbs / copy_gbs, 3), "ok": ok,
+                        "max_abs_err": err}
+        if backend == "ember":  # graphs ember handed to eager (none expected)
+            res[backend]["eager_fallbacks"] = ember.stats()["eager_fallbacks"] - fallbacks
+    return res
+
+
+def print_row(res):
+    cells = [f"{res['name']:36s} {res['bytes'] / 1e6:8.1f}"]
+    for backend in BACKENDS:
+        r = res[backend]
+        flag = ("" if r["ok"] else " WRONG") + (" (fallback)" if r.get("eager_fallbacks") else "")
+        cells.append(f"{r['us']:8.1f} {100 * r['of_copy']:5.0f}%{flag}")
+    print("  ".join(cells), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--only", default="", help="comma-separated substrings of workload names")
+    p.add_argument("--calls", type=int, default=50)
+    p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--json", default="")
+    a = p.parse_args()
+    copy_gbs = copy_bandwidth_gbs()
+    cycles_per_ms = sleep_cycles_per_ms()
+    print(f"{torch.cuda.get_device_name()}: device-to-device copy {copy_gbs:.0f} GB/s")
+    header = f"{'workload':36s} {'MB':>8s}  " + "  ".join(f"{b + ' us':>8s} {'copy':>5s}" for b in BACKENDS)
+    print(header)
+    wanted = [s for s in a.only.split(",") if s]
+    results = []
+    for work in workloads():
+        if wanted and not any(s in work.name for s in wanted):
+            continue
+        res = run(work, copy_gbs, a.calls, a.repeats, cycles_per_ms)
+        print_row(res)
+        results.append(res)
+    if a.json:
+        Path(a.json).write_text(json.dumps({
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "device": torch.cuda.get_device_name(), "torch": torch.__version__, "copy_gbs": round(copy_gbs, 1),
+            "command": " ".join(sys.argv), "workloads": results}, indent=1))
+    if not all(r[b]["ok"] for r in results for b in BACKENDS):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
