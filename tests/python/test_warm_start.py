@@ -55,6 +55,12 @@ def test_warm_process_loads_every_graph_and_matches_eager(tmp_path, scenario):
     assert warm["c_compiler_runs"] == 0 and warm["disk_cache_hits"] == warm["graphs_loaded"], warm
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_warm_process_loads_every_graph(tmp_path):
+    test_warm_process_loads_every_graph_and_matches_eager(tmp_path, "cuda")
+
+
 def test_eager_graphs_are_not_cached_and_runtime_fallback_works_after_a_load(tmp_path):
     cold, _ = run_child(tmp_path, "fallbacks")
     warm, _ = run_child(tmp_path, "fallbacks")

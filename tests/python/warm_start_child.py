@@ -140,7 +140,30 @@ def small(options):
     torch.testing.assert_close(compiled(small_fn, options)(x), small_fn(x))
 
 
-SCENARIOS = {f.__name__: f for f in (inference, training, dynamic, fallbacks, small)}
+def cuda(options):
+    # The CUDA path (test_warm_start's gpu test): a LayerNorm/GELU MLP with a tensor
+    # constant, in bf16 inference and in f32 training.
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.LayerNorm(128), nn.Linear(128, 64)).cuda()
+    x = torch.randn(32, 64, device="cuda")
+
+    def fn(t):
+        return mlp(t) + torch.tensor([0.5, -1.0] * 32, device=t.device)
+
+    with torch.no_grad():
+        mlp.bfloat16()
+        torch.testing.assert_close(compiled(fn, options)(x.bfloat16()), fn(x.bfloat16()), rtol=2e-2, atol=2e-2)
+        mlp.float()
+    loss = compiled(lambda t: fn(t).square().mean(), options)(x)
+    loss.backward()
+    grads = [p.grad.clone() for p in mlp.parameters()]
+    mlp.zero_grad()
+    fn(x).square().mean().backward()
+    for g, p in zip(grads, mlp.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-5)
+
+
+SCENARIOS = {f.__name__: f for f in (inference, training, dynamic, fallbacks, small, cuda)}
 
 
 def main():
