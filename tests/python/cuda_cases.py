@@ -322,5 +322,9 @@ TRAINING = {
 EXACT = ("transpose_image_bf16", "transpose_image_f32", "transpose_to_nhwc_64_bf16", "transpose_to_nchw_64_bf16",
          "transpose_to_nchw_3_f32", "transpose_odd_f32", "transpose_odd_bf16", "transpose_square_odd_f32")
 
-TOLERANCE = {**{name: (0.0, 0.0) for name in EXACT},"column_stats": (1e-5, 1e-4), "ln_gelu_block_bf16": (1.6e-2, 1e-2), "tiny_gpt2_bf16": (1.6e-2, 2e-2),
-             "gpt2_2layer_bf16": (1.6e-2, 5e-2), "small_cnn": (1e-3, 1e-4)}
+# transpose_fused_bf16 widens a bf16 chain to f32: eager rounds the chain's result to bf16
+# first, ember (emulate_precision_casts off, as Inductor) does not, so they differ by a
+# bf16 rounding in an f32 output.
+TOLERANCE = {**{name: (0.0, 0.0) for name in EXACT}, "column_stats": (1e-5, 1e-4), "ln_gelu_block_bf16": (1.6e-2, 1e-2),
+             "tiny_gpt2_bf16": (1.6e-2, 2e-2), "gpt2_2layer_bf16": (1.6e-2, 5e-2), "small_cnn": (1e-3, 1e-4),
+             "transpose_fused_bf16": (8e-3, 1e-5)}
