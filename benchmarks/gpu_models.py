@@ -219,12 +219,16 @@ def child(name, backend, cache_dir, quick):
     """A fresh process's first call (imports and model build excluded), for --processes."""
     model, inputs, train = build(name, quick)
     if backend == "ember":
-        import ember  # noqa: F401
+        import ember
     t0 = time.perf_counter()
     fn = compiled(backend, model, cache_dir)
     make_step(fn, model, inputs, train)()
     torch.cuda.synchronize()
-    print(RESULT_TAG + json.dumps({"first_call_s": round(time.perf_counter() - t0, 3)}), flush=True)
+    row = {"first_call_s": round(time.perf_counter() - t0, 3)}
+    if backend == "ember":  # whether a warm process loaded its graphs instead of compiling them
+        st = ember.stats()
+        row.update(graphs_compiled=st["graphs_compiled"], graphs_loaded=st["graphs_loaded"], aot_cache=st["aot_cache"])
+    print(RESULT_TAG + json.dumps(row), flush=True)
 
 
 def process_first_calls(name, backends, quick):
@@ -238,8 +242,11 @@ def process_first_calls(name, backends, quick):
                                env=dict(os.environ, PYTHONUNBUFFERED="1", EMBER_CACHE_DIR=cache,
                                         TORCHINDUCTOR_CACHE_DIR=cache))
             line = next((ln for ln in reversed(p.stdout.splitlines()) if ln.startswith(RESULT_TAG)), None)
-            value = json.loads(line[len(RESULT_TAG):])["first_call_s"] if line else None
+            row = json.loads(line[len(RESULT_TAG):]) if line else {}
+            value = row.get("first_call_s")
             out[f"{backend}_{tag}_s"] = value
+            if "graphs_loaded" in row:
+                out[f"{backend}_{tag}_graphs"] = {k: row[k] for k in ("graphs_compiled", "graphs_loaded", "aot_cache")}
             out[f"{backend}_{tag}_process_s"] = round(time.perf_counter() - t0, 2)
             if value is None:
                 out[f"{backend}_{tag}_error"] = p.stderr[-600:]
