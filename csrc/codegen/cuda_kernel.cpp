@@ -42,6 +42,13 @@ void walk_loads(const Expr& e, const std::function<void(const Expr&)>& f) {
   for (const auto& a : e->args) walk_loads(a, f);
 }
 
+// walk_loads, saying of each load whether it lies in a Where branch (where the emitter
+// clamps its index: it may be out of bounds when the branch is not taken).
+void walk_guarded_loads(const Expr& e, bool guarded, const std::function<void(const Expr&, bool)>& f) {
+  if (e->op == ExprOp::Load) f(e, guarded);
+  for (size_t i = 0; i < e->args.size(); ++i) walk_guarded_loads(e->args[i], guarded || (e->op == ExprOp::Where && i > 0), f);
+}
+
 // Throws CudaUnsupported, naming the kernel and the construct, for what this printer
 // cannot express yet.
 void refuse_unsupported(const Kernel& k, const Program& p) {
@@ -126,6 +133,7 @@ struct VectorPlan {
     std::vector<Expr> loads;  // the Load exprs it stands for (structurally distinct, same index)
     std::string name;         // raw<b>; raw<b>_<n> for a buffer's later indices
     bool invariant = false;   // the index depends on v alone
+    bool clamp = false;       // read only under Where branches, possibly out of bounds
   };
   int lanes = 0;  // 0: no vector path
   int v = 0;
@@ -427,20 +435,36 @@ class CudaKernelPrinter {
     plan.extent = stage.inner.back().hint();
     if (plan.extent % plan.lanes != 0) return;
     const auto extents = var_extents(stage);
-    // Loads: one index per buffer (else that buffer stays scalar).
-    std::map<int, std::vector<Expr>> loads;
-    std::set<int> mixed;
+    // Loads, grouped by buffer and index: one word per index that is vector-addressable
+    // on its own (max-pool's nine window loads of one buffer are nine words).
+    std::vector<VectorPlan::Word> found;
+    std::vector<bool> unguarded;
     for (const auto& item : stage.items)
-      walk_loads(item.value, [&](const Expr& e) {
-        std::vector<Expr>& seen = loads[static_cast<int>(e->ival)];
-        if (!seen.empty() && !same_index(seen[0]->args[0], e->args[0])) mixed.insert(static_cast<int>(e->ival));
-        if (std::none_of(seen.begin(), seen.end(), [&](const Expr& l) { return equal(l, e); })) seen.push_back(e);
+      walk_guarded_loads(item.value, false, [&](const Expr& e, bool guarded) {
+        const int b = static_cast<int>(e->ival);
+        size_t w = 0;
+        while (w < found.size() && !(found[w].buffer == b && same_index(found[w].index, e->args[0]))) ++w;
+        if (w == found.size()) {
+          found.push_back({b, e->args[0], {}, "", false, false});
+          unguarded.push_back(false);
+        }
+        unguarded[w] = unguarded[w] || !guarded;
+        auto& loads = found[w].loads;
+        if (std::none_of(loads.begin(), loads.end(), [&](const Expr& l) { return equal(l, e); })) loads.push_back(e);
       });
-    for (const auto& [b, exprs] : loads) {
-      const Expr& index = exprs[0]->args[0];
-      if (mixed.count(b) || m_.producer[b].kernel == ki_ || vector_bytes(p_.buffers[b].dtype, plan.lanes) == 0) continue;
-      if (!vector_index(index, b, plan.v, plan.lanes, extents)) continue;
-      plan.words.push_back({b, index, exprs, "raw" + std::to_string(b), depends_only_on(index, plan.v)});
+    std::map<int, int> per_buffer;
+    for (size_t w = 0; w < found.size(); ++w) {
+      VectorPlan::Word& word = found[w];
+      const int b = word.buffer;
+      if (m_.producer[b].kernel == ki_ || vector_bytes(p_.buffers[b].dtype, plan.lanes) == 0) continue;
+      if (!vector_index(word.index, b, plan.v, plan.lanes, extents)) {
+        if (unguarded[w] || !guarded_vector_index(word.index, b, plan.v, plan.lanes)) continue;
+        word.clamp = true;
+      }
+      const int n = per_buffer[b]++;
+      word.name = "raw" + std::to_string(b) + (n ? "_" + std::to_string(n) : "");
+      word.invariant = depends_only_on(word.index, plan.v);
+      plan.words.push_back(std::move(word));
     }
     for (const auto& item : stage.items) {
       int b = p_.computed[item.computed].buffer;
@@ -451,6 +475,21 @@ class CudaKernelPrinter {
     if (plan.words.empty() && plan.stores.empty()) return;
     for (size_t w = 0; w < plan.words.size(); ++w) plan.loop_words.insert(w);
     vec_ = std::move(plan);
+  }
+
+  // Like vector_index, for a load read only under Where branches, whose index may leave
+  // the buffer when the branch is not taken: every word starts at a multiple of `lanes`
+  // and the buffer is whole words, so a word lies all inside the buffer or all outside.
+  // A lane whose branch is taken reads inside (the guarded-load rule), so its word is
+  // inside; a word read clamped into the buffer feeds only lanes whose branch is not.
+  bool guarded_vector_index(const Expr& index, int b, int v, int lanes) const {
+    auto af = affine_form(index);
+    if (!af || p_.buffers[b].extent().hint() % lanes != 0) return false;
+    auto it = af->coef.find(v);
+    if (it == af->coef.end() || it->second != 1 || af->constant % lanes != 0) return false;
+    for (const auto& [var_id, c] : af->coef)
+      if (var_id != v && c % lanes != 0) return false;
+    return true;
   }
 
   std::unordered_map<int, int64_t> var_extents(const Stage& stage) const {
@@ -528,7 +567,8 @@ class CudaKernelPrinter {
   // `const <vector type> <name> = *(...)(b + index at the group's first lane);`
   void load_word(const VectorPlan::Word& w) {
     const std::string vt = vector_type(vector_bytes(p_.buffers[w.buffer].dtype, vec_.lanes));
-    const std::string idx = em_->emit(substitute(w.index, {{vec_.v, var(kFirstLaneVar)}}));
+    std::string idx = em_->emit(substitute(w.index, {{vec_.v, var(kFirstLaneVar)}}));
+    if (w.clamp) idx = "ember_clamp_index(" + idx + ", " + std::to_string(p_.buffers[w.buffer].extent().hint() - vec_.lanes) + "LL)";
     em_->line("const " + vt + " " + w.name + " = *(const " + vt + "*)(b" + std::to_string(w.buffer) + " + " + idx + ");");
   }
 

@@ -499,3 +499,22 @@ TEST(cuda_hoisting_needs_a_step_that_keeps_the_channel) {
   CHECK_EQ(hoisting(small), 0);
   CHECK(!has(small, "h0["));
 }
+
+// ResNet's stem pool, channels-last: nine window loads of one buffer, each its own vector
+// word (4 bf16 lanes: the i64 indices make the lanes 4); the windows that may leave the
+// image (padding, only up and left here) read under their guard, clamped to whole words.
+TEST(cuda_max_pool_reads_each_window_position_as_a_vector_word) {
+  ember::CudaCode code = cuda_rows_of(R"(graph {
+  %0 = input(0) : bf16[2,64,8,8]{4096,1,512,64}
+  %1 = aten.max_pool2d_with_indices.default(%0, [3, 3], [2, 2], [1, 1], [1, 1], false) : (bf16[2,64,4,4]{1024,1,256,64}, i64[2,64,4,4]{1024,1,256,64})
+  return (%1, %1.1)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  CHECK(has(code, "const uint2 raw0 = *(const uint2*)(b0 + ember_clamp_index("));
+  CHECK(has(code, ", 8188LL));"));  // 8,192 elements, the last word at 8,188
+  CHECK(has(code, "const uint2 raw0_8 = *(const uint2*)(b0 + t"));
+  const std::string loop = vector_loop(code);
+  CHECK(loop.find("b0[") == std::string::npos);  // no scalar read of the input is left
+  check_compiles(code);
+}
