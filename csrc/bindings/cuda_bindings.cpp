@@ -53,6 +53,8 @@ void define_cuda(nb::module_& m) {
           d["row_lanes"] = k.row_lanes;
           d["row_slots"] = k.row_slots;
           d["row_cached"] = nb::cast(k.row_cached);
+          d["hoisted_values"] = k.hoisted_values;
+          d["hoisted_words"] = k.hoisted_words;
           d["args"] = nb::cast(k.args);
           d["origins"] = nb::cast(k.origins);
           out.append(d);

@@ -5,14 +5,17 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codegen/c_emitter.h"
 #include "codegen/cuda_prelude.h"
 #include "codegen/cuda_transpose.h"
+#include "codegen/lane_invariant.h"
 #include "codegen/placement.h"
 #include "ir/affine.h"
 #include "ir/size_expr.h"
@@ -37,6 +40,13 @@ int elementwise_elems_per_thread(int64_t max_elem_bytes) { return max_elem_bytes
 void walk_loads(const Expr& e, const std::function<void(const Expr&)>& f) {
   if (e->op == ExprOp::Load) f(e);
   for (const auto& a : e->args) walk_loads(a, f);
+}
+
+// walk_loads, saying of each load whether it lies in a Where branch (where the emitter
+// clamps its index: it may be out of bounds when the branch is not taken).
+void walk_guarded_loads(const Expr& e, bool guarded, const std::function<void(const Expr&, bool)>& f) {
+  if (e->op == ExprOp::Load) f(e, guarded);
+  for (size_t i = 0; i < e->args.size(); ++i) walk_guarded_loads(e->args[i], guarded || (e->op == ExprOp::Where && i > 0), f);
 }
 
 // Throws CudaUnsupported, naming the kernel and the construct, for what this printer
@@ -113,6 +123,30 @@ struct RowTile {
   int align = 0;              // bytes every chunk access's pointer must be aligned to (0: none)
 };
 
+// An elementwise kernel's vector path: decided by plan_vector (and plan_hoist), printed
+// by elementwise_vector_body. Each thread takes groups of `lanes` consecutive elements
+// along the innermost dim (var v).
+struct VectorPlan {
+  struct Word {  // one vector load: a buffer at one index, lane u at v = iv + u
+    int buffer = 0;
+    Expr index;
+    std::vector<Expr> loads;  // the Load exprs it stands for (structurally distinct, same index)
+    std::string name;         // raw<b>; raw<b>_<n> for a buffer's later indices
+    bool invariant = false;   // the index depends on v alone
+    bool clamp = false;       // read only under Where branches, possibly out of bounds
+  };
+  int lanes = 0;  // 0: no vector path
+  int v = 0;
+  int64_t extent = 0;  // v's
+  std::vector<Word> words;
+  std::set<int> stores;
+  // plan_hoist (kHoistWords): per-lane values computed before the grid-stride loop
+  // (h<k>[u]), words loaded there, and the words the loop itself reads.
+  std::vector<Expr> hoisted;
+  std::set<size_t> kept;
+  std::set<size_t> loop_words;
+};
+
 class CudaKernelPrinter {
  public:
   CudaKernelPrinter(const Program& p, const Schedule& s, const Placement& m, int k, int scratch_id)
@@ -125,6 +159,8 @@ class CudaKernelPrinter {
     info.name = k_.name;
     collect_args(info);
     choose_shape(info);
+    plan_vector();
+    plan_hoist(info);
     plan_row_tile(info);
     plan_column_split(info);
     scratch_bytes = scratch_bytes_;
@@ -387,71 +423,222 @@ class CudaKernelPrinter {
   // Elementwise kernels whose innermost dim is a multiple of per_thread_ lanes: each
   // thread takes groups of per_thread_ consecutive elements, reads each buffer that is
   // contiguous along that dim with one 16-byte (or 8/4-byte) load, computes the lanes
-  // in registers and writes contiguous outputs with one store. Taken when every such
-  // pointer is 16-byte aligned (checked at run time: a view of a tensor may not be);
-  // otherwise, and for kernels this does not fit, the scalar loop below runs. Returns
-  // nothing when no access would be a vector one.
-  std::vector<std::string> elementwise_vector_body() {
+  // in registers and writes contiguous outputs with one store. Nothing planned when no
+  // access would be a vector one.
+  void plan_vector() {
+    if (shape_ != CudaKernelInfo::Shape::Elementwise) return;
     const Stage& stage = k_.stages[0];
-    if (k_.stages.size() != 1 || stage.inner.empty() || per_thread_ <= 1) return {};
-    const int U = per_thread_;
-    const int v = inner_var(static_cast<int>(stage.inner.size()) - 1);
-    if (stage.inner.back().hint() % U != 0) return {};
+    if (k_.stages.size() != 1 || stage.inner.empty() || per_thread_ <= 1) return;
+    VectorPlan plan;
+    plan.lanes = per_thread_;
+    plan.v = inner_var(static_cast<int>(stage.inner.size()) - 1);
+    plan.extent = stage.inner.back().hint();
+    if (plan.extent % plan.lanes != 0) return;
+    const auto extents = var_extents(stage);
+    // Loads, grouped by buffer and index: one word per index that is vector-addressable
+    // on its own (max-pool's nine window loads of one buffer are nine words).
+    std::vector<VectorPlan::Word> found;
+    std::vector<bool> unguarded;
+    for (const auto& item : stage.items)
+      walk_guarded_loads(item.value, false, [&](const Expr& e, bool guarded) {
+        const int b = static_cast<int>(e->ival);
+        size_t w = 0;
+        while (w < found.size() && !(found[w].buffer == b && same_index(found[w].index, e->args[0]))) ++w;
+        if (w == found.size()) {
+          found.push_back({b, e->args[0], {}, "", false, false});
+          unguarded.push_back(false);
+        }
+        unguarded[w] = unguarded[w] || !guarded;
+        auto& loads = found[w].loads;
+        if (std::none_of(loads.begin(), loads.end(), [&](const Expr& l) { return equal(l, e); })) loads.push_back(e);
+      });
+    std::map<int, int> per_buffer;
+    for (size_t w = 0; w < found.size(); ++w) {
+      VectorPlan::Word& word = found[w];
+      const int b = word.buffer;
+      if (m_.producer[b].kernel == ki_ || vector_bytes(p_.buffers[b].dtype, plan.lanes) == 0) continue;
+      if (!vector_index(word.index, b, plan.v, plan.lanes, extents)) {
+        if (unguarded[w] || !guarded_vector_index(word.index, b, plan.v, plan.lanes)) continue;
+        word.clamp = true;
+      }
+      const int n = per_buffer[b]++;
+      word.name = "raw" + std::to_string(b) + (n ? "_" + std::to_string(n) : "");
+      word.invariant = depends_only_on(word.index, plan.v);
+      plan.words.push_back(std::move(word));
+    }
+    for (const auto& item : stage.items) {
+      int b = p_.computed[item.computed].buffer;
+      if (m_.in_memory[b] && vector_bytes(p_.buffers[b].dtype, plan.lanes) > 0 &&
+          vector_index(item.store_index, b, plan.v, plan.lanes, extents))
+        plan.stores.insert(b);
+    }
+    if (plan.words.empty() && plan.stores.empty()) return;
+    for (size_t w = 0; w < plan.words.size(); ++w) plan.loop_words.insert(w);
+    vec_ = std::move(plan);
+  }
+
+  // Like vector_index, for a load read only under Where branches, whose index may leave
+  // the buffer when the branch is not taken: every word starts at a multiple of `lanes`
+  // and the buffer is whole words, so a word lies all inside the buffer or all outside.
+  // A lane whose branch is taken reads inside (the guarded-load rule), so its word is
+  // inside; a word read clamped into the buffer feeds only lanes whose branch is not.
+  bool guarded_vector_index(const Expr& index, int b, int v, int lanes) const {
+    auto af = affine_form(index);
+    if (!af || p_.buffers[b].extent().hint() % lanes != 0) return false;
+    auto it = af->coef.find(v);
+    if (it == af->coef.end() || it->second != 1 || af->constant % lanes != 0) return false;
+    for (const auto& [var_id, c] : af->coef)
+      if (var_id != v && c % lanes != 0) return false;
+    return true;
+  }
+
+  std::unordered_map<int, int64_t> var_extents(const Stage& stage) const {
     std::unordered_map<int, int64_t> extents;
     for (size_t d = 0; d < k_.outer.size(); ++d) extents[outer_var(static_cast<int>(d))] = k_.outer[d].hint();
     for (size_t d = 0; d < stage.inner.size(); ++d) extents[inner_var(static_cast<int>(d))] = stage.inner[d].hint();
-    // Loads: one index per buffer (else that buffer stays scalar).
-    std::map<int, Expr> load_index;
-    std::set<int> mixed;
-    for (const auto& item : stage.items)
-      walk_loads(item.value, [&](const Expr& e) {
-        int b = static_cast<int>(e->ival);
-        auto [it, fresh] = load_index.emplace(b, e->args[0]);
-        if (!fresh && !same_index(it->second, e->args[0])) mixed.insert(b);
-      });
-    std::vector<std::pair<int, Expr>> vec_loads;
-    for (const auto& [b, index] : load_index) {
-      if (mixed.count(b) || m_.producer[b].kernel == ki_ || vector_bytes(p_.buffers[b].dtype, U) == 0) continue;
-      if (vector_index(index, b, v, U, extents)) vec_loads.push_back({b, index});
-    }
-    std::set<int> vec_stores;
-    for (const auto& item : stage.items) {
-      int b = p_.computed[item.computed].buffer;
-      if (m_.in_memory[b] && vector_bytes(p_.buffers[b].dtype, U) > 0 && vector_index(item.store_index, b, v, U, extents))
-        vec_stores.insert(b);
-    }
-    if (vec_loads.empty() && vec_stores.empty()) return {};
+    return extents;
+  }
 
+  // The words whose loads `roots` reach, not looking inside `stop` (values computed elsewhere).
+  std::set<size_t> words_read(const std::vector<Expr>& roots,
+                              const std::unordered_set<Expr, ExprHash, ExprEqual>& stop) const {
+    std::set<size_t> read;
+    std::function<void(const Expr&)> walk = [&](const Expr& e) {
+      if (stop.count(e)) return;
+      if (e->op == ExprOp::Load)
+        for (size_t w = 0; w < vec_.words.size(); ++w)
+          for (const auto& l : vec_.words[w].loads)
+            if (equal(l, e)) read.insert(w);
+      for (const auto& a : e->args) walk(a);
+    };
+    for (const auto& r : roots) walk(r);
+    return read;
+  }
+
+  // See kHoistWords. Values first (most costly first), then the invariant words the
+  // loop still reads, within the registers given; nothing unless some value is hoisted.
+  void plan_hoist(CudaKernelInfo& info) {
+    if (vec_.lanes == 0 || info.grid <= kHoistBlocks) return;
+    const int64_t step = int64_t{kElementwiseBlock} * vec_.lanes;
+    const int64_t multiple = vec_.extent / std::gcd(vec_.extent, step);
+    int64_t grid = std::max<int64_t>(kHoistBlocks, (info.grid + kHoistSteps - 1) / kHoistSteps);
+    if (multiple * 8 > grid) return;  // rounding up would add more than an eighth
+    grid = (grid + multiple - 1) / multiple * multiple;
+
+    std::vector<Expr> roots;
+    for (const auto& item : k_.stages[0].items) roots.push_back(item.value);
+    auto readable = [&](int b) { return m_.producer[b].kernel != ki_; };
+    int64_t budget = kHoistWords;
+    std::unordered_set<Expr, ExprHash, ExprEqual> hoisted;
+    for (const InvariantValue& c : innermost_invariants(roots, vec_.v, readable)) {
+      const int64_t words = vec_.lanes * (dtype_size(c.value->dtype) > 4 ? 2 : 1);
+      if (words > budget) continue;
+      budget -= words;
+      vec_.hoisted.push_back(c.value);
+      hoisted.insert(c.value);
+    }
+    if (vec_.hoisted.empty()) return;
+    vec_.loop_words = words_read(roots, hoisted);
+    int64_t kept_words = 0;
+    for (size_t w : vec_.loop_words) {
+      const int64_t words = vector_bytes(p_.buffers[vec_.words[w].buffer].dtype, vec_.lanes) / 4;
+      if (!vec_.words[w].invariant || words > budget) continue;
+      budget -= words;
+      kept_words += words;
+      vec_.kept.insert(w);
+    }
+    info.grid = static_cast<uint32_t>(grid);
+    info.hoisted_values = static_cast<uint32_t>(vec_.hoisted.size());
+    info.hoisted_words = static_cast<uint32_t>(kept_words);
+  }
+
+  // The value lane `lane` of word `w` gives (f16/bf16 widened), as a local that stands in
+  // for the word's loads in the current scope.
+  void bind_word(const VectorPlan::Word& w, const std::string& lane) {
+    const DType t = p_.buffers[w.buffer].dtype;
+    std::string value = "(" + lane_pointer(t, true) + "&" + w.name + ")[" + lane + "]";
+    if (t == DType::F16) value = "ember_h2f(" + value + ")";
+    if (t == DType::BF16) value = "ember_bf2f(" + value + ")";
+    const std::string name = "lane" + w.name.substr(3);
+    em_->line("const " + CEmitter::c_type(t == DType::F16 || t == DType::BF16 ? DType::F32 : t) + " " + name + " = " + value + ";");
+    for (const auto& l : w.loads) em_->bind_value(l, name);
+  }
+
+  // `const <vector type> <name> = *(...)(b + index at the group's first lane);`
+  void load_word(const VectorPlan::Word& w) {
+    const std::string vt = vector_type(vector_bytes(p_.buffers[w.buffer].dtype, vec_.lanes));
+    std::string idx = em_->emit(substitute(w.index, {{vec_.v, var(kFirstLaneVar)}}));
+    if (w.clamp) idx = "ember_clamp_index(" + idx + ", " + std::to_string(p_.buffers[w.buffer].extent().hint() - vec_.lanes) + "LL)";
+    em_->line("const " + vt + " " + w.name + " = *(const " + vt + "*)(b" + std::to_string(w.buffer) + " + " + idx + ");");
+  }
+
+  // plan_hoist's values, before the grid-stride loop: the thread's innermost coordinate
+  // `hv` (the same in every step), the kept words, and h<k>[u] for each lane u.
+  std::vector<std::string> hoisted_values() {
+    const std::string I = index_type(), U = std::to_string(vec_.lanes);
+    std::vector<std::string> out;
+    out.push_back("const " + I + " g0 = (" + I + ")blockIdx.x * blockDim.x + threadIdx.x;");
+    out.push_back("const int64_t hv = (int64_t)(g0 * " + U + " % " + std::to_string(vec_.extent) + ");");
+    em_->open_scope({{kFirstLaneVar, "hv"}});
+    for (size_t w : vec_.kept) load_word(vec_.words[w]);
+    std::set<size_t> needed = words_read(vec_.hoisted, {});
+    for (size_t k = 0; k < vec_.hoisted.size(); ++k)
+      em_->line(CEmitter::c_type(vec_.hoisted[k]->dtype) + " h" + std::to_string(k) + "[" + U + "];");
+    em_->open_scope({});
+    for (size_t w : needed)
+      if (!vec_.kept.count(w)) load_word(vec_.words[w]);
+    em_->open_scope({{vec_.v, "(hv + u)"}});
+    for (size_t w : needed) bind_word(vec_.words[w], "u");
+    for (size_t k = 0; k < vec_.hoisted.size(); ++k) em_->line("h" + std::to_string(k) + "[u] = " + em_->emit(vec_.hoisted[k]) + ";");
+    std::vector<std::string> lanes = em_->close_scope();
+    std::vector<std::string> block = em_->close_scope();
+    em_->line("{");
+    for (const auto& l : block) em_->line("  " + l);
+    em_->line("  #pragma unroll");
+    em_->line("  for (int u = 0; u < " + U + "; ++u) {");
+    for (const auto& l : lanes) em_->line("    " + l);
+    em_->line("  }");
+    em_->line("}");
+    for (const auto& l : em_->close_scope()) out.push_back(l);
+    return out;
+  }
+
+  // The vector path (plan_vector), taken when every vector pointer is 16-byte aligned
+  // (checked at run time: a view of a tensor may not be); otherwise the scalar loop
+  // below runs.
+  std::vector<std::string> elementwise_vector_body() {
+    if (vec_.lanes == 0) return {};
+    const Stage& stage = k_.stages[0];
+    const int U = vec_.lanes;
     const std::string I = index_type();
-    const int group_var = kFirstLaneVar;
+    std::vector<std::string> before;
+    if (!vec_.hoisted.empty()) before = hoisted_values();
+
     std::vector<std::pair<int, std::string>> group_vars = outer_vars();
     for (size_t d = 0; d + 1 < stage.inner.size(); ++d) group_vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
-    group_vars.push_back({group_var, "iv"});
+    group_vars.push_back({kFirstLaneVar, "iv"});
     em_->open_scope(group_vars);
     for (const auto& l : decompose("x", hints(k_.outer), "o")) em_->line(l);
     std::vector<std::string> coords = decompose("j", hints(stage.inner), "i");
     coords.back() = "const int64_t iv" + coords.back().substr(coords.back().find(" = "));
     for (const auto& l : coords) em_->line(l);
-    const std::unordered_map<int, Expr> at_first = {{v, var(group_var)}};
-    for (const auto& [b, index] : vec_loads) {
-      const DType t = p_.buffers[b].dtype;
-      const std::string vt = vector_type(vector_bytes(t, U)), idx = em_->emit(substitute(index, at_first));
-      em_->line("const " + vt + " raw" + std::to_string(b) + " = *(const " + vt + "*)(b" + std::to_string(b) + " + " + idx + ");");
-    }
+    for (size_t w : vec_.loop_words)
+      if (!vec_.kept.count(w)) load_word(vec_.words[w]);
     std::map<int, std::string> store_at;
     for (const auto& item : stage.items) {
       int b = p_.computed[item.computed].buffer;
-      if (!vec_stores.count(b) || store_at.count(b)) continue;
-      store_at[b] = em_->emit(substitute(item.store_index, at_first));
+      if (!vec_.stores.count(b) || store_at.count(b)) continue;
+      store_at[b] = em_->emit(substitute(item.store_index, {{vec_.v, var(kFirstLaneVar)}}));
       em_->line(vector_type(vector_bytes(p_.buffers[b].dtype, U)) + " out" + std::to_string(b) + ";");
     }
-    em_->open_scope({{v, "(iv + u)"}});
-    for (const auto& [b, index] : vec_loads) bind_lane(b, "raw" + std::to_string(b), "u");
+    em_->open_scope({{vec_.v, "(iv + u)"}});
+    for (size_t w : vec_.loop_words) bind_word(vec_.words[w], "u");
+    for (size_t k = 0; k < vec_.hoisted.size(); ++k) em_->bind_value(vec_.hoisted[k], "h" + std::to_string(k) + "[u]");
     for (const auto& item : stage.items) {
       const ComputedBuffer& c = p_.computed[item.computed];
       std::string val = em_->emit(item.value);
       const DType t = p_.buffers[c.buffer].dtype;
-      if (vec_stores.count(c.buffer))
+      if (vec_.stores.count(c.buffer))
         em_->line(CEmitter::store_text("(" + lane_pointer(t, false) + "&out" + std::to_string(c.buffer) + ")", "u", t, val));
       else if (m_.in_memory[c.buffer])
         em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), t, val));
@@ -470,13 +657,21 @@ class CudaKernelPrinter {
 
     std::string aligned;
     std::set<int> pointers;
-    for (const auto& [b, index] : vec_loads) pointers.insert(b);
+    for (const auto& w : vec_.words) pointers.insert(w.buffer);
     for (const auto& [b, idx] : store_at) pointers.insert(b);
     for (int b : pointers) aligned += std::string(aligned.empty() ? "" : " | ") + "(uintptr_t)b" + std::to_string(b);
+    std::string condition = "((" + aligned + ") & 15) == 0";
+    std::string why = "every vector pointer 16-byte aligned";
+    if (!vec_.hoisted.empty()) {
+      // Hoisting holds only on the grid plan_hoist chose: the launch could differ.
+      condition += " && ((" + I + ")gridDim.x * blockDim.x * " + std::to_string(U) + ") % " + std::to_string(vec_.extent) + " == 0";
+      why += ", the grid-stride step a multiple of " + std::to_string(vec_.extent);
+    }
     const int64_t inner = numel(stage.inner);
     const std::string groups = std::to_string(total_ / U);
     std::vector<std::string> out;
-    out.push_back("if (((" + aligned + ") & 15) == 0) {  /* vector path: every vector pointer 16-byte aligned */");
+    out.push_back("if (" + condition + ") {  /* vector path: " + why + " */");
+    for (const auto& l : before) out.push_back("  " + l);
     out.push_back("  for (" + I + " g = (" + I + ")blockIdx.x * blockDim.x + threadIdx.x; g < " + groups + "; g += (" + I +
                   ")gridDim.x * blockDim.x) {");
     out.push_back("    const " + I + " x = g * " + std::to_string(U) + " / " + std::to_string(inner) + ";");
@@ -1135,6 +1330,7 @@ class CudaKernelPrinter {
   int64_t chunks_ = 0, scratch_bytes_ = 0;
   std::unordered_map<int, int64_t> partial_offset_;
   RowTile tile_;  // plan_row_tile; lanes == 0: none
+  VectorPlan vec_;  // plan_vector, plan_hoist; lanes == 0: none
 };
 
 }  // namespace

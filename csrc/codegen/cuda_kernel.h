@@ -65,6 +65,10 @@ struct CudaKernelInfo {
   uint32_t row_lanes = 0;
   uint32_t row_slots = 0;
   std::vector<int> row_cached;
+  // Elementwise vector path (see kHoistWords): per-lane values computed once per thread
+  // before the grid-stride loop, and vector words of [C]-like buffers loaded there.
+  uint32_t hoisted_values = 0;
+  uint32_t hoisted_words = 0;
 };
 
 struct CudaCode {
@@ -103,6 +107,20 @@ constexpr int64_t kRowTileBytes = 192;
 // later stages. About this many chunks, of at least kColumnSplitMinRows rows each.
 constexpr int64_t kColumnSplitBlocks = 128;  // about one block per SM on an H100 (132)
 constexpr int64_t kColumnSplitMinRows = 16;
+
+// Hoisting in the elementwise vector path. When the grid-stride step (blocks x 256
+// threads x lanes elements) is a multiple of the innermost extent, a thread's innermost
+// coordinate is the same in every step, so values that depend on it alone (channels-last
+// BatchNorm's per-channel scale) are computed once per thread, per lane, before the
+// loop (lane_invariant.h says which), and the vector words such buffers are read in
+// are loaded there too. At most kHoistWords 32-bit registers a thread. Only when the
+// grid would give threads several steps: it is then made at most 1/kHoistSteps of the
+// blocks the elements need, at least kHoistBlocks (a full H100 at 8 blocks an SM), and
+// a multiple of extent / gcd(extent, 256 x lanes) (no hoisting when that multiple
+// exceeds an eighth of the grid).
+constexpr int64_t kHoistWords = 32;
+constexpr int64_t kHoistSteps = 8;
+constexpr int64_t kHoistBlocks = 1024;
 
 CudaCode generate_cuda(const Program& p, const Schedule& s);
 const char* cuda_shape_name(CudaKernelInfo::Shape s);

@@ -310,6 +310,8 @@ std::string CudaCompiledGraph::memory_plan_text() const {
       for (size_t i = 0; i < k.row_cached.size(); ++i) out << (i ? ", buf" : "; read once: buf") << k.row_cached[i];
       out << ")";
     }
+    if (k.hoisted_values > 0)
+      out << " (hoisted before the grid loop: " << k.hoisted_values << " per-lane values, " << k.hoisted_words << " words)";
     out << "\n";
   }
   return out.str();

@@ -397,3 +397,124 @@ TEST(cuda_vocabulary_softmax_keeps_the_per_element_loop) {
   CHECK(has(code, "for (int j = tid; j < 50257; j += 1024) {"));
   check_compiles(code);
 }
+
+namespace {
+
+// Two channels-last activations, each normalized by its own inference BatchNorm, added
+// and relu'd (the first block of a ResNet stage with a downsample branch).
+std::string batch_norm_pair(int64_t n, int64_t c, int64_t h, const std::string& t) {
+  const std::string C = std::to_string(c), act = t + "[" + std::to_string(n) + "," + C + "," + std::to_string(h) + "," +
+                                             std::to_string(h) + "]{" + std::to_string(c * h * h) + ",1," +
+                                             std::to_string(h * c) + "," + C + "}";
+  const std::string vec = t + "[" + C + "]{1}", f32v = "f32[" + C + "]{1} internal";
+  const std::string col = "f32[" + C + ",1,1]{1,1,1} internal", out = "f32" + act.substr(t.size()) + " internal";
+  auto bn = [&](int x, int mean, int var, int w, int b, int at) {
+    auto n_ = [&](int k) { return "%" + std::to_string(at + k); };
+    return "  " + n_(0) + " = aten._to_copy.default(%" + std::to_string(mean) + ", \"f32\", none, none, none, false, none) : " + f32v + "\n" +
+           "  " + n_(1) + " = aten._to_copy.default(%" + std::to_string(var) + ", \"f32\", none, none, none, false, none) : " + f32v + "\n" +
+           "  " + n_(2) + " = aten.add.Tensor(" + n_(1) + ", 1e-05, 1) : " + f32v + "\n" +
+           "  " + n_(3) + " = aten.sqrt.default(" + n_(2) + ") : " + f32v + "\n" +
+           "  " + n_(4) + " = aten.reciprocal.default(" + n_(3) + ") : " + f32v + "\n" +
+           "  " + n_(5) + " = aten.view.default(" + n_(0) + ", [" + C + ", 1, 1]) : " + col + "\n" +
+           "  " + n_(6) + " = aten.view.default(" + n_(4) + ", [" + C + ", 1, 1]) : " + col + "\n" +
+           "  " + n_(7) + " = aten.sub.Tensor(%" + std::to_string(x) + ", " + n_(5) + ", 1) : " + out + "\n" +
+           "  " + n_(8) + " = aten.mul.Tensor(" + n_(7) + ", " + n_(6) + ") : " + out + "\n" +
+           "  " + n_(9) + " = aten.view.default(%" + std::to_string(w) + ", [" + C + ", 1, 1]) : " + t + "[" + C + ",1,1]{1,1,1} internal\n" +
+           "  " + n_(10) + " = aten.mul.Tensor(" + n_(8) + ", " + n_(9) + ") : " + out + "\n" +
+           "  " + n_(11) + " = aten.view.default(%" + std::to_string(b) + ", [" + C + ", 1, 1]) : " + t + "[" + C + ",1,1]{1,1,1} internal\n" +
+           "  " + n_(12) + " = aten.add.Tensor(" + n_(10) + ", " + n_(11) + ", 1) : " + out + "\n" +
+           "  " + n_(13) + " = aten._to_copy.default(" + n_(12) + ", \"" + t + "\", none, none, none, false, none) : " + act + "\n";
+  };
+  std::string text = "graph {\n  %0 = input(0) : " + act + "\n  %1 = input(1) : " + act + "\n";
+  for (int i = 2; i < 10; ++i) text += "  %" + std::to_string(i) + " = input(" + std::to_string(i) + ") : " + vec + "\n";
+  text += bn(0, 2, 3, 4, 5, 10) + bn(1, 6, 7, 8, 9, 24);
+  text += "  %38 = aten.add.Tensor(%23, %37, 1) : " + act + "\n  %39 = aten.relu.default(%38) : " + act + "\n  return (%39)\n}\n";
+  return text;
+}
+
+// The text of the vector path's grid-stride loop (up to its end).
+std::string vector_loop(const ember::CudaCode& code) {
+  const size_t from = code.source.find("for (int g = ");
+  return from == std::string::npos ? "" : code.source.substr(from, code.source.find("return;", from) - from);
+}
+
+}  // namespace
+
+// Channels-last BatchNorm: C = 256 divides the grid-stride step, so each thread's channel
+// is fixed; 1 / sqrt(var + eps) of each BatchNorm is computed once per lane before the
+// loop (two values x 8 lanes), the grid shrunk to give threads several steps.
+TEST(cuda_channels_last_batch_norm_hoists_its_per_channel_scale) {
+  ember::CudaCode code = cuda_rows_of(batch_norm_pair(16, 256, 28, "bf16"));
+  const CudaKernelInfo* k = nullptr;
+  for (const auto& kk : code.kernels)
+    if (kk.hoisted_values > 0) k = &kk;
+  CHECK(k != nullptr);
+  if (!k) return;
+  CHECK_EQ(k->hoisted_values, 2u);
+  CHECK_EQ(k->hoisted_words, 16u);  // 4 of the 6 bf16 [C] words the loop reads
+  CHECK_EQ(k->grid, 1024u);         // 1,568 blocks' worth of elements: kHoistBlocks
+  CHECK(has(code, "float h0[8];"));
+  CHECK(has(code, "const int64_t hv = (int64_t)(g0 * 8 % 256);"));
+  CHECK(has(code, ") % 256 == 0) {  /* vector path"));
+  const std::string loop = vector_loop(code);
+  CHECK(!loop.empty());
+  CHECK(code.source.find("sqrtf(") < code.source.find("for (int g = "));
+  CHECK(loop.find("sqrtf(") == std::string::npos);
+  CHECK(loop.find(" * h0[u];") != std::string::npos && loop.find(" * h1[u];") != std::string::npos);
+  check_compiles(code);
+}
+
+TEST(cuda_batch_norm_f32_hoists_with_4_lanes) {
+  ember::CudaCode code = cuda_rows_of(batch_norm_pair(16, 256, 28, "f32"));
+  bool found = false;
+  for (const auto& k : code.kernels)
+    if (k.hoisted_values > 0) {
+      found = true;
+      CHECK_EQ(k.hoisted_values, 2u);
+      CHECK_EQ(k.hoisted_words, 24u);  // every [C] word the loop reads: 6 x 4 floats
+    }
+  CHECK(found);
+  CHECK(has(code, "float h1[4];"));
+  CHECK(vector_loop(code).find("sqrtf(") == std::string::npos);
+  check_compiles(code);
+}
+
+// C = 200 does not divide 256 x 8: the grid is rounded up to a multiple of 25 blocks.
+// C = 1,032 would need a multiple of 129 blocks, more than an eighth of the grid: no
+// hoisting. Nor where the grid gives each thread one step (a small tensor).
+TEST(cuda_hoisting_needs_a_step_that_keeps_the_channel) {
+  auto hoisting = [](const ember::CudaCode& code) {
+    for (const auto& k : code.kernels)
+      if (k.hoisted_values > 0) return static_cast<int64_t>(k.grid);
+    return int64_t{0};
+  };
+  ember::CudaCode c200 = cuda_rows_of(batch_norm_pair(16, 200, 28, "bf16"));
+  CHECK_EQ(hoisting(c200), 1025);
+  CHECK(has(c200, ") % 200 == 0) {  /* vector path"));
+  check_compiles(c200);
+  ember::CudaCode c1032 = cuda_rows_of(batch_norm_pair(16, 1032, 14, "bf16"));
+  CHECK_EQ(hoisting(c1032), 0);
+  CHECK(vector_loop(c1032).find("sqrtf(") != std::string::npos);
+  ember::CudaCode small = cuda_rows_of(batch_norm_pair(2, 256, 28, "bf16"));
+  CHECK_EQ(hoisting(small), 0);
+  CHECK(!has(small, "h0["));
+}
+
+// ResNet's stem pool, channels-last: nine window loads of one buffer, each its own vector
+// word (4 bf16 lanes: the i64 indices make the lanes 4); the windows that may leave the
+// image (padding, only up and left here) read under their guard, clamped to whole words.
+TEST(cuda_max_pool_reads_each_window_position_as_a_vector_word) {
+  ember::CudaCode code = cuda_rows_of(R"(graph {
+  %0 = input(0) : bf16[2,64,8,8]{4096,1,512,64}
+  %1 = aten.max_pool2d_with_indices.default(%0, [3, 3], [2, 2], [1, 1], [1, 1], false) : (bf16[2,64,4,4]{1024,1,256,64}, i64[2,64,4,4]{1024,1,256,64})
+  return (%1, %1.1)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  CHECK(has(code, "const uint2 raw0 = *(const uint2*)(b0 + ember_clamp_index("));
+  CHECK(has(code, ", 8188LL));"));  // 8,192 elements, the last word at 8,188
+  CHECK(has(code, "const uint2 raw0_8 = *(const uint2*)(b0 + t"));
+  const std::string loop = vector_loop(code);
+  CHECK(loop.find("b0[") == std::string::npos);  // no scalar read of the input is left
+  check_compiles(code);
+}

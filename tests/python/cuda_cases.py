@@ -140,6 +140,33 @@ def _stem(x, w):
     return F.conv2d(x, w, stride=2, padding=3).relu()
 
 
+def _batch_norm_pair(x, y, *p):
+    """The first block of a ResNet stage with a downsample branch, after its convolutions:
+    two channels-last activations, each normalized by its own BatchNorm (inference),
+    added, relu. Each thread's channel is fixed when C divides the grid-stride step:
+    the per-channel scale is computed before the grid loop (kHoistWords, cuda_kernel.h)."""
+    a = F.batch_norm(x, p[0], p[1], p[2], p[3], False, 0.0, 1e-5)
+    b = F.batch_norm(y, p[4], p[5], p[6], p[7], False, 0.0, 1e-5)
+    return (a + b).relu()
+
+
+def _batch_norm_pair_args(device, c, dtype, n=16, hw=28):
+    def act():
+        return _rand(n, c, hw, hw, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
+
+    def stats():
+        return [_rand(c, device=device, dtype=dtype), _rand(c, device=device, dtype=dtype).abs() + 0.5,
+                _rand(c, device=device, dtype=dtype), _rand(c, device=device, dtype=dtype)]
+
+    return (act(), act(), *stats(), *stats())
+
+
+def _max_pool(x):
+    """ResNet's stem pool on a channels-last activation: 9 window loads of one buffer,
+    each a vector load of its own, under padding guards that depend on h and w only."""
+    return F.max_pool2d_with_indices(x.relu(), 3, 2, 1)
+
+
 def _cumsum(x):
     return torch.cumsum(x, -1)
 
@@ -282,6 +309,15 @@ CASES = {
                                                             _rand(70, 100, device=d))),
     "transpose_stem_bf16": lambda d: (_stem, (_rand(2, 3, 64, 64, device=d, dtype=torch.bfloat16),
                                               _rand(64, 3, 7, 7, device=d, dtype=torch.bfloat16))),
+    # Channels-last BatchNorm pairs: per-channel values hoisted out of the grid loop when
+    # C divides its step (64, 256), or after rounding the grid (200: 25 blocks, 96 f32: 3).
+    "batch_norm_pair_64_bf16": lambda d: (_batch_norm_pair, _batch_norm_pair_args(d, 64, torch.bfloat16, hw=56)),
+    "batch_norm_pair_256_bf16": lambda d: (_batch_norm_pair, _batch_norm_pair_args(d, 256, torch.bfloat16)),
+    "batch_norm_pair_200_bf16": lambda d: (_batch_norm_pair, _batch_norm_pair_args(d, 200, torch.bfloat16)),
+    "batch_norm_pair_256_f32": lambda d: (_batch_norm_pair, _batch_norm_pair_args(d, 256, torch.float32)),
+    "batch_norm_pair_96_f32": lambda d: (_batch_norm_pair, _batch_norm_pair_args(d, 96, torch.float32)),
+    "max_pool_3x3_bf16": lambda d: (_max_pool, (_rand(8, 64, 56, 56, device=d, dtype=torch.bfloat16)
+                                                .contiguous(memory_format=torch.channels_last),)),
     "cumsum": lambda d: (_cumsum, (_rand(8, 100, device=d),)),
     "masked_attention_bf16": lambda d: (_masked_attention, _attention_args(d)),
     "padded_matmuls_bf16": lambda d: (_padded_matmuls, _padded_matmul_args(d)),

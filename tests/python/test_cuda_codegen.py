@@ -101,6 +101,25 @@ def test_row_tiles(tmp_path, monkeypatch):
     assert any(k["row_slots"] > 0 and k["row_cached"] for k in backward), backward
 
 
+def _elementwise_kernels(name):
+    fn, args = CASES[name]("cpu")
+    return [(k, cg.source) for cg in compile_all(fn, args) for k in cg.kernels if k["shape"] == "elementwise"]
+
+
+def test_hoisting(tmp_path, monkeypatch):
+    """Per-channel values out of the grid loop in channels-last BatchNorm kernels
+    (kHoistWords, cuda_kernel.h): each BatchNorm's scale, once per thread and lane."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    for name, lanes, grid in (("batch_norm_pair_64_bf16", 8, 1024), ("batch_norm_pair_256_bf16", 8, 1024),
+                              ("batch_norm_pair_200_bf16", 8, 1025), ("batch_norm_pair_256_f32", 4, 1024),
+                              ("batch_norm_pair_96_f32", 4, 1026)):
+        [(k, source)] = [(k, s) for k, s in _elementwise_kernels(name) if k["hoisted_values"]]
+        assert (k["hoisted_values"], k["grid"]) == (2, grid), (name, k)
+        loop = source[source.index("for (int g = "):]
+        loop = loop[:loop.index("return;")]
+        assert f"float h1[{lanes}];" in source and "sqrtf(" not in loop and " * h0[u];" in loop, name
+
+
 def test_cubin_cache_hits(tmp_path, monkeypatch):
     """A second compile of the same source is a hit: in memory, then on disk in a new
     process's position (same key: source, ember version, NVRTC identity, arch)."""

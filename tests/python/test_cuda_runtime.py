@@ -37,6 +37,20 @@ def test_refused_graphs_run_eagerly(name):
     assert fallbacks >= 1
 
 
+@pytest.mark.parametrize("name", ["batch_norm_pair_256_bf16", "batch_norm_pair_200_bf16", "batch_norm_pair_96_f32"])
+def test_hoisted_kernel_equals_the_per_element_one(name):
+    """Values hoisted out of the grid loop (kHoistWords) are the same expressions, only
+    evaluated elsewhere: the hoisted kernel (16 images, several steps a thread) equals,
+    bit for bit, the unhoisted one that a single image gets (one step a thread)."""
+    fn, args = CASES[name]("cuda")
+    first = [a[:1] if a.dim() == 4 else a for a in args]
+    with torch.no_grad():
+        whole = compile_fresh(fn, backend="ember", fullgraph=False)(*args)
+        alone = compile_fresh(fn, backend="ember", fullgraph=False)(*first)
+    torch.cuda.synchronize()
+    assert torch.equal(whole[:1], alone)
+
+
 def _training_step(fn, args, dtype=None):
     """[loss, gradients of the leaves that require grad] of fn on copies of args."""
     args = [a.detach().clone().to(dtype or a.dtype).requires_grad_(a.requires_grad) for a in args]
