@@ -55,6 +55,12 @@ def build(name):
                             bos_token_id=vocab - 1, eos_token_id=vocab - 1, use_cache=False,
                             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
         model = GPT2LMHeadModel(config).train()
+        # transformers finds no loss type in the class name "GPT2LMHeadModel" and warns
+        # (logger.warning_once) on the first loss it computes; Dynamo cannot trace the
+        # logger, so the warning broke the compiled function into two graphs (and had
+        # Dynamo trace the model three times) for every backend. The loss is the one
+        # transformers falls back to.
+        model.loss_type = "ForCausalLM"
         ids = torch.randint(0, vocab, (8, 128))
 
         def loss_of(m):

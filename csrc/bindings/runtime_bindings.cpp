@@ -54,13 +54,16 @@ void define_runtime(nb::module_& m) {
         return out;
       })
       .def_prop_ro("steps", [](const CompiledGraph& g) { return steps_list(g.steps()); })
+      .def_prop_ro("kernels_ready", &CompiledGraph::kernels_ready)
+      .def("wait_kernels", &CompiledGraph::wait_kernels, nb::call_guard<nb::gil_scoped_release>(),
+           "Wait for a background C compile and load its kernels; raises what it raised.")
       .def("run_step", &CompiledGraph::run_step, nb::arg("step"), nb::arg("ptrs"), nb::arg("symbols") = Symbols{},
            nb::call_guard<nb::gil_scoped_release>(), "Run the kernel group of step `step`.");
 
   m.def(
       "compile",
       [](const std::string& text, bool fuse, bool disk_cache, const std::string& cache_dir, const std::string& debug_dir,
-         bool pad_matmuls, bool emulate_precision_casts) {
+         bool pad_matmuls, bool emulate_precision_casts, bool background) {
         ember::CompileOptions o;
         o.fuse = fuse;
         o.pad_matmuls = pad_matmuls;
@@ -68,13 +71,15 @@ void define_runtime(nb::module_& m) {
         o.disk_cache = disk_cache;
         o.cache_dir = cache_dir;
         o.debug_dir = debug_dir;
+        o.background = background;
         nb::gil_scoped_release release;
         return CompiledGraph::compile(text, o);
       },
       nb::arg("graph_text"), nb::arg("fuse") = true, nb::arg("disk_cache") = true, nb::arg("cache_dir") = "",
       nb::arg("debug_dir") = "", nb::arg("pad_matmuls") = false,
-      nb::arg("emulate_precision_casts") = false,
-      "Compile graph text for the CPU. pad_matmuls runs the CUDA graphs' matmul padding (for tests).");
+      nb::arg("emulate_precision_casts") = false, nb::arg("background") = false,
+      "Compile graph text for the CPU. pad_matmuls runs the CUDA graphs' matmul padding (for tests); "
+      "background runs the C compiler on a thread (wait_kernels() joins it).");
   m.def("default_cache_dir", &ember::default_cache_dir);
   m.def("compile_counts", [] {
     ember::CompileCounts c = ember::compile_counts();

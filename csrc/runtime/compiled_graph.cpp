@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
 
 #include "jit/c_compiler.h"
@@ -71,7 +72,11 @@ void reset_compile_counts() {
   c.disk_cache_hits = 0;
 }
 
-CompiledGraph::~CompiledGraph() = default;
+CompiledGraph::~CompiledGraph() {
+  // A build still running writes into the disk cache and the memory cache: let it end
+  // before this graph's options and library go.
+  if (build_.valid()) build_.wait();
+}
 
 std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_text, const CompileOptions& opts) {
   std::shared_ptr<CompiledGraph> cg(new CompiledGraph());
@@ -110,7 +115,11 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_t
   after("plan_arena", [&] { return cg->memory_plan_text(); });
   // Written before the C compiler runs, so that its failure leaves the source behind.
   if (dump) write_pass_dumps(cg->passes_, opts.debug_dir, "generate_c", ".c");
-  if (!cg->code_.kernels.empty()) cg->load_kernels(opts);
+  if (cg->code_.kernels.empty()) {
+    cg->ready_.store(true, std::memory_order_release);  // nothing to build
+  } else {
+    cg->load_kernels(opts);
+  }
   return cg;
 }
 
@@ -144,6 +153,98 @@ MemoryPlan CompiledGraph::arena_at(const std::vector<int64_t>& symbols) const {
   return place_arena(lifetimes_, static_cast<int>(program_.buffers.size()), symbols);
 }
 
+namespace {
+
+// Libraries whose C compiler is still running, by cache key: a graph with the same code
+// takes that build instead of starting another (it counts as a memory-cache hit).
+std::unordered_map<std::string, std::shared_future<BuiltLibrary>>& builds_in_flight() {
+  static auto* m = new std::unordered_map<std::string, std::shared_future<BuiltLibrary>>();
+  return *m;
+}
+
+// Runs the C compiler on `source`, installs the library in the disk cache (when there is
+// one) and loads it. Throws, with the source and the compiler's output kept in a 0600 file,
+// when the compiler fails.
+BuiltLibrary build_library(const CCompiler& cc, const std::string& key, const std::string& source, DiskCache* disk) {
+  BuiltLibrary built;
+  std::string out;
+  if (disk) {
+    out = disk->temp_path("so");
+  } else {
+    char tmpl[] = "/tmp/ember-XXXXXX";
+    const char* d = mkdtemp(tmpl);
+    if (!d) throw std::runtime_error("ember: cannot create a temporary directory");
+    out = std::string(d) + "/kernels.so";
+  }
+  CompileResult r = cc.compile_shared_object(source, out, false);
+  built.compile_seconds = r.seconds;
+  if (!r.ok) {
+    // Keep what failed where the user can read it (mode 0600, a fresh name).
+    char path[] = "/tmp/ember-failed-XXXXXX.c";
+    int fd = mkstemps(path, 2);
+    std::string kept;
+    if (fd >= 0) {
+      std::string text = source + "\n/* compiler output:\n" + r.log + "\n*/\n";
+      bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+      ::close(fd);
+      if (ok) kept = std::string(" (source and compiler output kept in ") + path + ")";
+    }
+    throw std::runtime_error("ember: the C compiler failed on the generated code" + kept + ":\n" + r.log);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::string path = out;
+  if (disk) {
+    if (auto installed = disk->install(key, "so", out)) path = *installed;
+  }
+  std::string err;
+  built.library = SharedLibrary::open(path, &err);
+  if (!built.library) throw std::runtime_error("ember: cannot load compiled kernels: " + err);
+  built.load_seconds = seconds_since(t0);
+  return built;
+}
+
+// The build of `source`'s library: run now (the returned future is ready, holding the
+// library or the error), or on a thread of its own, registered in builds_in_flight()
+// until it ends. Either way a successful build enters the memory cache.
+std::shared_future<BuiltLibrary> start_build(const std::string& key, const std::string& source,
+                                             std::unique_ptr<DiskCache> disk, bool background) {
+  ++counts().c_compiler_runs;
+  std::packaged_task<BuiltLibrary()> task(
+      [cc = compiler(), key, source, disk = std::shared_ptr<DiskCache>(std::move(disk)), background] {
+        auto forget = [&] {
+          if (!background) return;
+          std::lock_guard<std::mutex> lock(g_memory_cache_mutex);
+          builds_in_flight().erase(key);
+        };
+        BuiltLibrary built;
+        try {
+          built = build_library(cc, key, source, disk.get());
+        } catch (...) {
+          forget();
+          throw;
+        }
+        std::lock_guard<std::mutex> lock(g_memory_cache_mutex);
+        memory_cache()[key] = built.library;
+        if (background) builds_in_flight().erase(key);
+        return built;
+      });
+  std::shared_future<BuiltLibrary> result = task.get_future().share();
+  if (!background) {
+    task();
+    return result;
+  }
+  {
+    // Registered before the thread starts, so that its erase always comes after.
+    std::lock_guard<std::mutex> lock(g_memory_cache_mutex);
+    builds_in_flight()[key] = result;
+  }
+  // Detached: the future keeps the result; ~CompiledGraph waits for a build it started.
+  std::thread(std::move(task)).detach();
+  return result;
+}
+
+}  // namespace
+
 void CompiledGraph::load_kernels(const CompileOptions& opts) {
   const CCompiler& cc = compiler();
   key_ = sha256_hex(code_.source + "\n/* ember " EMBER_VERSION " */\n" + cc.identity());
@@ -152,8 +253,12 @@ void CompiledGraph::load_kernels(const CompileOptions& opts) {
     std::lock_guard<std::mutex> lock(g_memory_cache_mutex);
     auto it = memory_cache().find(key_);
     if (it != memory_cache().end()) library_ = it->second.lock();
+    if (!library_) {
+      auto in_flight = builds_in_flight().find(key_);
+      if (in_flight != builds_in_flight().end()) build_ = in_flight->second;
+    }
   }
-  if (library_) {
+  if (library_ || build_.valid()) {
     cache_status_ = "memory";
     ++counts().memory_cache_hits;
   } else {
@@ -175,55 +280,46 @@ void CompiledGraph::load_kernels(const CompileOptions& opts) {
         }
       }
     }
-    if (!library_) {
-      std::string scratch;
-      std::string out;
-      if (disk) {
-        out = disk->temp_path("so");
-      } else {
-        char tmpl[] = "/tmp/ember-XXXXXX";
-        const char* d = mkdtemp(tmpl);
-        if (!d) throw std::runtime_error("ember: cannot create a temporary directory");
-        scratch = d;
-        out = scratch + "/kernels.so";
-      }
-      auto tc = std::chrono::steady_clock::now();
-      ++counts().c_compiler_runs;
-      CompileResult r = cc.compile_shared_object(code_.source, out, false);
-      times_.compile = seconds_since(tc);
-      if (!r.ok) {
-        // Keep what failed where the user can read it (mode 0600, a fresh name).
-        char path[] = "/tmp/ember-failed-XXXXXX.c";
-        int fd = mkstemps(path, 2);
-        std::string kept;
-        if (fd >= 0) {
-          std::string text = code_.source + "\n/* compiler output:\n" + r.log + "\n*/\n";
-          bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-          ::close(fd);
-          if (ok) kept = std::string(" (source and compiler output kept in ") + path + ")";
-        }
-        throw std::runtime_error("ember: the C compiler failed on the generated code" + kept + ":\n" + r.log);
-      }
-      std::string path = out;
-      if (disk) {
-        if (auto installed = disk->install(key_, "so", out)) path = *installed;
-      }
-      library_ = SharedLibrary::open(path, &err);
-      if (!library_) throw std::runtime_error("ember: cannot load compiled kernels: " + err);
+    if (library_) {
+      std::lock_guard<std::mutex> lock(g_memory_cache_mutex);
+      memory_cache()[key_] = library_;
+    } else {
       cache_status_ = "miss";
+      build_ = start_build(key_, code_.source, std::move(disk), opts.background);
     }
-    std::lock_guard<std::mutex> lock(g_memory_cache_mutex);
-    memory_cache()[key_] = library_;
   }
+  times_.load = seconds_since(t0);
+  if (library_) {
+    resolve_kernels();
+    ready_.store(true, std::memory_order_release);
+  } else if (!opts.background) {
+    wait_kernels();  // a failed build throws here, from compile()
+  }
+}
+
+void CompiledGraph::wait_kernels() {
+  if (kernels_ready()) return;
+  std::lock_guard<std::mutex> lock(wait_mutex_);
+  if (kernels_ready()) return;
+  const BuiltLibrary& built = build_.get();  // rethrows the build's error
+  library_ = built.library;
+  times_.compile = built.compile_seconds;
+  times_.load += built.load_seconds;
+  resolve_kernels();
+  ready_.store(true, std::memory_order_release);
+}
+
+void CompiledGraph::resolve_kernels() {
+  fns_.clear();
   for (const auto& k : code_.kernels) {
     void* sym = library_->symbol((k.name + "_launch").c_str());
     if (!sym) throw std::runtime_error("ember: kernel " + k.name + " missing from the compiled library");
     fns_.push_back(reinterpret_cast<LaunchFn>(sym));
   }
-  times_.load = seconds_since(t0) - times_.compile;
 }
 
-void CompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, const std::vector<int64_t>& symbols) const {
+void CompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, const std::vector<int64_t>& symbols) {
+  if (!kernels_ready()) wait_kernels();
   const ExecStep& st = steps_.at(step);
   if (st.kind != ExecStep::Kind::Kernels) throw std::invalid_argument("step is not a kernel group");
   if (ptrs.size() != st.args.size()) throw std::invalid_argument("wrong number of buffer pointers");

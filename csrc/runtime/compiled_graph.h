@@ -5,14 +5,23 @@
 //   -> split reductions -> generate C -> compile (memory cache, then disk cache, then
 //   the C compiler) -> load
 //
+// With CompileOptions::background the C compiler (a subprocess, seconds for a large
+// graph) runs on a thread of its own and compile() returns as soon as everything else is
+// done: the buffers, steps and arena are known, and the caller can go on (AOTAutograd
+// traces the backward, Dynamo the next frame) while the kernels build. wait_kernels()
+// joins the build and throws what it threw; run_step waits by itself.
+//
 // The front end (runtime/front_end.h) is shared with the CUDA graph.
 //
 // Execution is a list of steps: groups of consecutive kernels (one call from
 // Python runs a whole group) and extern ATen calls (run by Python). Buffers are
 // numbered; Python owns their memory (torch tensors) and passes base pointers.
 #pragma once
+#include <atomic>
 #include <cstdint>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,6 +44,14 @@ struct CompileOptions {
   bool disk_cache = true;
   std::string cache_dir;        // empty: the default (~/.cache/ember or $EMBER_CACHE_DIR)
   std::string debug_dir;        // non-empty: write the IR after each pass and the source here
+  bool background = false;      // run the C compiler on a thread; see wait_kernels()
+};
+
+// A kernel library built by the C compiler (or being built), with what building it took.
+struct BuiltLibrary {
+  std::shared_ptr<SharedLibrary> library;
+  double compile_seconds = 0;  // the C compiler's run
+  double load_seconds = 0;     // installing into the disk cache and loading
 };
 
 class CompiledGraph {
@@ -47,6 +64,7 @@ class CompiledGraph {
   const Schedule& schedule() const { return schedule_; }
   const GeneratedCode& code() const { return code_; }
   const std::vector<ExecStep>& steps() const { return steps_; }
+  // compile and load are 0 until the kernels are loaded (kernels_ready()).
   const PhaseTimes& times() const { return times_; }
   const std::string& cache_key() const { return key_; }
   // Intermediates that never leave the graph live in one arena of this size,
@@ -67,15 +85,25 @@ class CompiledGraph {
   std::string program_text() const;
   std::string schedule_text() const;
 
+  // Whether the kernels are loaded: always after a compile without opts.background
+  // (which throws instead), and after a successful wait_kernels().
+  bool kernels_ready() const { return ready_.load(std::memory_order_acquire); }
+  // Blocks until the background build has finished and loads its kernels; throws what
+  // the C compiler or the loader threw (again on every call: a failed graph stays failed).
+  // Safe to call from several threads.
+  void wait_kernels();
+
   // Runs the kernels of step `step` with the buffers' base pointers, in the order
   // of steps()[step].args, and the call's symbol values (one per graph symbol).
-  void run_step(int step, const std::vector<uintptr_t>& ptrs, const std::vector<int64_t>& symbols = {}) const;
+  // Waits for the kernels first if they are still being built.
+  void run_step(int step, const std::vector<uintptr_t>& ptrs, const std::vector<int64_t>& symbols = {});
 
  private:
   CompiledGraph() = default;
   void build_steps();
   void plan_memory();
   void load_kernels(const CompileOptions& opts);
+  void resolve_kernels();
   std::string memory_plan_text() const;
 
   Graph graph_;
@@ -91,6 +119,9 @@ class CompiledGraph {
   std::string cache_status_ = "none";
   std::string cache_note_;
   std::shared_ptr<SharedLibrary> library_;
+  std::shared_future<BuiltLibrary> build_;  // valid while (or after) the C compiler runs
+  std::mutex wait_mutex_;
+  std::atomic<bool> ready_{false};
   using LaunchFn = void (*)(int64_t rows, int64_t grain, char* const* args);
   std::vector<LaunchFn> fns_;
   std::vector<int64_t> grains_;

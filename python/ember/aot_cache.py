@@ -240,17 +240,28 @@ class EmberOutputCode(_OutputCodeBase):
         return self._runner(inputs)
 
     def __getstate__(self):
-        # torch copies the object before prepare_for_serialization: keep why it cannot be.
         return {"state": self._state, "bypass_reason": self._bypass_reason}
 
     def __setstate__(self, d):
         self.__init__(None, d.get("state"), d.get("bypass_reason", ""))
 
-    def prepare_for_serialization(self) -> None:
-        if self._state is None:
-            from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
+    def __copy__(self):
+        # torch copies the object before prepare_for_serialization: the copy keeps the
+        # runner, whose kernels that method waits for.
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        return new
 
+    def prepare_for_serialization(self) -> None:
+        """Before the entry is written, which AOTAutograd does once the backward is compiled
+        too: a graph whose C compiler (still running in the background) fails is never
+        written, as one that runs eagerly is not. Its first call reports the failure."""
+        from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
+
+        if self._state is None:
             raise BypassAOTAutogradCache(f"ember: {self._bypass_reason}")
+        if self._runner is not None and not self._runner.kernels_built():
+            raise BypassAOTAutogradCache("ember: the graph's kernels failed to compile")
         stats.count_aot_save()
 
     def post_compile(self, *args, **kwargs) -> None:

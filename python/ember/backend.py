@@ -122,10 +122,12 @@ def _new_record(kind: str) -> tuple[GraphRecord, dict]:
     return record, summary
 
 
-def build_runner(imported, attr_tensors: list, device: torch.device | None, cfg: Config, debug_dir: str = ""):
+def build_runner(imported, attr_tensors: list, device: torch.device | None, cfg: Config, debug_dir: str = "",
+                 background: bool = False):
     """(compiled graph, runner) for an imported graph: the C++ pipeline, its kernel cache,
     and the runner of the graph's device (None: the CPU). A freshly compiled graph and one
-    loaded from the AOTAutograd cache (load_graph) both come from here."""
+    loaded from the AOTAutograd cache (load_graph) both come from here. With `background`
+    a CPU graph's C compiler may still be running when this returns (cg.kernels_ready)."""
     if device is not None:
         return compile_cuda_graph(imported, attr_tensors, device, cfg, debug_dir)
     cg = _core.compile(
@@ -135,6 +137,7 @@ def build_runner(imported, attr_tensors: list, device: torch.device | None, cfg:
         disk_cache=cfg.disk_cache,
         cache_dir=cfg.cache_dir or "",
         debug_dir=debug_dir,
+        background=background,
     )
     return cg, GraphRunner(cg, imported, attr_tensors)
 
@@ -150,14 +153,17 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         record.imported = imported
         t1 = time.perf_counter()
         attrs = [getattr(gm, name) for name in imported.attr_inputs]
-        cg, runner = build_runner(imported, attrs, device, cfg, _debug_dir(cfg, record.name))
+        cg, runner = build_runner(imported, attrs, device, cfg, _debug_dir(cfg, record.name),
+                                  background=cfg.compile_in_background)
         record.cg = cg
         t2 = time.perf_counter()
         record.times = {"import": t1 - t0, **cg.times, "total": t2 - t0}
         stats.count_graph(kind, t2 - t0)
-        summary.update(cache=cg.cache_status, times=record.times, kernels=len(cg.kernels), cache_note=cg.cache_note)
-        _log_graph(record)
-        _dump_timings(cfg, record)
+        summary.update(cache=cg.cache_status, kernels=len(cg.kernels), cache_note=cg.cache_note)
+        if getattr(cg, "kernels_ready", True):
+            _kernels_loaded(cfg, record, summary)
+        else:
+            runner.wait_for_kernels(lambda: _finish_background_compile(gm, cfg, record, summary))
         return runner
     except UnsupportedGraph as e:
         stats.count_graph(kind, time.perf_counter() - t0)
@@ -167,24 +173,53 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         return _eager(gm)
     except Exception as e:  # an ember bug or a C compiler failure
         stats.count_graph(kind, time.perf_counter() - t0)
-        if not cfg.fallback_on_error:
-            raise
-        stats.count_fallback("error")
-        record.fallback_reason = f"{type(e).__name__}: {e}"
-        lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()] or [type(e).__name__]
-        # The first line says what failed; add the first line of the cause (a compiler error).
-        cause = next((ln for ln in lines[1:] if "error" in ln.lower() or "not found" in ln), lines[1] if len(lines) > 1 else "")
-        first_line = lines[0] + (f" -- {cause}" if cause else "")
-        dump_dir = _dump_error(cfg, record.name)
-        where = (f" (traceback and IR dumps in {dump_dir})" if dump_dir
-                 else " (set ember.config.debug_dir or EMBER_DEBUG_DIR to keep the traceback and IR)")
-        warnings.warn(
-            f"ember: compiling graph {record.name} failed, running it eagerly: {first_line}{where}. "
-            "Set ember.config.fallback_on_error = False to raise instead.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        _compile_failed(cfg, record, e)
         return _eager(gm)
+
+
+def _kernels_loaded(cfg: Config, record: GraphRecord, summary: dict):
+    """What is told about a graph once its kernels are loaded: its times, logs and dumps."""
+    summary.update(times=record.times)
+    _log_graph(record)
+    _dump_timings(cfg, record)
+
+
+def _finish_background_compile(gm, cfg: Config, record: GraphRecord, summary: dict):
+    """Run by the graph's first call: wait for its C compiler. None once the kernels are
+    loaded; the FX graph (to run eagerly) when the compile failed and cfg.fallback_on_error
+    is on, else the error is raised, as compile_graph would have done."""
+    try:
+        record.cg.wait_kernels()
+    except Exception as e:
+        _compile_failed(cfg, record, e)
+        return gm
+    times = record.cg.times
+    record.times.update(compile=times["compile"], load=times["load"])
+    stats.add_compile_seconds(times["compile"])
+    _kernels_loaded(cfg, record, summary)
+    return None
+
+
+def _compile_failed(cfg: Config, record: GraphRecord, e: Exception):
+    """A graph that failed to compile (called while its exception is handled): raise, or
+    warn once and count it as an eager fallback (the caller runs it eagerly)."""
+    if not cfg.fallback_on_error:
+        raise e
+    stats.count_fallback("error")
+    record.fallback_reason = f"{type(e).__name__}: {e}"
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()] or [type(e).__name__]
+    # The first line says what failed; add the first line of the cause (a compiler error).
+    cause = next((ln for ln in lines[1:] if "error" in ln.lower() or "not found" in ln), lines[1] if len(lines) > 1 else "")
+    first_line = lines[0] + (f" -- {cause}" if cause else "")
+    dump_dir = _dump_error(cfg, record.name)
+    where = (f" (traceback and IR dumps in {dump_dir})" if dump_dir
+             else " (set ember.config.debug_dir or EMBER_DEBUG_DIR to keep the traceback and IR)")
+    warnings.warn(
+        f"ember: compiling graph {record.name} failed, running it eagerly: {first_line}{where}. "
+        "Set ember.config.fallback_on_error = False to raise instead.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def load_graph(payload: dict, cfg: Config):

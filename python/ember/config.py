@@ -30,6 +30,10 @@ class Config:
     # Keep compiled graphs in torch's AOTAutogradCache too, so that a warm start skips
     # AOTAutograd and ember's import (python/ember/aot_cache.py). Needs disk_cache.
     aot_cache: bool = True
+    # Run the C compiler on a thread while AOTAutograd and Dynamo go on (the backward is
+    # traced and lowered, the next frame traced); a graph waits for its kernels at its
+    # first call, where a failed compile falls back (or raises) as it would have here.
+    compile_in_background: bool = True
     # On an internal error or a C compiler failure: warn once and run the graph
     # eagerly (True), or raise (False). Like torch._dynamo.config.suppress_errors.
     fallback_on_error: bool = True

@@ -20,7 +20,7 @@ from . import _core
 _lock = threading.Lock()
 _graphs: dict[str, int] = {}          # AOTAutograd graphs given to ember, by kind
 _fallbacks: dict[str, int] = {}       # graphs running eagerly, by why
-_compile_seconds = [0.0]              # time in ember's compile_graph (import + C++), all graphs
+_compile_seconds = [0.0]              # time in ember's compile_graph (import + C++, C compiler), all graphs
 _loaded: dict[str, int] = {}          # graphs rebuilt from AOTAutograd cache entries, by kind
 _load_seconds = [0.0]                 # time rebuilding them (C++ pipeline, kernel cache)
 # Dynamo graphs ember looked up in torch's AOTAutogradCache, by outcome (hit, miss, bypass),
@@ -34,6 +34,12 @@ _dynamo = [0, 0]
 def count_graph(kind: str, seconds: float) -> None:
     with _lock:
         _graphs[kind] = _graphs.get(kind, 0) + 1
+        _compile_seconds[0] += seconds
+
+
+def add_compile_seconds(seconds: float) -> None:
+    """The C compiler's run of a graph compiled in the background, added when it ends."""
+    with _lock:
         _compile_seconds[0] += seconds
 
 

@@ -7,6 +7,7 @@ and one call into C++; per extern op one ATen call with prebuilt arguments.
 from __future__ import annotations
 
 import collections
+import threading
 
 import torch
 
@@ -216,6 +217,7 @@ class GraphRunner:
         self.cg = cg
         self.imported = imported
         self._eager = None  # set when this graph must run eagerly from now on
+        self._finish_compile = None  # set while the C compiler runs in the background
         self.attr_tensors = list(attr_tensors)
         # A static graph has one plan; a graph with symbols one per set of symbol
         # values, made on its first call (the kernels are the same for all of them).
@@ -225,6 +227,30 @@ class GraphRunner:
         if not self._symbol_args:
             self._plan = _Plan(self, {"buffers": cg.buffers, "externs": cg.externs, "outputs": cg.outputs,
                                       "arena_bytes": cg.arena_bytes}, None)
+
+    def wait_for_kernels(self, finish):
+        """The kernels are still being built: the first call runs finish(), which waits for
+        them and returns None, or a function to run the graph eagerly with (the compile
+        failed), or raises (the compile failed and errors are to be raised)."""
+        self._finish_lock = threading.Lock()
+        self._finish_compile = finish
+
+    def kernels_built(self) -> bool:
+        """Waits for kernels still being built; whether they loaded (the first call reports
+        a failure)."""
+        if self._finish_compile is None:
+            return self._eager is None
+        try:
+            self.cg.wait_kernels()
+        except Exception:
+            return False
+        return True
+
+    def _await_kernels(self):
+        with self._finish_lock:  # concurrent first calls: one waits, the others see its outcome
+            if self._finish_compile is not None:
+                self._eager = self._finish_compile()
+                self._finish_compile = None
 
     def _plan_for(self, args):
         key = tuple((int(args[i]) - const) * coef for i, coef, const in self._symbol_args)
@@ -247,6 +273,8 @@ class GraphRunner:
         return plan.workspaces, lambda si, ptrs: run_step(si, ptrs, symbols)
 
     def __call__(self, args):
+        if self._finish_compile is not None:
+            self._await_kernels()
         if self._eager is not None:
             return self._eager(*args)
         try:
