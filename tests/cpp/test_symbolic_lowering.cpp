@@ -70,10 +70,40 @@ TEST(symbolic_graph_arguments_refuse_static_reads) {
   CHECK(shape.list[0].as_dim() == s(0, 3) * s(1, 4));
 }
 
+namespace {
+void check_rows_graph(const std::shared_ptr<CompiledGraph>& cg);
+}
+
 TEST(symbolic_graph_compiles_once_and_runs_at_any_size) {
   CompileOptions o;
   o.disk_cache = false;
   auto cg = CompiledGraph::compile(kRows, o);
+  CHECK(cg->kernels_ready());
+  check_rows_graph(cg);
+}
+
+// With CompileOptions::background the C compiler runs on a thread: compile() returns with
+// the steps known, run_step waits for the library itself, and a second graph with the
+// same code compiled meanwhile shares that build (a memory-cache hit, one compiler run).
+TEST(background_build_is_waited_for_and_shared) {
+  CompileOptions o;
+  o.disk_cache = false;
+  o.background = true;
+  // (The memory cache holds its libraries weakly: the foreground test's is gone.)
+  CompileCounts before = compile_counts();
+  auto first = CompiledGraph::compile(kRows, o);
+  auto second = CompiledGraph::compile(kRows, o);
+  CompileCounts after = compile_counts();
+  CHECK(after.c_compiler_runs - before.c_compiler_runs <= 1);
+  CHECK(!second->steps().empty());
+  check_rows_graph(first);  // runs before any explicit wait
+  second->wait_kernels();
+  CHECK(second->kernels_ready());
+  check_rows_graph(second);
+}
+
+namespace {
+void check_rows_graph(const std::shared_ptr<CompiledGraph>& cg) {
   CHECK_EQ(cg->num_symbols(), 2);
   CHECK(!cg->code().kernels.empty());
   CHECK(cg->program().externs.empty());
@@ -115,6 +145,7 @@ TEST(symbolic_graph_compiles_once_and_runs_at_any_size) {
     CHECK(worst < 1e-4);
   }
 }
+}  // namespace
 
 TEST(symbolic_broadcasts_and_slice_scatter_lower_to_kernels) {
   // Dynamo passes a backward separate symbols for sizes it knows are equal (s2*s3 is
