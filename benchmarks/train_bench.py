@@ -181,7 +181,7 @@ def steady(model_name, backends, rounds, steps, warmup):
     out = {}
     for b in backends:
         ts = sorted(times[b])
-        q = statistics.quantiles(ts, n=10)
+        q = statistics.quantiles(ts, n=10) if len(ts) > 1 else [ts[0], ts[0]]  # one step: no spread
         out[b] = {"median_ms": 1000 * statistics.median(ts), "p10_ms": 1000 * q[0], "p90_ms": 1000 * q[-1],
                   "steps": len(ts), "first_loss": first_loss[b],
                   "loss_rel_err": abs(first_loss[b] - first_loss["eager"]) / abs(first_loss["eager"])
