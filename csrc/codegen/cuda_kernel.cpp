@@ -824,6 +824,17 @@ class CudaKernelPrinter {
   // stage is chunk c of every other, on the same thread); other looping stages (a
   // mask's row fused before a LayerNorm) keep the per-element loop. Only when some
   // buffer is accessed a chunk at a time or kept in registers.
+  // A row block's threads share the row tile's chunks evenly where whole warps can: the
+  // 384 chunks of a 3,072-wide bf16 row on 256 threads left half of them idle in the
+  // second slot; 192 threads take two each. Same slots, fewer threads.
+  void even_row_block(CudaKernelInfo& info, int64_t chunks, int64_t slots) {
+    const int64_t even = (chunks + slots - 1) / slots;
+    const int64_t threads = (even + 31) / 32 * 32;
+    if (threads < 64 || threads >= threads_) return;
+    threads_ = static_cast<int>(threads);
+    info.block = static_cast<uint32_t>(threads_);
+  }
+
   void plan_row_tile(CudaKernelInfo& info) {
     if (shape_ == CudaKernelInfo::Shape::Elementwise) return;
     const Stage* looping = nullptr;
@@ -884,6 +895,7 @@ class CudaKernelPrinter {
     t.chunks = numel(looping->inner) / t.lanes;
     const int64_t slots = (t.chunks + threads_ - 1) / threads_;
     if (slots * t.lanes <= kRowTileValues) t.slots = slots;
+    if (t.slots > 0 && shape_ == CudaKernelInfo::Shape::RowBlock) even_row_block(info, t.chunks, slots);
     for (const auto& [b, e] : index)
       if (!mixed.count(b) && chunk_access(b, e, t.lanes)) t.loads[b] = e;
     for (const auto& [b, e] : written)
