@@ -69,7 +69,6 @@ INDUCTOR_ALIASES = {
     "max_autotune": None,
     "epilogue_fusion": None,
     "shape_padding": "pad_matmuls",
-    "emulate_precision_casts": "emulate_precision_casts",
     "triton.cudagraphs": None,
     "coordinate_descent_tuning": None,
     "fallback_random": None,
