@@ -804,6 +804,7 @@ GeneratedCode generate_c(const Program& p, const Schedule& s) {
   os << c_prelude() << "\n";
   for (size_t k = 0; k < s.kernels.size(); ++k) {
     KernelInfo info;
+    out.kernel_begin.push_back(static_cast<size_t>(os.tellp()));
     os << KernelPrinter(p, s, m, static_cast<int>(k)).print(info) << "\n";
     // The launcher splits rows over OpenMP threads. Loaded into a PyTorch process,
     // libgomp.so.1 resolves to torch's own copy, so kernels run on the same thread

@@ -22,7 +22,8 @@ struct KernelInfo {
 };
 
 struct GeneratedCode {
-  std::string source;
+  std::string source;                       // the prelude, then each kernel's text
+  std::vector<size_t> kernel_begin;         // where kernel k's text starts in source
   std::vector<KernelInfo> kernels;          // parallel to Schedule::kernels
   std::vector<bool> buffer_in_memory;       // per Program buffer
 };

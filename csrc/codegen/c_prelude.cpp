@@ -44,9 +44,10 @@ static inline float ember_round_bf(float x) { return ember_bf2f(ember_f2bf(x)); 
    bound is a global, not a constant, so that GCC cannot fold expf(bound) and go
    back to calling expf on the unclamped lanes; each kernel reads it once into a
    local (EMBER_EXP_BOUNDS), since a global read inside the loop blocks
-   if-conversion. */
-float ember_exp_lo_f32 = -87.0f;
-double ember_exp_lo_f64 = -708.0;
+   if-conversion. Weak: every translation unit of a graph defines it, the linker
+   keeps one. */
+__attribute__((weak)) float ember_exp_lo_f32 = -87.0f;
+__attribute__((weak)) double ember_exp_lo_f64 = -708.0;
 #define EMBER_EXP_BOUNDS const float exp_lo_f32 = ember_exp_lo_f32; const double exp_lo_f64 = ember_exp_lo_f64; \
   (void)exp_lo_f32; (void)exp_lo_f64;
 static inline float ember_expf(float x, float lo) { return expf(x < lo ? lo : x) * (float)(x >= lo); }

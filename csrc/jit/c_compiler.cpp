@@ -1,6 +1,7 @@
 #include "jit/c_compiler.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 extern char** environ;
 
@@ -203,7 +205,25 @@ std::vector<std::string> probe_tuning(const std::string& cc) {
   return {};
 }
 
+// The compiler's output, and how it ended when it failed.
+std::string outcome_log(const ProcessResult& r, const std::string& compiler) {
+  std::string log = r.output;
+  if (r.started && r.exit_status != 0) {
+    log += r.exit_status < 0 ? compiler + " was killed by a signal\n"
+                             : compiler + " exited with status " + std::to_string(r.exit_status) + "\n";
+  }
+  return log;
+}
+
 }  // namespace
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? static_cast<int>(n) : 1;
+}
 
 CCompiler::CCompiler() : identity_(std::make_shared<IdentityMemo>()) {
   const char* env_cc = std::getenv("EMBER_CC");
@@ -292,12 +312,77 @@ CompileResult CCompiler::compile_shared_object(const std::string& source, const 
 
   ProcessResult r = run_process(argv);
   result.ok = r.started && r.exit_status == 0;
-  result.log = r.output;
-  if (r.started && !result.ok) {
-    result.log += r.exit_status < 0 ? path_ + " was killed by a signal\n"
-                                    : path_ + " exited with status " + std::to_string(r.exit_status) + "\n";
-  }
+  result.log = outcome_log(r, path_);
   if (!keep_source) ::unlink(source_path.c_str());
+  return finish();
+}
+
+CompileResult CCompiler::compile_shared_object(const std::vector<std::string>& units,
+                                               const std::string& out_path) const {
+  if (units.size() == 1) return compile_shared_object(units[0], out_path, false);
+  auto start = std::chrono::steady_clock::now();
+  CompileResult result;
+  auto finish = [&]() {
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  };
+  if (!not_found_.empty() || units.empty()) {
+    result.log = units.empty() ? "no translation units" : not_found_;
+    return finish();
+  }
+
+  const size_t n = units.size();
+  std::vector<std::string> sources(n), objects(n);
+  auto remove_files = [&] {
+    for (size_t i = 0; i < n; ++i) {
+      ::unlink(sources[i].c_str());
+      ::unlink(objects[i].c_str());
+    }
+  };
+  for (size_t i = 0; i < n; ++i) {
+    sources[i] = out_path + "." + std::to_string(i) + ".c";
+    objects[i] = out_path + "." + std::to_string(i) + ".o";
+    if (!write_file(sources[i], units[i])) {
+      result.log = "cannot write " + sources[i] + ": " + std::strerror(errno);
+      remove_files();
+      return finish();
+    }
+  }
+
+  // -c in place of -shared: each unit to an object file, each on a thread of its own (the
+  // compilers run side by side; the threads only wait for them).
+  std::vector<std::string> compile_flags;
+  for (const std::string& f : flags()) compile_flags.push_back(f == "-shared" ? "-c" : f);
+  std::vector<ProcessResult> runs(n);
+  auto compile_unit = [&](size_t i) {
+    std::vector<std::string> argv = {path_};
+    argv.insert(argv.end(), compile_flags.begin(), compile_flags.end());
+    argv.insert(argv.end(), {"-o", objects[i], sources[i]});
+    runs[i] = run_process(argv);
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < n; ++i) threads.emplace_back(compile_unit, i);
+  compile_unit(0);
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < n; ++i) {
+    if (runs[i].started && runs[i].exit_status == 0) continue;
+    result.failed_unit = static_cast<int>(i);
+    result.log = "translation unit " + std::to_string(i) + " of " + std::to_string(n) + ":\n" +
+                 outcome_log(runs[i], path_);
+    remove_files();
+    return finish();
+  }
+
+  std::vector<std::string> argv = {path_};
+  for (const std::string& f : flags()) argv.push_back(f);
+  argv.insert(argv.end(), {"-o", out_path});
+  argv.insert(argv.end(), objects.begin(), objects.end());
+  for (const std::string& f : extra_link_flags()) argv.push_back(f);
+  ProcessResult link = run_process(argv);
+  result.ok = link.started && link.exit_status == 0;
+  for (const ProcessResult& r : runs) result.log += r.output;  // warnings, if any
+  if (!result.ok) result.log += "linking the translation units:\n" + outcome_log(link, path_);
+  remove_files();
   return finish();
 }
 

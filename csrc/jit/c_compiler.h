@@ -20,7 +20,11 @@ struct CompileResult {
   bool ok = false;
   std::string log;       // the compiler's own output, or why it could not be run
   double seconds = 0.0;  // wall time of the whole call
+  int failed_unit = -1;  // compile_shared_object(units): the unit the compiler rejected
 };
+
+// The cores this process may run on (its affinity mask), at least 1.
+int available_cores();
 
 class CCompiler {
  public:
@@ -49,6 +53,11 @@ class CCompiler {
   // be run. Safe to call from several threads with different out_paths.
   CompileResult compile_shared_object(const std::string& source, const std::string& out_path,
                                       bool keep_source = false) const;
+  // The same for a source in several translation units (each complete, with its own
+  // includes; their external symbols distinct): one unit as above; several are compiled to
+  // object files side by side, one compiler process each, and linked into out_path. The
+  // units' files are removed; ok=false names the unit that failed.
+  CompileResult compile_shared_object(const std::vector<std::string>& units, const std::string& out_path) const;
 
  private:
   struct IdentityMemo;

@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "codegen/c_units.h"
 #include "jit/c_compiler.h"
 #include "ir/size_expr.h"
 #include "runtime/disk_cache.h"
@@ -162,10 +163,18 @@ std::unordered_map<std::string, std::shared_future<BuiltLibrary>>& builds_in_fli
   return *m;
 }
 
-// Runs the C compiler on `source`, installs the library in the disk cache (when there is
-// one) and loads it. Throws, with the source and the compiler's output kept in a 0600 file,
+std::string join_units(const std::vector<std::string>& units) {
+  if (units.size() == 1) return units[0];
+  std::string all;
+  for (size_t i = 0; i < units.size(); ++i) all += "/* translation unit " + std::to_string(i) + " */\n" + units[i];
+  return all;
+}
+
+// Runs the C compiler on the units of a graph's source (codegen/c_units.h), installs the
+// library in the disk cache (when there is one) and loads it. Throws, with the source and the compiler's output kept in a 0600 file,
 // when the compiler fails.
-BuiltLibrary build_library(const CCompiler& cc, const std::string& key, const std::string& source, DiskCache* disk) {
+BuiltLibrary build_library(const CCompiler& cc, const std::string& key, const std::vector<std::string>& units,
+                           DiskCache* disk) {
   BuiltLibrary built;
   std::string out;
   if (disk) {
@@ -176,15 +185,17 @@ BuiltLibrary build_library(const CCompiler& cc, const std::string& key, const st
     if (!d) throw std::runtime_error("ember: cannot create a temporary directory");
     out = std::string(d) + "/kernels.so";
   }
-  CompileResult r = cc.compile_shared_object(source, out, false);
+  CompileResult r = cc.compile_shared_object(units, out);
   built.compile_seconds = r.seconds;
   if (!r.ok) {
-    // Keep what failed where the user can read it (mode 0600, a fresh name).
+    // Keep what failed (the unit the compiler rejected, its line numbers as in the log)
+    // where the user can read it (mode 0600, a fresh name).
     char path[] = "/tmp/ember-failed-XXXXXX.c";
     int fd = mkstemps(path, 2);
     std::string kept;
     if (fd >= 0) {
-      std::string text = source + "\n/* compiler output:\n" + r.log + "\n*/\n";
+      std::string text = (r.failed_unit >= 0 ? units[r.failed_unit] : join_units(units)) +
+                         "\n/* compiler output:\n" + r.log + "\n*/\n";
       bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
       ::close(fd);
       if (ok) kept = std::string(" (source and compiler output kept in ") + path + ")";
@@ -206,11 +217,11 @@ BuiltLibrary build_library(const CCompiler& cc, const std::string& key, const st
 // The build of `source`'s library: run now (the returned future is ready, holding the
 // library or the error), or on a thread of its own, registered in builds_in_flight()
 // until it ends. Either way a successful build enters the memory cache.
-std::shared_future<BuiltLibrary> start_build(const std::string& key, const std::string& source,
+std::shared_future<BuiltLibrary> start_build(const std::string& key, std::vector<std::string> units,
                                              std::unique_ptr<DiskCache> disk, bool background) {
   ++counts().c_compiler_runs;
   std::packaged_task<BuiltLibrary()> task(
-      [cc = compiler(), key, source, disk = std::shared_ptr<DiskCache>(std::move(disk)), background] {
+      [cc = compiler(), key, units = std::move(units), disk = std::shared_ptr<DiskCache>(std::move(disk)), background] {
         auto forget = [&] {
           if (!background) return;
           std::lock_guard<std::mutex> lock(g_memory_cache_mutex);
@@ -218,7 +229,7 @@ std::shared_future<BuiltLibrary> start_build(const std::string& key, const std::
         };
         BuiltLibrary built;
         try {
-          built = build_library(cc, key, source, disk.get());
+          built = build_library(cc, key, units, disk.get());
         } catch (...) {
           forget();
           throw;
@@ -285,7 +296,8 @@ void CompiledGraph::load_kernels(const CompileOptions& opts) {
       memory_cache()[key_] = library_;
     } else {
       cache_status_ = "miss";
-      build_ = start_build(key_, code_.source, std::move(disk), opts.background);
+      build_ = start_build(key_, split_units(code_, unit_count(code_, available_cores())), std::move(disk),
+                           opts.background);
     }
   }
   times_.load = seconds_since(t0);

@@ -147,6 +147,58 @@ TEST(c_compiler_concurrent_compiles) {
   for (int t = 0; t < 4; ++t) CHECK_EQ(results[t], 100 + t);
 }
 
+// Several translation units, compiled side by side and linked into one library: a weak
+// global defined in every unit (as the prelude's exp bounds are) links once.
+TEST(c_compiler_compiles_units_side_by_side) {
+  ScratchDir scratch;
+  CCompiler cc;
+  const std::string prelude = "__attribute__((weak)) int base = 40;\n";
+  std::vector<std::string> units = {prelude + "int first(void) { return base + 1; }\n",
+                                    prelude + "int second(void) { return base + 2; }\n",
+                                    prelude + "int third(void) { return base + 3; }\n"};
+  std::string so = scratch.path + "/units.so";
+  CompileResult r = cc.compile_shared_object(units, so);
+  CHECK(r.ok);
+  if (!r.ok) std::cerr << r.log;
+  CHECK_EQ(r.failed_unit, -1);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(!exists(so + "." + std::to_string(i) + ".c"));
+    CHECK(!exists(so + "." + std::to_string(i) + ".o"));
+  }
+  auto lib = SharedLibrary::open(so, nullptr);
+  CHECK(lib != nullptr);
+  if (!lib) return;
+  const char* names[] = {"first", "second", "third"};
+  for (int i = 0; i < 3; ++i) {
+    auto fn = reinterpret_cast<AnswerFn>(lib->symbol(names[i]));
+    CHECK(fn != nullptr);
+    if (fn) CHECK_EQ(fn(), 41 + i);
+  }
+}
+
+TEST(c_compiler_names_the_unit_that_fails) {
+  ScratchDir scratch;
+  CCompiler cc;
+  std::string so = scratch.path + "/bad.so";
+  CompileResult r = cc.compile_shared_object(
+      std::vector<std::string>{"int good(void) { return 1; }\n", "int bad(void) { return 1 +; }\n"}, so);
+  CHECK(!r.ok);
+  CHECK_EQ(r.failed_unit, 1);
+  CHECK(r.log.find("translation unit 1 of 2") != std::string::npos);
+  CHECK(r.log.find("error") != std::string::npos);
+  CHECK(!exists(so));
+  CHECK(!exists(so + ".0.o"));
+  CHECK(!exists(so + ".1.c"));
+
+  // Two units defining the same strong symbol compile, and fail to link.
+  r = cc.compile_shared_object(std::vector<std::string>{"int twice(void) { return 1; }\n",
+                                                        "int twice(void) { return 2; }\n"}, so);
+  CHECK(!r.ok);
+  CHECK_EQ(r.failed_unit, -1);
+  CHECK(r.log.find("linking") != std::string::npos);
+  CHECK(ember::available_cores() >= 1);
+}
+
 TEST(shared_library_open_failure) {
   std::string error;
   CHECK(SharedLibrary::open("/nonexistent/lib.so", &error) == nullptr);
