@@ -19,6 +19,7 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from . import _core, aot_cache, counters as stats, logs
+from .cse import eliminate_common_subexpressions
 from .attention import drop_no_op_masks, fuse_masked_attention
 from .config import Config, config as global_config
 from .cuda import compile_cuda_graph, graph_device
@@ -353,8 +354,17 @@ def _aot_autograd(cfg: Config, mode: str | None, cached: bool):
         bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
         decompositions=_LazyDecompositionTable(),
-        partition_fn=min_cut_rematerialization_partition,
+        partition_fn=_partition,
     )
+
+
+def _partition(joint_module, joint_inputs, **kwargs):
+    """The min-cut partitioner on the joint graph after ember's CSE (python/ember/cse.py),
+    with torch's own CSE, which would import Inductor, turned off."""
+    eliminate_common_subexpressions(joint_module.graph)
+    joint_module.recompile()
+    with torch._functorch.config.patch(cse=False):
+        return min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
 
 
 def ember_backend(gm, example_inputs, mode=None, options=None):

@@ -217,12 +217,26 @@ def test_cnn_max_pool_backward_takes_no_saved_input(cnn_run):
     assert f"{like} = aten.empty_strided.default(" in text, lines[0]
 
 
-def test_partitioner_is_min_cut():
-    # The backend passes the min-cut rematerialization partitioner to AOTAutograd.
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
+def test_partitioner_is_min_cut_after_embers_cse(monkeypatch):
+    # The backend's partitioner: ember's CSE, then the min-cut rematerialization
+    # partitioner with torch's own CSE (which imports Inductor) off.
+    import ember.backend as eb
 
+    seen = []
+
+    def spy(joint_module, joint_inputs, **kwargs):
+        seen.append(torch._functorch.config.cse)
+        return min_cut(joint_module, joint_inputs, **kwargs)
+
+    min_cut = eb.min_cut_rematerialization_partition
+    monkeypatch.setattr(eb, "min_cut_rematerialization_partition", spy)
     backend = ember.make_backend()
-    assert backend.aot.kwargs["partition_fn"] is min_cut_rematerialization_partition
+    assert backend.aot.kwargs["partition_fn"] is eb._partition
+    torch._dynamo.reset()
+    lin = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    torch.compile(lambda x: torch.tanh(lin(x)).sum(), backend=backend)(x).backward()
+    assert seen == [False]
 
 
 # ---- AMP ------------------------------------------------------------------------------
