@@ -6,7 +6,9 @@ kernels and idle gaps.
 Bytes per kernel are the compulsory traffic: every buffer the kernel takes, read or
 written once (a broadcast operand re-read from cache counts once). Bandwidth is bytes over
 the kernel's median device time under torch.profiler. Copy bandwidth: a device-to-device
-copy of 1 GiB, bytes read plus bytes written over its time.
+copy of 1 GiB, bytes read plus bytes written over its time; and, per kernel, a copy of
+the kernel's own byte count (a small kernel is also judged against what a copy of its size
+reaches).
 
     python benchmarks/gpu_kernels.py [--models gpt2,resnet50] [--top 12] [--json out.json]
 """
@@ -41,6 +43,34 @@ def copy_bandwidth_gbs() -> float:
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3)
     return 2 * src.numel() / statistics.median(times) / 1e9
+
+
+def same_size_copy_gbs(byte_counts, reps=20) -> dict:
+    """Bytes -> GB/s of a device-to-device copy moving as many bytes (half read, half
+    written), median device time under torch.profiler as the kernels are timed. A kernel
+    of a few MB cannot reach the 1 GiB copy's rate (launch and the last wave's tail weigh
+    more): this says how far it is from what a copy of its size achieves."""
+    sizes = sorted({max(2, b // 2) for b in byte_counts})
+    bufs = {n: (torch.empty(n, dtype=torch.uint8, device="cuda"), torch.empty(n, dtype=torch.uint8, device="cuda"))
+            for n in sizes}
+    for src, dst in bufs.values():
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for n in sizes:
+            src, dst = bufs[n]
+            for _ in range(reps):
+                dst.copy_(src)
+        torch.cuda.synchronize()
+    events = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                    key=lambda e: e.time_range.start)
+    if len(events) != reps * len(sizes):
+        return {}
+    out = {}
+    for i, n in enumerate(sizes):
+        us = statistics.median(e.time_range.elapsed_us() for e in events[i * reps:(i + 1) * reps])
+        out[n] = 2 * n / (us * 1e-6) / 1e9 if us > 0 else 0.0
+    return {b: out[max(2, b // 2)] for b in byte_counts}
 
 
 def kernel_bytes(cg, kernel) -> int:
@@ -144,6 +174,10 @@ def profile_workload(name, iters, copy_gbs, top):
             "origins": list(dict.fromkeys(ops.get(o, str(o)) for o in k["origins"]))[:8], "calls_per_iter": len(times) // iters, "us": round(us, 2),
             "us_per_iter": round(us * len(times) / iters, 2), "bytes": nbytes, "gbs": round(gbs, 1),
             "copy_fraction": round(gbs / copy_gbs, 3)})
+    same = same_size_copy_gbs([x["bytes"] for x in rows])
+    for x in rows:
+        x["same_size_copy_gbs"] = round(same.get(x["bytes"], 0.0), 1)
+        x["same_size_copy_fraction"] = round(x["gbs"] / same[x["bytes"]], 3) if same.get(x["bytes"]) else None
     rows.sort(key=lambda x: -x["us_per_iter"])
     ember_us = sum(e.time_range.elapsed_us() for e in ember_events) / iters
     aten_us = sum(e.time_range.elapsed_us() for e in kernels if not e.name.startswith("ember_k")) / iters
@@ -152,16 +186,22 @@ def profile_workload(name, iters, copy_gbs, top):
         if not e.name.startswith("ember_k"):
             aten[e.name[:90]] = aten.get(e.name[:90], 0.0) + e.time_range.elapsed_us() / iters
     span_us = (gpu[-1].time_range.end - gpu[0].time_range.start) / iters if gpu else 0.0
-    weighted = sorted(rows, key=lambda x: x["copy_fraction"])
     total = sum(x["us_per_iter"] for x in rows) or 1.0
-    dist = {}
-    for lo, hi in ((0, .2), (.2, .4), (.4, .6), (.6, .8), (.8, 10)):
-        sel = [x for x in weighted if lo <= x["copy_fraction"] < hi]
-        dist[f"{lo:.0%}-{hi:.0%}" if hi < 10 else ">=80%"] = {
-            "kernels": len(sel), "time_share": round(sum(x["us_per_iter"] for x in sel) / total, 3)}
+
+    def distribution(key):
+        dist = {}
+        for lo, hi in ((0, .2), (.2, .4), (.4, .6), (.6, .8), (.8, 10)):
+            sel = [x for x in rows if x[key] is not None and lo <= x[key] < hi]
+            dist[f"{lo:.0%}-{hi:.0%}" if hi < 10 else ">=80%"] = {
+                "kernels": len(sel), "time_share": round(sum(x["us_per_iter"] for x in sel) / total, 3)}
+        return dist
+
+    dist = distribution("copy_fraction")
+    dist_same = distribution("same_size_copy_fraction") if same else {}
     return {"model": name, "graphs": len(rec.records), "ember_kernels": len(rows),
             "ember_us_per_iter": round(ember_us, 1), "aten_us_per_iter": round(aten_us, 1),
             "gpu_span_us_per_iter": round(span_us, 1), "bandwidth_distribution": dist,
+            "same_size_copy_distribution": dist_same,
             "top_aten": sorted(((round(v, 1), k) for k, v in aten.items()), reverse=True)[:8],
             "kernels": rows, "top": rows[:top]}
 
@@ -172,10 +212,15 @@ def print_report(res, top):
           f"GPU span {res['gpu_span_us_per_iter'] / 1e3:.2f} ms")
     print("   bandwidth (share of ember kernel time): " +
           ", ".join(f"{k}: {v['kernels']} kernels {v['time_share']:.0%}" for k, v in res["bandwidth_distribution"].items()))
-    print(f"   {'kernel':<14}{'shape':<12}{'grid':>8}{'blk':>5}{'us/it':>9}{'MB':>8}{'GB/s':>8}{'copy%':>7}  origins")
+    if res["same_size_copy_distribution"]:
+        print("   against a copy of the same bytes: " + ", ".join(
+            f"{k}: {v['kernels']} kernels {v['time_share']:.0%}" for k, v in res["same_size_copy_distribution"].items()))
+    print(f"   {'kernel':<14}{'shape':<12}{'grid':>8}{'blk':>5}{'us/it':>9}{'MB':>8}{'GB/s':>8}{'copy%':>7}"
+          f"{'same%':>7}  origins")
     for x in res["kernels"][:top]:
+        same = f"{x['same_size_copy_fraction']:>7.0%}" if x["same_size_copy_fraction"] is not None else f"{'-':>7}"
         print(f"   g{x['graph']}.{x['kernel']:<11}{x['shape']:<12}{x['grid']:>8}{x['block']:>5}{x['us_per_iter']:>9.1f}"
-              f"{x['bytes'] / 1e6:>8.1f}{x['gbs']:>8.0f}{x['copy_fraction']:>7.0%}  {' '.join(x['origins'])[:70]}")
+              f"{x['bytes'] / 1e6:>8.1f}{x['gbs']:>8.0f}{x['copy_fraction']:>7.0%}{same}  {' '.join(x['origins'])[:70]}")
     print("   top ATen: " + "; ".join(f"{us:.0f} us {n[:50]}" for us, n in res["top_aten"][:5]))
 
 
