@@ -14,7 +14,9 @@
 
 #include "codegen/c_emitter.h"
 #include "codegen/cuda_prelude.h"
+#include "codegen/cuda_reduction.h"
 #include "codegen/cuda_transpose.h"
+#include "codegen/cuda_vector_access.h"
 #include "codegen/lane_invariant.h"
 #include "codegen/placement.h"
 #include "ir/affine.h"
@@ -97,10 +99,6 @@ std::vector<std::string> decompose(const std::string& flat, const std::vector<in
   }
   return lines;
 }
-
-struct Acc {
-  std::string acc, flag, type;  // accumulator, NaN flag (float max/min), its C type
-};
 
 // The innermost inner var at the first lane of a group of consecutive elements (vector
 // accesses): an id no kernel var has.
@@ -268,7 +266,7 @@ class CudaKernelPrinter {
       em_->open_scope({{inner_var(0), "i0"}});
       em_->line("const int64_t i0 = (int64_t)(k);");
       std::vector<Acc> accs(stage.items.size());
-      for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(p_.computed[stage.items[i].computed], rows);
+      for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(*em_, p_.computed[stage.items[i].computed], rows);
       const std::string lo = "s * " + std::to_string(span), n = std::to_string(rows);
       em_->line("const " + I + " hi = " + lo + " + " + std::to_string(span) + " < " + n + " ? " + lo + " + " +
                 std::to_string(span) + " : " + n + ";");
@@ -373,21 +371,9 @@ class CudaKernelPrinter {
       for (const auto& item : stage.items) em_->set_min_load_level(p_.computed[item.computed].buffer, em_->depth());
   }
 
-  // How many bytes a vector access of `lanes` elements of `t` moves, or 0 when this
-  // dtype is not vector-accessed (bool, 8-byte types).
-  static int vector_bytes(DType t, int lanes) {
-    if (t != DType::F16 && t != DType::BF16 && t != DType::F32 && t != DType::I32) return 0;
-    return static_cast<int>(dtype_size(t)) * lanes;
-  }
-  static std::string vector_type(int bytes) { return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : "uint32_t"; }
   // The C type of a row tile chunk of `lanes` elements of `t`: a vector word, or one element.
   static std::string chunk_type(DType t, int lanes) {
     return lanes == 1 ? dtype_c_type(t) : vector_type(vector_bytes(t, lanes));
-  }
-  // A pointer cast that reads (or writes) the lanes of a vector word of elements of `t`.
-  static std::string lane_pointer(DType t, bool is_const) {
-    const char* c = is_const ? "const " : "";
-    return std::string("(") + c + (t == DType::F32 ? "float" : t == DType::I32 ? "int32_t" : "uint16_t") + "*)";
   }
   // Lane `lane` of the vector word `word` of buffer b (the word itself, an element, when
   // `lane` is empty), as a local that stands in for the loads of b in the current scope
@@ -400,24 +386,6 @@ class CudaKernelPrinter {
     const std::string name = "lane" + std::to_string(b);
     em_->line("const " + CEmitter::c_type(t == DType::F16 || t == DType::BF16 ? DType::F32 : t) + " " + name + " = " + value + ";");
     em_->bind_local(b, name, em_->depth());
-  }
-
-  // Whether `index` (of buffer `b`) addresses lanes idx0 .. idx0 + lanes - 1 for a group
-  // of `lanes` consecutive values of var `v` starting at a multiple of `lanes`, with
-  // idx0 a multiple of `lanes` and every index inside the buffer.
-  bool vector_index(const Expr& index, int b, int v, int lanes, const std::unordered_map<int, int64_t>& extents) const {
-    auto af = affine_form(index);
-    if (!af) return false;
-    auto it = af->coef.find(v);
-    if (it == af->coef.end() || it->second != 1 || af->constant % lanes != 0 || af->constant < 0) return false;
-    int64_t last = af->constant;
-    for (const auto& [var_id, c] : af->coef) {
-      if (c < 0 || (var_id != v && c % lanes != 0)) return false;
-      auto e = extents.find(var_id);
-      if (e == extents.end()) return false;
-      last += c * (e->second - 1);
-    }
-    return last < p_.buffers[b].extent().hint();
   }
 
   // Elementwise kernels whose innermost dim is a multiple of per_thread_ lanes: each
@@ -457,7 +425,7 @@ class CudaKernelPrinter {
       VectorPlan::Word& word = found[w];
       const int b = word.buffer;
       if (m_.producer[b].kernel == ki_ || vector_bytes(p_.buffers[b].dtype, plan.lanes) == 0) continue;
-      if (!vector_index(word.index, b, plan.v, plan.lanes, extents)) {
+      if (!vector_index(p_, word.index, b, plan.v, plan.lanes, extents)) {
         if (unguarded[w] || !guarded_vector_index(word.index, b, plan.v, plan.lanes)) continue;
         word.clamp = true;
       }
@@ -469,7 +437,7 @@ class CudaKernelPrinter {
     for (const auto& item : stage.items) {
       int b = p_.computed[item.computed].buffer;
       if (m_.in_memory[b] && vector_bytes(p_.buffers[b].dtype, plan.lanes) > 0 &&
-          vector_index(item.store_index, b, plan.v, plan.lanes, extents))
+          vector_index(p_, item.store_index, b, plan.v, plan.lanes, extents))
         plan.stores.insert(b);
     }
     if (plan.words.empty() && plan.stores.empty()) return;
@@ -880,7 +848,7 @@ class CudaKernelPrinter {
     for (size_t d = 0; d < looping->inner.size(); ++d) extents[inner_var(static_cast<int>(d))] = looping->inner[d].hint();
     const int v = inner_var(static_cast<int>(looping->inner.size()) - 1);
     auto chunk_access = [&](int b, const Expr& e, int lanes) {
-      return vector_bytes(p_.buffers[b].dtype, lanes) > 0 && vector_index(e, b, v, lanes, extents);
+      return vector_bytes(p_.buffers[b].dtype, lanes) > 0 && vector_index(p_, e, b, v, lanes, extents);
     };
 
     // Lanes: 16 bytes of the widest element a chunk access may move (per-row results,
@@ -976,7 +944,7 @@ class CudaKernelPrinter {
     std::vector<Acc> accs(stage.items.size());
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const ComputedBuffer& c = p_.computed[stage.items[i].computed];
-      if (c.is_reduction) accs[i] = declare_acc(c, per_thread);
+      if (c.is_reduction) accs[i] = declare_acc(*em_, c, per_thread);
     }
     const int v = inner_var(static_cast<int>(stage.inner.size()) - 1);
     std::vector<std::pair<int, std::string>> chunk_vars;
@@ -1025,7 +993,7 @@ class CudaKernelPrinter {
       const ComputedBuffer& c = p_.computed[item.computed];
       const std::string val = em_->emit(item.value);
       if (c.is_reduction) {
-        accumulate(c, accs[i], val);
+        accumulate(*em_, c, accs[i], val);
         continue;
       }
       const DType t = p_.buffers[c.buffer].dtype;
@@ -1089,7 +1057,7 @@ class CudaKernelPrinter {
     const int64_t chain = scan ? numel(stage.inner) : (numel(stage.inner) + threads_ - 1) / threads_;
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const ComputedBuffer& c = p_.computed[stage.items[i].computed];
-      if (c.is_reduction) accs[i] = declare_acc(c, stage.items[i].is_scan ? 0 : chain);
+      if (c.is_reduction) accs[i] = declare_acc(*em_, c, stage.items[i].is_scan ? 0 : chain);
     }
     // Per-row pointwise values are computed by every thread (all of them read them) and
     // stored by thread 0; a per-row stage with reductions runs its one iteration on thread 0.
@@ -1119,7 +1087,7 @@ class CudaKernelPrinter {
         continue;
       }
       if (c.is_reduction) {
-        accumulate(c, accs[i], v);
+        accumulate(*em_, c, accs[i], v);
         continue;
       }
       if (m_.in_memory[c.buffer]) {
@@ -1155,10 +1123,10 @@ class CudaKernelPrinter {
       const ComputedBuffer& c = p_.computed[stage.items[i].computed];
       if (!c.is_reduction || stage.items[i].is_scan) continue;
       Acc& a = accs[i];
-      combine(a.acc, c.reduce_op, warp);
-      if (!a.flag.empty()) combine(a.flag, ReduceOp::Any, warp);
+      combine(*em_, a.acc, c.reduce_op, warp);
+      if (!a.flag.empty()) combine(*em_, a.flag, ReduceOp::Any, warp);
       const Buffer& buf = p_.buffers[c.buffer];
-      std::string result = finish_acc(c, a, buf.dtype);
+      std::string result = finish_acc(*em_, c, a, buf.dtype);
       if (m_.in_memory[c.buffer]) {
         em_->line("if (tid == 0) " + CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(stage.items[i].store_index), buf.dtype, result));
         stored = true;
@@ -1177,7 +1145,7 @@ class CudaKernelPrinter {
     em_->open_scope(vars);
     for (const auto& l : decompose("r", reduced, "i", 1)) em_->line(l);
     for (size_t i = 0; i < stage.items.size(); ++i)
-      accumulate(p_.computed[stage.items[i].computed], accs[i], em_->emit(stage.items[i].value));
+      accumulate(*em_, p_.computed[stage.items[i].computed], accs[i], em_->emit(stage.items[i].value));
     std::vector<std::string> body = em_->close_scope();
     em_->line("for (" + index_type() + " r = " + lo + "; r < " + hi + "; ++r) {");
     for (const auto& l : body) em_->line("  " + l);
@@ -1194,13 +1162,13 @@ class CudaKernelPrinter {
     std::vector<Acc> accs(stage.items.size());
     std::vector<int64_t> reduced = hints(stage.inner);
     reduced.erase(reduced.begin());
-    for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(p_.computed[stage.items[i].computed], numel(reduced));
+    for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(*em_, p_.computed[stage.items[i].computed], numel(reduced));
     if (chunks_ > 0) {
       // A column split: the partial launch reduced the rows; combine its chunks in order.
       em_->line("for (int s = 0; s < " + std::to_string(chunks_) + "; ++s) {");
       for (size_t i = 0; i < stage.items.size(); ++i) {
         em_->open_scope({});
-        accumulate(p_.computed[stage.items[i].computed], accs[i],
+        accumulate(*em_, p_.computed[stage.items[i].computed], accs[i],
                    partial_ref(stage.items[i].computed, accs[i].type, stage.inner[0].hint(), "s"));
         for (const auto& l : em_->close_scope()) em_->line("  " + l);
       }
@@ -1211,7 +1179,7 @@ class CudaKernelPrinter {
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const ComputedBuffer& c = p_.computed[stage.items[i].computed];
       const Buffer& buf = p_.buffers[c.buffer];
-      std::string result = finish_acc(c, accs[i], buf.dtype);
+      std::string result = finish_acc(*em_, c, accs[i], buf.dtype);
       em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(stage.items[i].store_index), buf.dtype, result));
     }
     std::vector<std::string> lanes = em_->close_scope();
@@ -1219,109 +1187,6 @@ class CudaKernelPrinter {
     for (const auto& l : lanes) em_->line("  " + l);
     em_->line("}");
     return true;
-  }
-
-  void combine(const std::string& acc, ReduceOp op, bool warp) {
-    const char* functor = "EmberSum()";
-    switch (op) {
-      case ReduceOp::Sum: functor = "EmberSum()"; break;
-      case ReduceOp::Prod: functor = "EmberProd()"; break;
-      case ReduceOp::Max: functor = "EmberMax()"; break;
-      case ReduceOp::Min: functor = "EmberMin()"; break;
-      case ReduceOp::Any: functor = "EmberOr()"; break;
-      case ReduceOp::All: functor = "EmberAnd()"; break;
-      default: throw CudaUnsupported("CUDA codegen: no combine for this reduction");
-    }
-    em_->line(acc + (warp ? " = ember_warp_reduce(" + acc + ", " + functor + ");"
-                          : " = ember_block_reduce(" + acc + ", " + functor + ", scratch);"));
-  }
-
-  // A float sum whose threads each add more than kSumChain elements accumulates in double:
-  // one f32 accumulator over half a million elements loses about 4 digits (c_kernel.cpp
-  // blocks such sums into a double total for the same reason).
-  static constexpr int64_t kSumChain = 4096;
-
-  // The C type a reduction accumulates in over `chain` elements per thread.
-  static std::string acc_type(const ComputedBuffer& c, int64_t chain) {
-    if (c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) return "int";
-    if (c.reduce_op == ReduceOp::Sum && c.acc_dtype == DType::F32 && chain > kSumChain) return "double";
-    return CEmitter::c_type(c.acc_dtype);
-  }
-  static int64_t acc_bytes(const std::string& type) {
-    if (type == "double" || type == "int64_t" || type == "uint64_t") return 8;
-    if (type == "float" || type == "int" || type == "int32_t" || type == "uint32_t") return 4;
-    return 8;  // anything else: a slot as wide as the widest
-  }
-
-  Acc declare_acc(const ComputedBuffer& c, int64_t chain) {
-    Acc a;
-    a.acc = em_->fresh("acc");
-    DType t = c.acc_dtype;
-    bool flt = is_float(t);
-    a.type = acc_type(c, chain);
-    switch (c.reduce_op) {
-      case ReduceOp::Sum: em_->line(a.type + " " + a.acc + " = 0;"); break;
-      case ReduceOp::Prod: em_->line(a.type + " " + a.acc + " = 1;"); break;
-      case ReduceOp::Max:
-      case ReduceOp::Min: {
-        bool mx = c.reduce_op == ReduceOp::Max;
-        std::string init = flt ? (mx ? "-INFINITY" : "INFINITY") : CEmitter::lowest_or_highest(t, mx);
-        em_->line(a.type + " " + a.acc + " = " + init + ";");
-        if (flt) {
-          a.flag = em_->fresh("nan");
-          em_->line("int " + a.flag + " = 0;");
-        }
-        break;
-      }
-      case ReduceOp::Any:
-        a.type = "int";
-        em_->line("int " + a.acc + " = 0;");
-        break;
-      case ReduceOp::All:
-        a.type = "int";
-        em_->line("int " + a.acc + " = 1;");
-        break;
-      default: throw CudaUnsupported("CUDA codegen: unsupported reduction");
-    }
-    return a;
-  }
-
-  void accumulate(const ComputedBuffer& c, const Acc& a, const std::string& v) {
-    switch (c.reduce_op) {
-      case ReduceOp::Sum: em_->line(a.acc + " += " + v + ";"); break;
-      case ReduceOp::Prod: em_->line(a.acc + " *= " + v + ";"); break;
-      case ReduceOp::Max:
-        em_->line(a.acc + " = " + v + " > " + a.acc + " ? " + v + " : " + a.acc + ";");
-        if (!a.flag.empty()) em_->line(a.flag + " |= " + v + " != " + v + ";");
-        break;
-      case ReduceOp::Min:
-        em_->line(a.acc + " = " + v + " < " + a.acc + " ? " + v + " : " + a.acc + ";");
-        if (!a.flag.empty()) em_->line(a.flag + " |= " + v + " != " + v + ";");
-        break;
-      case ReduceOp::Any: em_->line(a.acc + " |= (" + v + " != 0);"); break;
-      case ReduceOp::All: em_->line(a.acc + " &= (" + v + " != 0);"); break;
-      default: throw CudaUnsupported("CUDA codegen: unsupported reduction");
-    }
-  }
-
-  // The row's result as a local equal to what a load of the stored value would give.
-  std::string finish_acc(const ComputedBuffer& c, const Acc& a, DType out) {
-    std::string r = a.acc;
-    if (a.type != CEmitter::c_type(c.acc_dtype) && a.type == "double") {
-      r = em_->fresh("acc");
-      em_->line("const float " + r + " = (float)" + a.acc + ";");
-    }
-    if (!a.flag.empty()) em_->line("if (" + a.flag + ") " + a.acc + " = NAN;");
-    if (c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) r = "(" + a.acc + " != 0)";
-    if (out == c.acc_dtype || c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) return r;
-    std::string conv;
-    if (out == DType::F16) conv = "ember_round_h((float)" + r + ")";
-    else if (out == DType::BF16) conv = "ember_round_bf((float)" + r + ")";
-    else if (is_bool(out)) conv = "(" + r + " != 0)";
-    else conv = "(" + CEmitter::c_type(out) + ")" + r;
-    std::string name = em_->fresh("red");
-    em_->line("const " + CEmitter::c_type(out) + " " + name + " = " + conv + ";");
-    return name;
   }
 
   const Program& p_;
