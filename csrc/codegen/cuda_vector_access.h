@@ -1,6 +1,6 @@
 // Vector accesses: one 16-, 8- or 4-byte load or store for `lanes` consecutive
-// elements, as the elementwise vector path and the row tile (cuda_kernel.cpp) print
-// them: which dtypes and indices allow one, and its C types.
+// elements, as the elementwise vector path (cuda_vector_path.h) and the row tile
+// (cuda_row_tile.h) print them: which dtypes and indices allow one, and its C types.
 #pragma once
 #include <string>
 #include <unordered_map>
