@@ -144,7 +144,7 @@ def _batch_norm_pair(x, y, *p):
     """The first block of a ResNet stage with a downsample branch, after its convolutions:
     two channels-last activations, each normalized by its own BatchNorm (inference),
     added, relu. Each thread's channel is fixed when C divides the grid-stride step:
-    the per-channel scale is computed before the grid loop (kHoistWords, cuda_kernel.h)."""
+    the per-channel scale is computed before the grid loop (kHoistWords, cuda_vector_path.h)."""
     a = F.batch_norm(x, p[0], p[1], p[2], p[3], False, 0.0, 1e-5)
     b = F.batch_norm(y, p[4], p[5], p[6], p[7], False, 0.0, 1e-5)
     return (a + b).relu()

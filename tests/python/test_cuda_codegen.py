@@ -80,7 +80,7 @@ def _row_kernels(name, train=False):
 
 
 def test_row_tiles(tmp_path, monkeypatch):
-    """The row tile's decisions on the rows it is for (kRowTileValues, cuda_kernel.h)."""
+    """The row tile's decisions on the rows it is for (kRowTileValues, cuda_row_tile.h)."""
     monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     # BERT's LayerNorm(x + r): 8 bf16 a chunk, 3 chunks a thread; x and r read once.
     [(k, _)] = _row_kernels("layer_norm_768_bf16")
@@ -108,7 +108,7 @@ def _elementwise_kernels(name):
 
 def test_hoisting(tmp_path, monkeypatch):
     """Per-channel values out of the grid loop in channels-last BatchNorm kernels
-    (kHoistWords, cuda_kernel.h): each BatchNorm's scale, once per thread and lane."""
+    (kHoistWords, cuda_vector_path.h): each BatchNorm's scale, once per thread and lane."""
     monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     for name, lanes, grid in (("batch_norm_pair_64_bf16", 8, 1024), ("batch_norm_pair_256_bf16", 8, 1024),
                               ("batch_norm_pair_200_bf16", 8, 1025), ("batch_norm_pair_256_f32", 4, 1024),

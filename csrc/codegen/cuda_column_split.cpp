@@ -1,0 +1,145 @@
+#include "codegen/cuda_column_split.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "codegen/cuda_reduction.h"
+
+namespace ember {
+
+namespace {
+
+// Element j of chunk `chunk` of item `computed`'s partials, as an lvalue of type `type`.
+std::string partial_ref(const CudaPrinter& pr, const ColumnSplit& split, int computed, const std::string& type,
+                        int64_t width, const std::string& chunk) {
+  return "((" + type + "*)(b" + std::to_string(pr.scratch_id) + " + " + std::to_string(split.partial_offset.at(computed)) +
+         "))[" + chunk + " * " + std::to_string(width) + " + i0]";
+}
+
+// A vector stage's reduced rows r in [lo, hi) (C expressions), flattened over
+// inner[1..] (`reduced`), accumulated into `accs` for the current kept lane i0.
+void reduce_rows(CudaPrinter& pr, const Stage& stage, const std::vector<int64_t>& reduced, std::vector<Acc>& accs,
+                 const std::string& lo, const std::string& hi) {
+  CEmitter& em = *pr.em;
+  std::vector<std::pair<int, std::string>> vars;
+  for (size_t d = 1; d < stage.inner.size(); ++d) vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
+  em.open_scope(vars);
+  for (const auto& l : decompose("r", reduced, "i", 1)) em.line(l);
+  for (size_t i = 0; i < stage.items.size(); ++i)
+    accumulate(em, pr.p.computed[stage.items[i].computed], accs[i], em.emit(stage.items[i].value));
+  std::vector<std::string> body = em.close_scope();
+  em.line("for (" + pr.index_type() + " r = " + lo + "; r < " + hi + "; ++r) {");
+  for (const auto& l : body) em.line("  " + l);
+  em.line("}");
+}
+
+}  // namespace
+
+ColumnSplit plan_column_split(const Program& p, const Schedule& s, const Placement& m, int ki, const CudaLaunch& launch,
+                              int scratch_id, CudaKernelInfo& info) {
+  const Kernel& k = s.kernels[ki];
+  if (launch.shape != CudaKernelInfo::Shape::RowBlock || launch.rows != 1) return {};
+  int64_t most_rows = 0, widest = 0;
+  for (const auto& st : k.stages) {
+    if (!st.vector_reduce) continue;
+    bool own = false;
+    for (const auto& item : st.items)
+      walk_loads(item.value, [&](const Expr& e) { own |= m.producer[e->ival].kernel == ki; });
+    if (own) return {};
+    most_rows = std::max(most_rows, numel(st.inner) / st.inner[0].hint());
+    widest = std::max(widest, st.inner[0].hint());
+  }
+  if (most_rows < 2 * kColumnSplitMinRows) return {};
+  ColumnSplit split;
+  const int64_t span = std::max(kColumnSplitMinRows, (most_rows + kColumnSplitBlocks - 1) / kColumnSplitBlocks);
+  split.chunks = (most_rows + span - 1) / span;
+  // Each vector stage's reduction items get chunks x C partials of their accumulator type.
+  for (const auto& st : k.stages) {
+    if (!st.vector_reduce) continue;
+    const int64_t rows = numel(st.inner) / st.inner[0].hint();
+    for (const auto& item : st.items) {
+      const ComputedBuffer& c = p.computed[item.computed];
+      split.scratch_bytes = (split.scratch_bytes + 15) / 16 * 16;
+      split.partial_offset[item.computed] = split.scratch_bytes;
+      split.scratch_bytes += split.chunks * st.inner[0].hint() * acc_bytes(acc_type(c, rows));
+    }
+  }
+  info.args.push_back(scratch_id);
+  info.partial_grid = static_cast<uint32_t>(split.chunks);
+  info.partial_block = static_cast<uint32_t>(std::clamp<int64_t>((widest + 31) / 32 * 32, 32, 1024));
+  return split;
+}
+
+std::string partial_kernel(CudaPrinter& pr, const ColumnSplit& split, const CudaKernelInfo& info) {
+  const int threads = static_cast<int>(info.partial_block);
+  std::string head = pr.signature(pr.k.name + "_partial", info.partial_block, info.args);
+  CEmitter& em = *pr.em;
+  const std::string I = pr.index_type();
+  em.open_scope(pr.outer_vars());
+  em.line("const int tid = threadIdx.x;");
+  em.line("const " + I + " s = blockIdx.x;");
+  for (const auto& l : decompose("0", hints(pr.k.outer), "o")) em.line(l);
+  for (const auto& stage : pr.k.stages) {
+    if (!stage.vector_reduce) continue;
+    std::vector<int64_t> reduced = hints(stage.inner);
+    reduced.erase(reduced.begin());
+    const int64_t rows = numel(reduced), width = stage.inner[0].hint();
+    const int64_t span = (rows + split.chunks - 1) / split.chunks;
+    em.open_scope({{inner_var(0), "i0"}});
+    em.line("const int64_t i0 = (int64_t)(k);");
+    std::vector<Acc> accs(stage.items.size());
+    for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(em, pr.p.computed[stage.items[i].computed], rows);
+    const std::string lo = "s * " + std::to_string(span), n = std::to_string(rows);
+    em.line("const " + I + " hi = " + lo + " + " + std::to_string(span) + " < " + n + " ? " + lo + " + " +
+            std::to_string(span) + " : " + n + ";");
+    reduce_rows(pr, stage, reduced, accs, lo, "hi");
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const Acc& a = accs[i];
+      std::string v = a.flag.empty() ? a.acc : "(" + a.flag + " ? (" + a.type + ")NAN : " + a.acc + ")";
+      em.line(partial_ref(pr, split, stage.items[i].computed, a.type, width, "s") + " = " + v + ";");
+    }
+    std::vector<std::string> lanes = em.close_scope();
+    em.line("for (" + I + " k = tid; k < " + std::to_string(width) + "; k += " + std::to_string(threads) + ") {");
+    for (const auto& l : lanes) em.line("  " + l);
+    em.line("}");
+  }
+  std::vector<std::string> body = em.close_scope();
+  return pr.function(head, body);
+}
+
+bool print_vector_stage(CudaPrinter& pr, const ColumnSplit& split, const Stage& stage) {
+  CEmitter& em = *pr.em;
+  const std::string I = pr.index_type();
+  em.open_scope({{inner_var(0), "i0"}});
+  em.line("const int64_t i0 = (int64_t)(k);");
+  std::vector<Acc> accs(stage.items.size());
+  std::vector<int64_t> reduced = hints(stage.inner);
+  reduced.erase(reduced.begin());
+  for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(em, pr.p.computed[stage.items[i].computed], numel(reduced));
+  if (split.chunks > 0) {
+    // A column split: the partial launch reduced the rows; combine its chunks in order.
+    em.line("for (int s = 0; s < " + std::to_string(split.chunks) + "; ++s) {");
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      em.open_scope({});
+      accumulate(em, pr.p.computed[stage.items[i].computed], accs[i],
+                 partial_ref(pr, split, stage.items[i].computed, accs[i].type, stage.inner[0].hint(), "s"));
+      for (const auto& l : em.close_scope()) em.line("  " + l);
+    }
+    em.line("}");
+  } else {
+    reduce_rows(pr, stage, reduced, accs, "0", std::to_string(numel(reduced)));
+  }
+  for (size_t i = 0; i < stage.items.size(); ++i) {
+    const ComputedBuffer& c = pr.p.computed[stage.items[i].computed];
+    const Buffer& buf = pr.p.buffers[c.buffer];
+    std::string result = finish_acc(em, c, accs[i], buf.dtype);
+    em.line(CEmitter::store_text("b" + std::to_string(c.buffer), em.emit(stage.items[i].store_index), buf.dtype, result));
+  }
+  std::vector<std::string> lanes = em.close_scope();
+  em.line("for (" + I + " k = tid; k < " + std::to_string(stage.inner[0].hint()) + "; k += " + std::to_string(pr.launch.threads) + ") {");
+  for (const auto& l : lanes) em.line("  " + l);
+  em.line("}");
+  return true;
+}
+
+}  // namespace ember

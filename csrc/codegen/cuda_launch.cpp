@@ -1,0 +1,70 @@
+#include "codegen/cuda_launch.h"
+
+#include <algorithm>
+
+#include "codegen/cuda_printer.h"
+
+namespace ember {
+
+namespace {
+
+constexpr int64_t kInt32Limit = int64_t{1} << 31;
+
+int64_t pow2_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+int elementwise_elems_per_thread(int64_t max_elem_bytes) { return max_elem_bytes <= 2 ? 8 : 4; }
+
+CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bool>& in_memory, CudaKernelInfo& info) {
+  CudaLaunch l;
+  bool reductions = false, all_row_scope = true;
+  int64_t work = 1;
+  for (const auto& st : k.stages) {
+    all_row_scope &= st.inner.empty();
+    work = std::max(work, numel(st.inner));
+    for (const auto& item : st.items) reductions |= p.computed[item.computed].is_reduction || item.is_scan;
+  }
+  l.rows = k.outer_numel().hint();
+  if (!reductions && (k.stages.size() == 1 || all_row_scope)) {
+    l.shape = CudaKernelInfo::Shape::Elementwise;
+    l.total = l.rows * (all_row_scope ? 1 : numel(k.stages[0].inner));
+    int64_t max_elem_bytes = 1;
+    for (int b : info.args) max_elem_bytes = std::max(max_elem_bytes, dtype_size(p.buffers[b].dtype));
+    l.per_thread = elementwise_elems_per_thread(max_elem_bytes);
+    const int64_t tile = int64_t{kElementwiseBlock} * l.per_thread;
+    info.block = kElementwiseBlock;
+    info.grid = static_cast<uint32_t>(std::min(kMaxElementwiseGrid, (l.total + tile - 1) / tile));
+    l.wide = l.total + static_cast<int64_t>(info.grid) * tile >= kInt32Limit;
+    // A store and a load contiguous along different dims: tiles through shared memory.
+    if ((l.transpose = plan_transpose(p, k, in_memory))) {
+      l.shape = CudaKernelInfo::Shape::Transpose;
+      info.block = kTransposeThreads;
+      info.grid = l.transpose->grid();
+    }
+  } else if (work <= kWarpRowWork) {
+    l.shape = CudaKernelInfo::Shape::RowWarp;
+    l.threads = 32;
+    info.block = 32 * kRowsPerWarpBlock;
+    info.grid = static_cast<uint32_t>((l.rows + kRowsPerWarpBlock - 1) / kRowsPerWarpBlock);
+    l.wide = l.rows + kRowsPerWarpBlock >= kInt32Limit || work >= kInt32Limit;
+  } else {
+    l.shape = CudaKernelInfo::Shape::RowBlock;
+    // About sixteen inner iterations per thread (independent loads in flight, fewer
+    // barriers per element), between two warps and 1024 threads.
+    l.threads = static_cast<int>(std::clamp<int64_t>(pow2_at_least((work + 15) / 16), 64, 1024));
+    info.block = l.threads;
+    if (l.rows >= kInt32Limit) throw CudaUnsupported("CUDA codegen: more than 2^31 rows in kernel " + k.name);
+    info.grid = static_cast<uint32_t>(l.rows);
+    l.wide = work + l.threads >= kInt32Limit;
+  }
+  if (l.rows == 0) info.grid = 0;
+  info.shape = l.shape;
+  return l;
+}
+
+}  // namespace ember

@@ -1,0 +1,44 @@
+// The launch geometry of a CUDA kernel: which shape it is printed as (cuda_kernel.h
+// lists them), its grid and block, and the loop sizes its body is printed with.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "codegen/cuda_kernel.h"
+#include "codegen/cuda_transpose.h"
+#include "lower/program.h"
+#include "schedule/kernel.h"
+
+namespace ember {
+
+// Inner iterations per stage up to which a row runs on one warp.
+constexpr int64_t kWarpRowWork = 1024;
+constexpr int kRowsPerWarpBlock = 8;    // RowWarp: rows (warps) per block
+constexpr int kElementwiseBlock = 256;  // Elementwise: threads per block
+constexpr int64_t kMaxElementwiseGrid = 1 << 20;  // beyond this, threads loop (grid-stride)
+
+// Elementwise: elements per thread per grid-stride step. A thread with one 2-byte load
+// in flight leaves HBM idle (2,048 threads an SM hold about 4 KiB of requests, Little's
+// law wants several times that); a thread that issues the loads of several elements,
+// blockDim apart so that each warp-wide load stays coalesced, keeps enough in flight.
+// 8 when every buffer has elements of at most 2 bytes (16 bytes a thread per buffer),
+// else 4. (The measurement against one element per thread is in docs/benchmarks.md.)
+int elementwise_elems_per_thread(int64_t max_elem_bytes);
+
+struct CudaLaunch {
+  CudaKernelInfo::Shape shape = CudaKernelInfo::Shape::Elementwise;
+  int64_t rows = 1;    // the kernel's outer iterations
+  int64_t total = 1;   // Elementwise: elements (rows, when every stage is per-row)
+  int threads = 32;    // threads per row (row shapes)
+  int per_thread = 1;  // elements per thread per step (elementwise)
+  bool wide = false;   // 64-bit loop indices
+  std::optional<TransposePlan> transpose;  // the Transpose shape's tiles
+};
+
+// The shape and launch of kernel `k`, whose buffer arguments are info.args; sets
+// info.shape, info.grid and info.block. Throws CudaUnsupported for a RowBlock kernel of
+// 2^31 rows or more.
+CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bool>& in_memory, CudaKernelInfo& info);
+
+}  // namespace ember

@@ -1,0 +1,82 @@
+#include "codegen/cuda_printer.h"
+
+#include <sstream>
+#include <unordered_map>
+
+#include "ir/size_expr.h"
+
+namespace ember {
+
+std::string CudaPrinter::signature(const std::string& fname, uint32_t block, const std::vector<int>& args) {
+  std::unordered_map<int, CEmitter::BufferRef> refs;
+  std::ostringstream head;
+  head << "extern \"C\" __global__ void __launch_bounds__(" << block << ") " << fname << "(";
+  for (size_t i = 0; i < args.size(); ++i) {
+    int b = args[i];
+    std::string name = "b" + std::to_string(b);
+    if (b == scratch_id) {
+      head << (i ? ", " : "") << "unsigned char* __restrict__ " << name;
+      continue;
+    }
+    const Buffer& buf = p.buffers[b];
+    bool written = buf.kind == Buffer::Kind::Computed && m.producer[b].kernel == ki;
+    head << (i ? ", " : "") << (written ? "" : "const ") << dtype_c_type(buf.dtype) << "* __restrict__ " << name;
+    refs[b] = {name, buf.dtype, buf.extent()};
+  }
+  head << ") {\n";
+  em = std::make_unique<CEmitter>(refs);
+  return head.str();
+}
+
+std::string CudaPrinter::function(const std::string& head, const std::vector<std::string>& body) const {
+  std::ostringstream os;
+  os << head;
+  for (const auto& l : em->function_lines()) os << "  " << l << "\n";
+  for (const auto& l : body) os << "  " << l << "\n";
+  os << "}\n";
+  return os.str();
+}
+
+std::vector<std::pair<int, std::string>> CudaPrinter::outer_vars() const {
+  std::vector<std::pair<int, std::string>> v;
+  for (size_t d = 0; d < k.outer.size(); ++d) v.push_back({outer_var(static_cast<int>(d)), "o" + std::to_string(d)});
+  return v;
+}
+
+std::vector<std::pair<int, std::string>> CudaPrinter::inner_vars(const Stage& st) const {
+  std::vector<std::pair<int, std::string>> v;
+  for (size_t d = 0; d < st.inner.size(); ++d) v.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
+  return v;
+}
+
+void CudaPrinter::pin_own_loads() {
+  for (const auto& stage : k.stages)
+    for (const auto& item : stage.items) em->set_min_load_level(p.computed[item.computed].buffer, em->depth());
+}
+
+int64_t numel(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+int64_t numel(const Dims& sizes) { return product(sizes).hint(); }
+
+void walk_loads(const Expr& e, const std::function<void(const Expr&)>& f) {
+  if (e->op == ExprOp::Load) f(e);
+  for (const auto& a : e->args) walk_loads(a, f);
+}
+
+std::vector<std::string> decompose(const std::string& flat, const std::vector<int64_t>& sizes, const std::string& prefix,
+                                   size_t first) {
+  std::vector<std::string> lines(sizes.size());
+  int64_t stride = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    std::string q = stride == 1 ? flat : "(" + flat + " / " + std::to_string(stride) + ")";
+    std::string v = d == 0 ? q : q + " % " + std::to_string(sizes[d]);
+    lines[d] = "const int64_t " + prefix + std::to_string(first + d) + " = (int64_t)(" + v + ");";
+    stride *= sizes[d];
+  }
+  return lines;
+}
+
+}  // namespace ember

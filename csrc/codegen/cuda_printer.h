@@ -1,0 +1,64 @@
+// What the parts of the CUDA printer share while printing one kernel: the kernel, where
+// its buffers live, its launch, and the expression printer whose scopes its body is
+// printed in; and the small helpers they all use. The driver (cuda_kernel.cpp) makes one
+// CudaPrinter a kernel and hands it to each shape's body: cuda_elementwise.h,
+// cuda_vector_path.h, cuda_row.h (with cuda_row_tile.h and cuda_column_split.h).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codegen/c_emitter.h"
+#include "codegen/cuda_launch.h"
+#include "codegen/placement.h"
+#include "lower/program.h"
+#include "schedule/kernel.h"
+
+namespace ember {
+
+// The innermost inner var at the first lane of a group of consecutive elements (vector
+// accesses): an id no kernel var has.
+constexpr int kFirstLaneVar = kInnerVarBase + (1 << 20);
+
+struct CudaPrinter {
+  CudaPrinter(const Program& p, const Schedule& s, const Placement& m, int ki, int scratch_id, CudaLaunch launch)
+      : p(p), s(s), m(m), ki(ki), k(s.kernels[ki]), scratch_id(scratch_id), launch(std::move(launch)) {}
+
+  const Program& p;
+  const Schedule& s;
+  const Placement& m;
+  const int ki;          // the kernel's index in s.kernels
+  const Kernel& k;       // s.kernels[ki]
+  const int scratch_id;  // the buffer id its scratch gets, if it has any (a column split)
+  CudaLaunch launch;
+  std::unique_ptr<CEmitter> em;  // made by signature(): reads that function's parameters
+
+  // `extern "C" __global__ void fname(params) {` over `args`, and a fresh emitter that
+  // reads them. The scratch buffer, if any, is raw bytes.
+  std::string signature(const std::string& fname, uint32_t block, const std::vector<int>& args);
+  // A whole function: `head`, the emitter's function-level lines, `body`, the brace.
+  std::string function(const std::string& head, const std::vector<std::string>& body) const;
+
+  std::string index_type() const { return launch.wide ? "int64_t" : "int"; }
+  std::vector<std::pair<int, std::string>> outer_vars() const;
+  std::vector<std::pair<int, std::string>> inner_vars(const Stage& st) const;
+  // Loads of buffers this kernel writes are valid only after the stage that writes them
+  // (and its barrier), so they may be hoisted to the row scope but no further.
+  void pin_own_loads();
+};
+
+int64_t numel(const std::vector<int64_t>& sizes);
+int64_t numel(const Dims& sizes);  // static sizes (the driver refuses symbolic ones)
+
+void walk_loads(const Expr& e, const std::function<void(const Expr&)>& f);
+
+// `flat` split into coordinates over `sizes` (row-major), one `const int64_t` line per
+// dim named prefix + d. The divisions run in the type of `flat` (32-bit where sizes allow).
+// The names are numbered from `first`.
+std::vector<std::string> decompose(const std::string& flat, const std::vector<int64_t>& sizes, const std::string& prefix,
+                                   size_t first = 0);
+
+}  // namespace ember

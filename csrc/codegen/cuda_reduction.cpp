@@ -1,0 +1,104 @@
+#include "codegen/cuda_reduction.h"
+
+#include "codegen/cuda_kernel.h"
+
+namespace ember {
+
+std::string acc_type(const ComputedBuffer& c, int64_t chain) {
+  if (c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) return "int";
+  if (c.reduce_op == ReduceOp::Sum && c.acc_dtype == DType::F32 && chain > kSumChain) return "double";
+  return CEmitter::c_type(c.acc_dtype);
+}
+
+int64_t acc_bytes(const std::string& type) {
+  if (type == "double" || type == "int64_t" || type == "uint64_t") return 8;
+  if (type == "float" || type == "int" || type == "int32_t" || type == "uint32_t") return 4;
+  return 8;  // anything else: a slot as wide as the widest
+}
+
+Acc declare_acc(CEmitter& em, const ComputedBuffer& c, int64_t chain) {
+  Acc a;
+  a.acc = em.fresh("acc");
+  DType t = c.acc_dtype;
+  bool flt = is_float(t);
+  a.type = acc_type(c, chain);
+  switch (c.reduce_op) {
+    case ReduceOp::Sum: em.line(a.type + " " + a.acc + " = 0;"); break;
+    case ReduceOp::Prod: em.line(a.type + " " + a.acc + " = 1;"); break;
+    case ReduceOp::Max:
+    case ReduceOp::Min: {
+      bool mx = c.reduce_op == ReduceOp::Max;
+      std::string init = flt ? (mx ? "-INFINITY" : "INFINITY") : CEmitter::lowest_or_highest(t, mx);
+      em.line(a.type + " " + a.acc + " = " + init + ";");
+      if (flt) {
+        a.flag = em.fresh("nan");
+        em.line("int " + a.flag + " = 0;");
+      }
+      break;
+    }
+    case ReduceOp::Any:
+      a.type = "int";
+      em.line("int " + a.acc + " = 0;");
+      break;
+    case ReduceOp::All:
+      a.type = "int";
+      em.line("int " + a.acc + " = 1;");
+      break;
+    default: throw CudaUnsupported("CUDA codegen: unsupported reduction");
+  }
+  return a;
+}
+
+void accumulate(CEmitter& em, const ComputedBuffer& c, const Acc& a, const std::string& v) {
+  switch (c.reduce_op) {
+    case ReduceOp::Sum: em.line(a.acc + " += " + v + ";"); break;
+    case ReduceOp::Prod: em.line(a.acc + " *= " + v + ";"); break;
+    case ReduceOp::Max:
+      em.line(a.acc + " = " + v + " > " + a.acc + " ? " + v + " : " + a.acc + ";");
+      if (!a.flag.empty()) em.line(a.flag + " |= " + v + " != " + v + ";");
+      break;
+    case ReduceOp::Min:
+      em.line(a.acc + " = " + v + " < " + a.acc + " ? " + v + " : " + a.acc + ";");
+      if (!a.flag.empty()) em.line(a.flag + " |= " + v + " != " + v + ";");
+      break;
+    case ReduceOp::Any: em.line(a.acc + " |= (" + v + " != 0);"); break;
+    case ReduceOp::All: em.line(a.acc + " &= (" + v + " != 0);"); break;
+    default: throw CudaUnsupported("CUDA codegen: unsupported reduction");
+  }
+}
+
+void combine(CEmitter& em, const std::string& acc, ReduceOp op, bool warp) {
+  const char* functor = "EmberSum()";
+  switch (op) {
+    case ReduceOp::Sum: functor = "EmberSum()"; break;
+    case ReduceOp::Prod: functor = "EmberProd()"; break;
+    case ReduceOp::Max: functor = "EmberMax()"; break;
+    case ReduceOp::Min: functor = "EmberMin()"; break;
+    case ReduceOp::Any: functor = "EmberOr()"; break;
+    case ReduceOp::All: functor = "EmberAnd()"; break;
+    default: throw CudaUnsupported("CUDA codegen: no combine for this reduction");
+  }
+  em.line(acc + (warp ? " = ember_warp_reduce(" + acc + ", " + functor + ");"
+                      : " = ember_block_reduce(" + acc + ", " + functor + ", scratch);"));
+}
+
+std::string finish_acc(CEmitter& em, const ComputedBuffer& c, const Acc& a, DType out) {
+  std::string r = a.acc;
+  if (a.type != CEmitter::c_type(c.acc_dtype) && a.type == "double") {
+    r = em.fresh("acc");
+    em.line("const float " + r + " = (float)" + a.acc + ";");
+  }
+  if (!a.flag.empty()) em.line("if (" + a.flag + ") " + a.acc + " = NAN;");
+  if (c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) r = "(" + a.acc + " != 0)";
+  if (out == c.acc_dtype || c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) return r;
+  std::string conv;
+  if (out == DType::F16) conv = "ember_round_h((float)" + r + ")";
+  else if (out == DType::BF16) conv = "ember_round_bf((float)" + r + ")";
+  else if (is_bool(out)) conv = "(" + r + " != 0)";
+  else conv = "(" + CEmitter::c_type(out) + ")" + r;
+  std::string name = em.fresh("red");
+  em.line("const " + CEmitter::c_type(out) + " " + name + " = " + conv + ";");
+  return name;
+}
+
+}  // namespace ember

@@ -1,0 +1,38 @@
+// Reduction accumulators in the CUDA printer: declared per thread, updated per element,
+// combined across a row's threads (warp shuffles, then shared memory), and turned into
+// the value a load of the stored result would give.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "codegen/c_emitter.h"
+#include "lower/program.h"
+
+namespace ember {
+
+struct Acc {
+  std::string acc, flag, type;  // accumulator, NaN flag (float max/min), its C type
+};
+
+// A float sum whose threads each add more than kSumChain elements accumulates in double:
+// one f32 accumulator over half a million elements loses about 4 digits (c_kernel.cpp
+// blocks such sums into a double total for the same reason).
+constexpr int64_t kSumChain = 4096;
+
+// The C type a reduction accumulates in over `chain` elements per thread.
+std::string acc_type(const ComputedBuffer& c, int64_t chain);
+// Its bytes (a column split's partials are stored in it).
+int64_t acc_bytes(const std::string& type);
+
+// Declares the accumulator (and NaN flag) of reduction `c` over `chain` elements a thread.
+Acc declare_acc(CEmitter& em, const ComputedBuffer& c, int64_t chain);
+// Adds value `v` (C text) to `a`.
+void accumulate(CEmitter& em, const ComputedBuffer& c, const Acc& a, const std::string& v);
+// Combines `acc` across the threads of a warp (`warp`) or of a block (through the
+// kernel's `scratch` array); every thread gets the result.
+void combine(CEmitter& em, const std::string& acc, ReduceOp op, bool warp);
+// The reduction's result as a local equal to what a load of the stored value (of dtype
+// `out`) would give.
+std::string finish_acc(CEmitter& em, const ComputedBuffer& c, const Acc& a, DType out);
+
+}  // namespace ember
