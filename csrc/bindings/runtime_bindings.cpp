@@ -45,6 +45,7 @@ void define_runtime(nb::module_& m) {
         for (const auto& k : g.code().kernels) {
           nb::dict d;
           d["name"] = k.name;
+          d["function"] = k.function;  // another kernel's when their text is the same
           d["rows"] = k.rows.hint();
           d["work_per_row"] = k.work_per_row;
           d["args"] = nb::cast(k.args);

@@ -119,12 +119,15 @@ class KernelPrinter {
     for (size_t i = 0; i < info.args.size(); ++i) {
       int b = info.args[i];
       const Buffer& buf = p_.buffers[b];
-      std::string name = "b" + std::to_string(b);
+      // Named by position, not buffer id: kernels that differ only in which buffers
+      // they take print the same text, and generate_c keeps one of them.
+      std::string name = "a" + std::to_string(i);
       bool written = buf.kind == Buffer::Kind::Computed && m_.producer[b].kernel == ki_;
       head << "  " << (written ? "" : "const ") << dtype_c_type(buf.dtype) << "* restrict " << name << " = ("
            << (written ? "" : "const ") << dtype_c_type(buf.dtype) << "*)args[" << i << "];\n";
       refs[b] = {name, buf.dtype, buf.extent()};
     }
+    refs_ = refs;
     em_ = std::make_unique<CEmitter>(refs);
 
     precompute_row_invariants();
@@ -227,12 +230,12 @@ class KernelPrinter {
         if (buf.dtype == DType::F16) conv = "ember_round_h(" + conv + ")";
         if (buf.dtype == DType::BF16) conv = "ember_round_bf(" + conv + ")";
         em_->line("const " + CEmitter::c_type(buf.dtype) + " " + step + " = " + conv + ";");
-        if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, step));
+        if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text(refs_.at(c.buffer).name, em_->emit(item.store_index), buf.dtype, step));
         em_->bind_local(c.buffer, step, em_->depth());
         continue;
       }
       if (!c.is_reduction) {
-        if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, v));
+        if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text(refs_.at(c.buffer).name, em_->emit(item.store_index), buf.dtype, v));
         em_->bind_local(c.buffer, v, em_->depth());
         continue;
       }
@@ -289,7 +292,7 @@ class KernelPrinter {
       if (!c.is_reduction || item.is_scan) continue;
       const Buffer& buf = p_.buffers[c.buffer];
       std::string result = finish_acc(c, accs[i], buf.dtype);
-      if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, result));
+      if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text(refs_.at(c.buffer).name, em_->emit(item.store_index), buf.dtype, result));
       em_->bind_local(c.buffer, result, row_level);
     }
   }
@@ -643,7 +646,7 @@ class KernelPrinter {
       if (!accs[i].flag.empty()) em_->line(slot + " = " + accs[i].flag + "[i0] ? NAN : " + slot + ";");
       if (buf.dtype == DType::F16) em_->line(slot + " = ember_round_h(" + slot + ");");
       if (buf.dtype == DType::BF16) em_->line(slot + " = ember_round_bf(" + slot + ");");
-      if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text("b" + std::to_string(c.buffer), em_->emit(item.store_index), buf.dtype, slot));
+      if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text(refs_.at(c.buffer).name, em_->emit(item.store_index), buf.dtype, slot));
       vector_locals_.push_back({c.buffer, accs[i].acc});
     }
     std::vector<std::string> body = em_->close_scope();
@@ -785,6 +788,7 @@ class KernelPrinter {
   int ki_;
   const Kernel& k_;
   std::unique_ptr<CEmitter> em_;
+  std::unordered_map<int, CEmitter::BufferRef> refs_;  // buffer id -> its argument's name
   std::set<int> origins_;
   std::vector<std::pair<int, std::string>> vector_locals_;
   struct RowInvariant {
@@ -797,15 +801,27 @@ class KernelPrinter {
 
 }  // namespace
 
+namespace {
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+}  // namespace
+
 GeneratedCode generate_c(const Program& p, const Schedule& s) {
   GeneratedCode out;
   Placement m = place_buffers(p, s, VectorResults::Local);
   std::ostringstream os;
   os << c_prelude() << "\n";
+  // Kernel text (launcher included) with its name as "@" -> the function that has it.
+  std::unordered_map<std::string, std::string> printed;
   for (size_t k = 0; k < s.kernels.size(); ++k) {
     KernelInfo info;
-    out.kernel_begin.push_back(static_cast<size_t>(os.tellp()));
-    os << KernelPrinter(p, s, m, static_cast<int>(k)).print(info) << "\n";
+    std::ostringstream text;
+    text << KernelPrinter(p, s, m, static_cast<int>(k)).print(info) << "\n";
     // The launcher splits rows over OpenMP threads. Loaded into a PyTorch process,
     // libgomp.so.1 resolves to torch's own copy, so kernels run on the same thread
     // team as oneDNN and BLAS (hot, not competing for cores), as Inductor's do.
@@ -814,14 +830,24 @@ GeneratedCode generate_c(const Program& p, const Schedule& s) {
     // A kernel with split stages and fewer rows than threads runs its rows here and
     // its split stages on the threads.
     std::string serial = split ? "rows <= grain || rows < omp_get_max_threads()" : "rows <= grain";
-    os << "void " << info.name << "_launch(int64_t rows, int64_t grain, char* const* args) {\n"
-       << "  if (" << serial << ") { " << info.name << "(0, rows, args); return; }\n"
-       << "  const int64_t chunks = (rows + grain - 1) / grain;\n"
-       << "  #pragma omp parallel for schedule(static)\n"
-       << "  for (int64_t c = 0; c < chunks; ++c) {\n"
-       << "    const int64_t b = c * grain, e = b + grain < rows ? b + grain : rows;\n"
-       << "    " << info.name << "(b, e, args);\n"
-       << "  }\n}\n\n";
+    text << "void " << info.name << "_launch(int64_t rows, int64_t grain, char* const* args) {\n"
+         << "  if (" << serial << ") { " << info.name << "(0, rows, args); return; }\n"
+         << "  const int64_t chunks = (rows + grain - 1) / grain;\n"
+         << "  #pragma omp parallel for schedule(static)\n"
+         << "  for (int64_t c = 0; c < chunks; ++c) {\n"
+         << "    const int64_t b = c * grain, e = b + grain < rows ? b + grain : rows;\n"
+         << "    " << info.name << "(b, e, args);\n"
+         << "  }\n}\n\n";
+    // Kernels that differ only in their buffers (a model's repeated layers) share one
+    // function: less for the C compiler, the same machine code.
+    auto [first, fresh] = printed.emplace(replace_all(text.str(), info.name, "@"), info.name);
+    out.kernel_begin.push_back(static_cast<size_t>(os.tellp()));
+    os << "/* " << info.name << ":";
+    for (size_t a = 0; a < info.args.size(); ++a) os << " a" << a << "=buf" << info.args[a];
+    if (!fresh) os << "; runs " << first->second;
+    os << " */\n";
+    if (fresh) os << text.str();
+    info.function = first->second;
     out.kernels.push_back(std::move(info));
   }
   out.source = os.str();

@@ -1,4 +1,5 @@
-// C source for a Schedule: one exported function per kernel,
+// C source for a Schedule: one exported function per kernel (kernels whose text differs
+// only in the buffers they take share one; KernelInfo::function),
 //   void NAME(int64_t begin, int64_t end, char* const* args)
 // computing rows [begin, end) of the kernel's outer loop. The runtime splits
 // rows across threads; args[i] is the base pointer of buffer `args[i]` below.
@@ -15,6 +16,8 @@ namespace ember {
 
 struct KernelInfo {
   std::string name;
+  std::string function;            // the C function that runs it: `name`, or an earlier
+                                   // kernel's whose text is the same but for its buffers
   Dim rows = 1;                    // outer_numel (symbolic: evaluated per call)
   int64_t work_per_row = 1;        // inner iterations per row, all stages
   std::vector<int> args;           // buffer ids, in argument order

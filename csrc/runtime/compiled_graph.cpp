@@ -324,7 +324,7 @@ void CompiledGraph::wait_kernels() {
 void CompiledGraph::resolve_kernels() {
   fns_.clear();
   for (const auto& k : code_.kernels) {
-    void* sym = library_->symbol((k.name + "_launch").c_str());
+    void* sym = library_->symbol((k.function + "_launch").c_str());
     if (!sym) throw std::runtime_error("ember: kernel " + k.name + " missing from the compiled library");
     fns_.push_back(reinterpret_cast<LaunchFn>(sym));
   }

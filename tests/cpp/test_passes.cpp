@@ -312,6 +312,34 @@ TEST(split_stages_run_chunks_on_threads_and_combine_in_order) {
   CHECK(c.find("rows <= grain || rows < omp_get_max_threads()") != std::string::npos);
 }
 
+// Two layers of the same shape: their tanh kernels differ only in their buffers and share
+// one function; the second kernel's text is a comment naming the first.
+TEST(kernels_that_differ_only_in_buffers_share_a_function) {
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[4,8]{8,1}
+  %1 = input(1) : f32[8,8]{8,1}
+  %2 = aten.tanh.default(%0) : f32[4,8]{8,1}
+  %3 = aten.mm.default(%2, %1) : f32[4,8]{8,1}
+  %4 = aten.tanh.default(%3) : f32[4,8]{8,1}
+  %5 = aten.mm.default(%4, %1) : f32[4,8]{8,1}
+  %6 = aten.exp.default(%5) : f32[4,8]{8,1}
+  return (%6)
+}
+)");
+  const auto& k = p.code.kernels;
+  CHECK_EQ(k.size(), 3u);
+  if (k.size() != 3) return;
+  CHECK_EQ(k[0].function, k[0].name);
+  CHECK_EQ(k[1].function, k[0].name);  // tanh again
+  CHECK_EQ(k[2].function, k[2].name);  // exp: other text
+  CHECK(k[0].args != k[1].args);
+  const std::string& c = p.code.source;
+  CHECK(c.find("void " + k[1].name + "(") == std::string::npos);
+  CHECK(c.find("/* " + k[1].name + ": a0=buf") != std::string::npos);
+  CHECK(c.find("; runs " + k[0].name + " */") != std::string::npos);
+  CHECK_EQ(p.code.kernel_begin.size(), 3u);
+}
+
 TEST(generated_code_golden_split_batch_norm_stats) {
   Pipeline p(kBatchNormStats);
   CHECK(ember_test::matches_golden("batch_norm_stats_split.c", p.code.source));

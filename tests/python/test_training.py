@@ -186,6 +186,14 @@ def test_gpt2_backward_runs_in_ember_kernels(gpt2_run):
                 "aten._scaled_dot_product_flash_attention_for_cpu.default"}, r.name
 
 
+def test_gpt2_layers_share_kernel_functions(gpt2_run):
+    # The two layers' backward kernels differ only in their buffers: one C function
+    # serves both (generate_c), and the losses above check what it computes.
+    backward = [r for r in gpt2_run["records"] if r.name.startswith("backward")]
+    shared = [k for r in backward for k in r.cg.kernels if k["function"] != k["name"]]
+    assert len(shared) >= 4, [(k["name"], k["function"]) for r in backward for k in r.cg.kernels]
+
+
 def test_cnn_batchnorm_adamw_losses_match_eager(cnn_run):
     assert_losses_match(cnn_run)
 

@@ -101,11 +101,12 @@ EMBER_FN double ember_floordiv(double a, double b) {
   return q - f > 0.5 ? f + 1.0 : f;
 }
 
+/* ember_k0: a0=buf0 a1=buf3 a2=buf4 */
 void ember_k0(int64_t begin, int64_t end, char* const* args) {
   EMBER_EXP_BOUNDS
-  const float* restrict b0 = (const float*)args[0];
-  float* restrict b3 = (float*)args[1];
-  float* restrict b4 = (float*)args[2];
+  const float* restrict a0 = (const float*)args[0];
+  float* restrict a1 = (float*)args[1];
+  float* restrict a2 = (float*)args[2];
   for (int64_t x = begin; x < end; ++x) {
     double vacc0_w_ch[64][32];
     #pragma omp parallel for schedule(static) if (!omp_in_parallel())
@@ -124,7 +125,7 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
             for (int64_t l = 0; l < nb; ++l) {
               const int64_t i0 = cb + l;
               const int64_t t2 = i0 + t1;
-              const float t3 = b0[t2];
+              const float t3 = a0[t2];
               vacc0_p[l] += t3;
             }
           }
@@ -174,7 +175,7 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
             for (int64_t l = 0; l < nb; ++l) {
               const int64_t i0 = cb + l;
               const int64_t t10 = i0 + t9;
-              const float t11 = b0[t10];
+              const float t11 = a0[t10];
               const float t12 = t11 - lane7[l];
               const float t13 = t12 * t12;
               vacc6_p[l] += t13;
@@ -205,11 +206,11 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
     #pragma omp simd
     for (int64_t i0 = 0; i0 < 32LL; ++i0) {
       const float t16 = comb15[i0] / (131072.0f);
-      b3[i0] = t16;
+      a1[i0] = t16;
       const bool t17 = (comb15[i0] != comb15[i0]);
       const float t18 = comb5[i0] / (131072.0f);
       const float t19 = t17 ? NAN : t18;
-      b4[i0] = t19;
+      a2[i0] = t19;
     }
   }
 }

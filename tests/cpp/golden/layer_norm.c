@@ -101,11 +101,12 @@ EMBER_FN double ember_floordiv(double a, double b) {
   return q - f > 0.5 ? f + 1.0 : f;
 }
 
+/* ember_k0: a0=buf0 a1=buf1 a2=buf4 */
 void ember_k0(int64_t begin, int64_t end, char* const* args) {
   EMBER_EXP_BOUNDS
-  const float* restrict b0 = (const float*)args[0];
-  const float* restrict b1 = (const float*)args[1];
-  float* restrict b4 = (float*)args[2];
+  const float* restrict a0 = (const float*)args[0];
+  const float* restrict a1 = (const float*)args[1];
+  float* restrict a2 = (float*)args[2];
   for (int64_t x = begin; x < end; ++x) {
     const int64_t o0 = x;
     float acc0 = 0;
@@ -113,7 +114,7 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
     #pragma omp simd reduction(+:acc0)
     for (int64_t i0 = 0; i0 < 16LL; ++i0) {
       const int64_t t2 = t1 + i0;
-      const float t3 = b0[t2];
+      const float t3 = a0[t2];
       acc0 += t3;
     }
     float acc4 = 0;
@@ -121,7 +122,7 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
     #pragma omp simd reduction(+:acc4)
     for (int64_t i0 = 0; i0 < 16LL; ++i0) {
       const int64_t t5 = t1 + i0;
-      const float t6 = b0[t5];
+      const float t6 = a0[t5];
       const float t8 = t6 - t7;
       const float t9 = t8 * t8;
       acc4 += t9;
@@ -134,12 +135,12 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
     #pragma omp simd
     for (int64_t i0 = 0; i0 < 16LL; ++i0) {
       const int64_t t10 = t1 + i0;
-      const float t11 = b0[t10];
+      const float t11 = a0[t10];
       const float t14 = t11 - t13;
       const float t18 = t14 * t17;
-      const float t19 = b1[i0];
+      const float t19 = a1[i0];
       const float t20 = t18 * t19;
-      b4[t10] = t20;
+      a2[t10] = t20;
     }
   }
 }

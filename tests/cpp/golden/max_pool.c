@@ -101,11 +101,12 @@ EMBER_FN double ember_floordiv(double a, double b) {
   return q - f > 0.5 ? f + 1.0 : f;
 }
 
+/* ember_k0: a0=buf0 a1=buf1 a2=buf2 */
 void ember_k0(int64_t begin, int64_t end, char* const* args) {
   EMBER_EXP_BOUNDS
-  const float* restrict b0 = (const float*)args[0];
-  float* restrict b1 = (float*)args[1];
-  int64_t* restrict b2 = (int64_t*)args[2];
+  const float* restrict a0 = (const float*)args[0];
+  float* restrict a1 = (float*)args[1];
+  int64_t* restrict a2 = (int64_t*)args[2];
   for (int64_t x = begin; x < end; ++x) {
     const int64_t o0 = (x / 3LL);
     const int64_t o1 = x % 3LL;
@@ -131,46 +132,46 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
       const bool t5 = t4 >= 0LL;
       const bool t6 = t2 && t5;
       const int64_t t10 = t9 + t4;
-      const float t11 = b0[ember_clamp_index(t10, 49LL)];
+      const float t11 = a0[ember_clamp_index(t10, 49LL)];
       const float t12 = t6 ? t11 : -INFINITY;
       const int64_t t13 = t9 + t3;
-      const float t14 = b0[ember_clamp_index(t13, 49LL)];
+      const float t14 = a0[ember_clamp_index(t13, 49LL)];
       const float t15 = t2 ? t14 : -INFINITY;
       const float t16 = ember_max_f32(t12, t15);
       const int64_t t17 = t3 + 1LL;
       const bool t18 = t17 < 5LL;
       const bool t19 = t2 && t18;
       const int64_t t20 = t9 + t17;
-      const float t21 = b0[ember_clamp_index(t20, 49LL)];
+      const float t21 = a0[ember_clamp_index(t20, 49LL)];
       const float t22 = t19 ? t21 : -INFINITY;
       const float t23 = ember_max_f32(t16, t22);
       const int64_t t26 = t25 + t4;
-      const float t27 = b0[ember_clamp_index(t26, 49LL)];
+      const float t27 = a0[ember_clamp_index(t26, 49LL)];
       const float t28 = t5 ? t27 : -INFINITY;
       const float t29 = ember_max_f32(t23, t28);
       const int64_t t30 = t25 + t3;
-      const float t31 = b0[t30];
+      const float t31 = a0[t30];
       const float t32 = ember_max_f32(t29, t31);
       const int64_t t33 = t25 + t17;
-      const float t34 = b0[ember_clamp_index(t33, 49LL)];
+      const float t34 = a0[ember_clamp_index(t33, 49LL)];
       const float t35 = t18 ? t34 : -INFINITY;
       const float t36 = ember_max_f32(t32, t35);
       const bool t39 = t38 && t5;
       const int64_t t42 = t41 + t4;
-      const float t43 = b0[ember_clamp_index(t42, 49LL)];
+      const float t43 = a0[ember_clamp_index(t42, 49LL)];
       const float t44 = t39 ? t43 : -INFINITY;
       const float t45 = ember_max_f32(t36, t44);
       const int64_t t46 = t41 + t3;
-      const float t47 = b0[ember_clamp_index(t46, 49LL)];
+      const float t47 = a0[ember_clamp_index(t46, 49LL)];
       const float t48 = t38 ? t47 : -INFINITY;
       const float t49 = ember_max_f32(t45, t48);
       const bool t50 = t38 && t18;
       const int64_t t51 = t41 + t17;
-      const float t52 = b0[ember_clamp_index(t51, 49LL)];
+      const float t52 = a0[ember_clamp_index(t51, 49LL)];
       const float t53 = t50 ? t52 : -INFINITY;
       const float t54 = ember_max_f32(t49, t53);
       const int64_t t58 = t57 + i0;
-      b1[t58] = t54;
+      a1[t58] = t54;
       const bool t59 = t12 > -INFINITY;
       const bool t60 = t12 != t12;
       const bool t61 = t59 | t60;
@@ -233,7 +234,7 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
       const int32_t t118 = t89 ? t97 : t117;
       const int32_t t119 = t93 ? t95 : t118;
       const int64_t t120 = (int64_t)t119;
-      b2[t58] = t120;
+      a2[t58] = t120;
     }
   }
 }
