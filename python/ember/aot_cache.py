@@ -254,13 +254,17 @@ class EmberOutputCode(_OutputCodeBase):
 
     def prepare_for_serialization(self) -> None:
         """Before the entry is written, which AOTAutograd does once the backward is compiled
-        too: a graph whose C compiler (still running in the background) fails is never
-        written, as one that runs eagerly is not. Its first call reports the failure."""
+        too. A graph that runs eagerly is never written. One whose C compiler is still
+        running in the background is written without waiting for it (the wait would hold
+        up Dynamo and the first run of the forward): the entry holds the graph, not its
+        kernels, and if that compile fails, a process that loads the entry compiles again
+        (load_graph), fails the same way, and torch compiles the graph afresh, which runs
+        it eagerly as this process does. A failure already known bypasses the cache."""
         from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
 
         if self._state is None:
             raise BypassAOTAutogradCache(f"ember: {self._bypass_reason}")
-        if self._runner is not None and not self._runner.kernels_built():
+        if self._runner is not None and self._runner.kernels_failed():
             raise BypassAOTAutogradCache("ember: the graph's kernels failed to compile")
         stats.count_aot_save()
 

@@ -235,16 +235,10 @@ class GraphRunner:
         self._finish_lock = threading.Lock()
         self._finish_compile = finish
 
-    def kernels_built(self) -> bool:
-        """Waits for kernels still being built; whether they loaded (the first call reports
-        a failure)."""
-        if self._finish_compile is None:
-            return self._eager is None
-        try:
-            self.cg.wait_kernels()
-        except Exception:
-            return False
-        return True
+    def kernels_failed(self) -> bool:
+        """Whether the kernels are known to have failed to build; False while a background
+        build runs (the first call waits for it and reports a failure)."""
+        return self._finish_compile is None and self._eager is not None
 
     def _await_kernels(self):
         with self._finish_lock:  # concurrent first calls: one waits, the others see its outcome

@@ -27,9 +27,9 @@ pytestmark = pytest.mark.skipif(aot_cache.unavailable_reason() is not None,
                                 reason=f"AOTAutogradCache unusable: {aot_cache.unavailable_reason()}")
 
 
-def run_child(caches, scenario, *flags, options=None):
-    env = dict(os.environ, EMBER_CACHE_DIR=str(caches / "ember"), TORCHINDUCTOR_CACHE_DIR=str(caches / "torch"),
-               EMBER_FALLBACK_ON_ERROR="0")
+def run_child(caches, scenario, *flags, options=None, env=None):
+    env = {**os.environ, "EMBER_CACHE_DIR": str(caches / "ember"), "TORCHINDUCTOR_CACHE_DIR": str(caches / "torch"),
+           "EMBER_FALLBACK_ON_ERROR": "0", **(env or {})}
     cmd = [sys.executable, CHILD, scenario, *flags] + (["--options", json.dumps(options)] if options else [])
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
@@ -151,6 +151,20 @@ def test_missing_kernel_library_is_compiled_by_the_c_compiler(caches):
     stats, _ = run_child(caches, "small")
     assert stats["graphs_loaded"] == 1 and stats["graphs_compiled"] == 0, stats
     assert stats["c_compiler_runs"] == 1, stats
+
+
+def test_failing_c_compiler_runs_eagerly_cold_and_warm_then_a_working_one_loads(tmp_path):
+    # The entry is written while the C compiler still runs (aot_cache.prepare_for_serialization).
+    # Here that compile fails: the first call runs the graph eagerly. The next process
+    # loads the entry, fails to build it the same way, and torch compiles the graph afresh
+    # (eagerly again); with a working compiler the entry loads and its kernels build.
+    failing = {"EMBER_CC": "/bin/false", "EMBER_FALLBACK_ON_ERROR": "1"}
+    cold, _ = run_child(tmp_path, "small", env=failing)
+    assert cold["eager_fallbacks"] == 1 and cold["graphs_compiled"] == 1, cold
+    warm, _ = run_child(tmp_path, "small", env=failing)
+    assert warm["eager_fallbacks"] == 1 and warm["graphs_loaded"] == 0, warm
+    fixed, _ = run_child(tmp_path, "small")
+    assert fixed["graphs_loaded"] == 1 and fixed["eager_fallbacks"] == 0 and fixed["c_compiler_runs"] == 1, fixed
 
 
 def test_aot_cache_off_writes_nothing(tmp_path):
