@@ -98,7 +98,9 @@ def node_ops(cg) -> dict:
 
 
 def launch_order(cg):
-    """(kernel, launch name) in launch order: a column split launches <name>_partial first."""
+    """(kernel, launch name, function launched) in launch order: a column split launches
+    <name>_partial first; a kernel that shares another's code launches that one's function
+    (the name the profiler sees)."""
     kernels = cg.kernels
     out = []
     for kind, payload, _ in cg.steps:
@@ -107,9 +109,10 @@ def launch_order(cg):
         for k in payload:
             if kernels[k]["grid"] == 0:
                 continue
+            fn = kernels[k].get("function", kernels[k]["name"])
             if kernels[k].get("partial_grid"):
-                out.append((kernels[k], kernels[k]["name"] + "_partial"))
-            out.append((kernels[k], kernels[k]["name"]))
+                out.append((kernels[k], kernels[k]["name"] + "_partial", fn + "_partial"))
+            out.append((kernels[k], kernels[k]["name"], fn))
     return out
 
 
@@ -148,13 +151,13 @@ def profile_workload(name, iters, copy_gbs, top):
     kernels = [e for e in gpu if "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
     ember_events = [e for e in kernels if e.name.startswith("ember_k")]
     orders = {}
-    expected = [(id(r), k, launch) for r in calls for k, launch in orders.setdefault(id(r), launch_order(r.cg))]
+    expected = [(id(r), k, launch, fn) for r in calls for k, launch, fn in orders.setdefault(id(r), launch_order(r.cg))]
     if len(expected) != len(ember_events):
         raise SystemExit(f"{name}: {len(ember_events)} ember kernels profiled, {len(expected)} launched")
     per, kernel_of = {}, {}
-    for (rid, k, launch), ev in zip(expected, ember_events):
-        if ev.name != launch:
-            raise SystemExit(f"{name}: launch order mismatch: {ev.name} vs {launch}")
+    for (rid, k, launch, fn), ev in zip(expected, ember_events):
+        if ev.name != fn:
+            raise SystemExit(f"{name}: launch order mismatch: {ev.name} vs {fn}")
         per.setdefault((rid, launch), []).append(ev.time_range.elapsed_us())
         kernel_of[(rid, launch)] = k
     runners = {id(r): r for r in calls}

@@ -45,6 +45,7 @@ void define_cuda(nb::module_& m) {
         for (const auto& k : g.code().kernels) {
           nb::dict d;
           d["name"] = k.name;
+          d["function"] = k.function;  // another kernel's when their text is the same
           d["shape"] = ember::cuda_shape_name(k.shape);
           d["grid"] = k.grid;
           d["block"] = k.block;

@@ -24,6 +24,8 @@ class CEmitter {
   };
 
   explicit CEmitter(std::unordered_map<int, BufferRef> buffers) : buffers_(std::move(buffers)) {}
+  // The name buffer `b` has in the generated code (it must be one the emitter reads).
+  const std::string& buffer_name(int b) const { return buffers_.at(b).name; }
 
   // Scope 0 is the function body. open_scope() starts a nested scope binding the
   // given vars (to the given C names); close_scope() returns its statements.

@@ -127,7 +127,6 @@ class KernelPrinter {
            << (written ? "" : "const ") << dtype_c_type(buf.dtype) << "*)args[" << i << "];\n";
       refs[b] = {name, buf.dtype, buf.extent()};
     }
-    refs_ = refs;
     em_ = std::make_unique<CEmitter>(refs);
 
     precompute_row_invariants();
@@ -230,12 +229,12 @@ class KernelPrinter {
         if (buf.dtype == DType::F16) conv = "ember_round_h(" + conv + ")";
         if (buf.dtype == DType::BF16) conv = "ember_round_bf(" + conv + ")";
         em_->line("const " + CEmitter::c_type(buf.dtype) + " " + step + " = " + conv + ";");
-        if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text(refs_.at(c.buffer).name, em_->emit(item.store_index), buf.dtype, step));
+        if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text(em_->buffer_name(c.buffer), em_->emit(item.store_index), buf.dtype, step));
         em_->bind_local(c.buffer, step, em_->depth());
         continue;
       }
       if (!c.is_reduction) {
-        if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text(refs_.at(c.buffer).name, em_->emit(item.store_index), buf.dtype, v));
+        if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text(em_->buffer_name(c.buffer), em_->emit(item.store_index), buf.dtype, v));
         em_->bind_local(c.buffer, v, em_->depth());
         continue;
       }
@@ -292,7 +291,7 @@ class KernelPrinter {
       if (!c.is_reduction || item.is_scan) continue;
       const Buffer& buf = p_.buffers[c.buffer];
       std::string result = finish_acc(c, accs[i], buf.dtype);
-      if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text(refs_.at(c.buffer).name, em_->emit(item.store_index), buf.dtype, result));
+      if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text(em_->buffer_name(c.buffer), em_->emit(item.store_index), buf.dtype, result));
       em_->bind_local(c.buffer, result, row_level);
     }
   }
@@ -646,7 +645,7 @@ class KernelPrinter {
       if (!accs[i].flag.empty()) em_->line(slot + " = " + accs[i].flag + "[i0] ? NAN : " + slot + ";");
       if (buf.dtype == DType::F16) em_->line(slot + " = ember_round_h(" + slot + ");");
       if (buf.dtype == DType::BF16) em_->line(slot + " = ember_round_bf(" + slot + ");");
-      if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text(refs_.at(c.buffer).name, em_->emit(item.store_index), buf.dtype, slot));
+      if (m_.in_memory[c.buffer]) em_->line(CEmitter::store_text(em_->buffer_name(c.buffer), em_->emit(item.store_index), buf.dtype, slot));
       vector_locals_.push_back({c.buffer, accs[i].acc});
     }
     std::vector<std::string> body = em_->close_scope();
@@ -788,7 +787,6 @@ class KernelPrinter {
   int ki_;
   const Kernel& k_;
   std::unique_ptr<CEmitter> em_;
-  std::unordered_map<int, CEmitter::BufferRef> refs_;  // buffer id -> its argument's name
   std::set<int> origins_;
   std::vector<std::pair<int, std::string>> vector_locals_;
   struct RowInvariant {

@@ -12,7 +12,7 @@ namespace {
 // Element j of chunk `chunk` of item `computed`'s partials, as an lvalue of type `type`.
 std::string partial_ref(const CudaPrinter& pr, const ColumnSplit& split, int computed, const std::string& type,
                         int64_t width, const std::string& chunk) {
-  return "((" + type + "*)(b" + std::to_string(pr.scratch_id) + " + " + std::to_string(split.partial_offset.at(computed)) +
+  return "((" + type + "*)(" + pr.scratch_name + " + " + std::to_string(split.partial_offset.at(computed)) +
          "))[" + chunk + " * " + std::to_string(width) + " + i0]";
 }
 
@@ -133,7 +133,7 @@ bool print_vector_stage(CudaPrinter& pr, const ColumnSplit& split, const Stage& 
     const ComputedBuffer& c = pr.p.computed[stage.items[i].computed];
     const Buffer& buf = pr.p.buffers[c.buffer];
     std::string result = finish_acc(em, c, accs[i], buf.dtype);
-    em.line(CEmitter::store_text("b" + std::to_string(c.buffer), em.emit(stage.items[i].store_index), buf.dtype, result));
+    em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(stage.items[i].store_index), buf.dtype, result));
   }
   std::vector<std::string> lanes = em.close_scope();
   em.line("for (" + I + " k = tid; k < " + std::to_string(stage.inner[0].hint()) + "; k += " + std::to_string(pr.launch.threads) + ") {");

@@ -22,7 +22,7 @@ std::vector<std::string> elementwise_body(CudaPrinter& pr) {
       const ComputedBuffer& c = p.computed[item.computed];
       std::string v = em.emit(item.value);
       if (pr.m.in_memory[c.buffer])
-        em.line(CEmitter::store_text("b" + std::to_string(c.buffer), em.emit(item.store_index), p.buffers[c.buffer].dtype, v));
+        em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(item.store_index), p.buffers[c.buffer].dtype, v));
       em.bind_local(c.buffer, v, em.depth());
     }
     if (!per_row)

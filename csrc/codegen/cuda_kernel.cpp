@@ -1,7 +1,10 @@
 #include "codegen/cuda_kernel.h"
 
+#include <cctype>
 #include <set>
+#include <sstream>
 #include <string>
+#include <unordered_map>
 
 #include "codegen/cuda_column_split.h"
 #include "codegen/cuda_elementwise.h"
@@ -90,6 +93,55 @@ std::string print_kernel(const Program& p, const Schedule& s, const Placement& m
   return text;
 }
 
+// What two kernels must share for one to run the other's compiled functions: their
+// launch, and their text up to a renaming of buffers. The printer names a buffer's
+// pointer b<id> and locals derived from it <prefix><id>[_n] (raw, row, kept, out, lane,
+// sh, st); each such identifier whose id is one of the kernel's parameters becomes
+// <prefix>#<its parameter position>, and the kernel's name becomes "@". The renaming is
+// one-to-one ('#' is in no C identifier), so equal keys are the same program over
+// parameters in the same order: alpha-equivalent, never merely similar.
+std::string sharing_key(const std::string& text, const CudaKernelInfo& info) {
+  std::unordered_map<std::string, size_t> position;
+  for (size_t i = 0; i < info.args.size(); ++i) position.emplace(std::to_string(info.args[i]), i);
+  std::ostringstream key;
+  key << info.grid << " " << info.block << " " << info.partial_grid << " " << info.partial_block << "\n";
+  auto ident_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < text.size();) {
+    if (!ident_char(text[i]) || std::isdigit(static_cast<unsigned char>(text[i]))) {
+      // A number (a literal, or digits after '.') is copied whole: never an identifier.
+      size_t j = i + 1;
+      if (std::isdigit(static_cast<unsigned char>(text[i])))
+        while (j < text.size() && ident_char(text[j])) ++j;
+      key << text.substr(i, j - i);
+      i = j;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && ident_char(text[j])) ++j;
+    const std::string ident = text.substr(i, j - i);
+    if (ident == info.name) {
+      key << "@";
+    } else if (ident.rfind(info.name + "_", 0) == 0) {
+      key << "@" << ident.substr(info.name.size());  // <name>_partial
+    } else {
+      // <prefix><digits><rest>, the digits a parameter's buffer id.
+      size_t p = 0;
+      while (p < ident.size() && std::islower(static_cast<unsigned char>(ident[p]))) ++p;
+      size_t d = p;
+      while (d < ident.size() && std::isdigit(static_cast<unsigned char>(ident[d]))) ++d;
+      static const std::set<std::string> prefixes = {"b", "raw", "row", "kept", "out", "lane", "sh", "st"};
+      auto at = d > p ? position.find(ident.substr(p, d - p)) : position.end();
+      if (at != position.end() && prefixes.count(ident.substr(0, p))) {
+        key << ident.substr(0, p) << "#" << at->second << ident.substr(d);
+      } else {
+        key << ident;
+      }
+    }
+    i = j;
+  }
+  return key.str();
+}
+
 }  // namespace
 
 const char* cuda_shape_name(CudaKernelInfo::Shape s) {
@@ -106,12 +158,19 @@ CudaCode generate_cuda(const Program& p, const Schedule& s) {
   Placement m = place_buffers(p, s, VectorResults::InMemory);
   out.prelude = cuda_prelude() + "\n";
   out.source = out.prelude;
+  // Kernel text (its partial launch's included) with its name as "@" -> the kernel
+  // whose functions have it. A model's repeated layers print the same kernels; each is
+  // compiled once (NVRTC's time goes per kernel).
+  std::unordered_map<std::string, std::string> printed;
   for (size_t k = 0; k < s.kernels.size(); ++k) {
     CudaKernelInfo info;
     int64_t scratch = 0;
     const int scratch_id = static_cast<int>(p.buffers.size() + out.scratch_bytes.size());
-    out.kernel_sources.push_back(print_kernel(p, s, m, static_cast<int>(k), scratch_id, info, scratch) + "\n");
+    std::string text = print_kernel(p, s, m, static_cast<int>(k), scratch_id, info, scratch) + "\n";
     if (scratch > 0) out.scratch_bytes.push_back(scratch);
+    auto [first, fresh] = printed.emplace(sharing_key(text, info), info.name);
+    info.function = first->second;
+    out.kernel_sources.push_back(fresh ? text : "/* " + info.name + ": runs " + info.function + " */\n");
     out.source += out.kernel_sources.back();
     out.kernels.push_back(std::move(info));
   }

@@ -56,6 +56,8 @@ struct CudaUnsupported : std::runtime_error {
 struct CudaKernelInfo {
   enum class Shape : uint8_t { Elementwise, Transpose, RowWarp, RowBlock };
   std::string name;
+  std::string function;            // the kernel whose compiled functions run it: `name`, or
+                                   // an earlier one whose text is the same but for its buffers
   Shape shape = Shape::Elementwise;
   uint32_t grid = 1;               // blocks; 0 when there is nothing to do
   uint32_t block = 1;              // threads per block
@@ -82,7 +84,8 @@ struct CudaKernelInfo {
 struct CudaCode {
   std::string source;                       // prelude + every kernel, in order
   std::string prelude;                      // what every part of a split compile repeats
-  std::vector<std::string> kernel_sources;  // parallel to kernels: each kernel's text
+  std::vector<std::string> kernel_sources;  // parallel to kernels: each kernel's text (a
+                                            // comment where it runs another's functions)
   std::vector<CudaKernelInfo> kernels;      // parallel to Schedule::kernels
   std::vector<bool> buffer_in_memory;       // per Program buffer
   // Scratch buffers the kernels need beyond the Program's (column-split partials): ids

@@ -16,6 +16,7 @@ std::string CudaPrinter::signature(const std::string& fname, uint32_t block, con
     std::string name = "b" + std::to_string(b);
     if (b == scratch_id) {
       head << (i ? ", " : "") << "unsigned char* __restrict__ " << name;
+      scratch_name = name;
       continue;
     }
     const Buffer& buf = p.buffers[b];

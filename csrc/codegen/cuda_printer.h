@@ -35,6 +35,7 @@ struct CudaPrinter {
   const int scratch_id;  // the buffer id its scratch gets, if it has any (a column split)
   CudaLaunch launch;
   std::unique_ptr<CEmitter> em;  // made by signature(): reads that function's parameters
+  std::string scratch_name;      // the scratch buffer's parameter, once signature() named it
 
   // `extern "C" __global__ void fname(params) {` over `args`, and a fresh emitter that
   // reads them. The scratch buffer, if any, is raw bytes.

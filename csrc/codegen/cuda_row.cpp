@@ -64,7 +64,7 @@ bool print_row_stage(CudaPrinter& pr, const ColumnSplit& split, int st) {
       if (t == DType::BF16) conv = "ember_round_bf(" + conv + ")";
       em.line("const " + CEmitter::c_type(t) + " " + step + " = " + conv + ";");
       if (pr.m.in_memory[c.buffer]) {
-        em.line(CEmitter::store_text("b" + std::to_string(c.buffer), em.emit(item.store_index), t, step));
+        em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(item.store_index), t, step));
         stored = true;
       }
       em.bind_local(c.buffer, step, em.depth());
@@ -75,7 +75,7 @@ bool print_row_stage(CudaPrinter& pr, const ColumnSplit& split, int st) {
       continue;
     }
     if (pr.m.in_memory[c.buffer]) {
-      std::string store = CEmitter::store_text("b" + std::to_string(c.buffer), em.emit(item.store_index), p.buffers[c.buffer].dtype, v);
+      std::string store = CEmitter::store_text(em.buffer_name(c.buffer), em.emit(item.store_index), p.buffers[c.buffer].dtype, v);
       em.line(loop ? store : "if (tid == 0) " + store);
       stored = true;
     }
@@ -167,7 +167,7 @@ bool finish_row_reductions(CudaPrinter& pr, const Stage& stage, std::vector<Acc>
     const Buffer& buf = pr.p.buffers[c.buffer];
     std::string result = finish_acc(em, c, a, buf.dtype);
     if (pr.m.in_memory[c.buffer]) {
-      em.line("if (tid == 0) " + CEmitter::store_text("b" + std::to_string(c.buffer), em.emit(stage.items[i].store_index), buf.dtype, result));
+      em.line("if (tid == 0) " + CEmitter::store_text(em.buffer_name(c.buffer), em.emit(stage.items[i].store_index), buf.dtype, result));
       stored = true;
     }
     em.bind_local(c.buffer, result, row_level);

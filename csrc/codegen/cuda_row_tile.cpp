@@ -241,7 +241,7 @@ bool print_tile_stage(CudaPrinter& pr, const RowTile& tile, int st) {
     if (store_at.count(c.buffer))
       em.line(CEmitter::store_text("(" + lane_pointer(t, false) + "&out" + std::to_string(c.buffer) + ")", lane, t, val));
     else if (pr.m.in_memory[c.buffer])
-      em.line(CEmitter::store_text("b" + std::to_string(c.buffer), em.emit(item.store_index), t, val));
+      em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(item.store_index), t, val));
     stored |= pr.m.in_memory[c.buffer];
     if (tile.kept.count(c.buffer)) em.line("kept" + std::to_string(c.buffer) + kept_at + " = " + val + ";");
     em.bind_local(c.buffer, val, em.depth());

@@ -355,7 +355,7 @@ std::vector<std::string> transpose_body(const TransposePlan& t, const Program& p
       const ComputedBuffer& c = p.computed[item.computed];
       std::string v = em.emit(item.value);
       if (in_memory[c.buffer])
-        em.line(CEmitter::store_text("b" + std::to_string(c.buffer), em.emit(side_linear(item.store_index, t)),
+        em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(side_linear(item.store_index, t)),
                                      p.buffers[c.buffer].dtype, v));
       em.bind_local(c.buffer, v, em.depth());
     }

@@ -240,7 +240,7 @@ std::vector<std::string> elementwise_vector_body(CudaPrinter& pr, const VectorPl
     if (vec.stores.count(c.buffer))
       em.line(CEmitter::store_text("(" + lane_pointer(t, false) + "&out" + std::to_string(c.buffer) + ")", "u", t, val));
     else if (pr.m.in_memory[c.buffer])
-      em.line(CEmitter::store_text("b" + std::to_string(c.buffer), em.emit(item.store_index), t, val));
+      em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(item.store_index), t, val));
     em.bind_local(c.buffer, val, em.depth());
   }
   std::vector<std::string> lanes = em.close_scope();

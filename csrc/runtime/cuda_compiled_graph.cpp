@@ -144,10 +144,13 @@ struct CubinPart {
   CubinResult result;
 };
 
+// Parts over the kernels with functions of their own (KernelInfo::function == name).
 std::vector<CubinPart> split_parts(const CudaCode& code, const std::string& salt) {
   std::vector<CubinPart> parts;
+  size_t own = 0;
   for (size_t k = 0; k < code.kernels.size(); ++k) {
-    if (k % kKernelsPerPart == 0) parts.push_back({code.prelude, "", "", {}, false, {}});
+    if (code.kernels[k].function != code.kernels[k].name) continue;
+    if (own++ % kKernelsPerPart == 0) parts.push_back({code.prelude, "", "", {}, false, {}});
     parts.back().source += code.kernel_sources[k];
     parts.back().kernels.push_back(static_cast<int>(k));
   }
@@ -252,6 +255,8 @@ void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
     auto tl = std::chrono::steady_clock::now();
     fns_.resize(code_.kernels.size());
     partial_fns_.assign(code_.kernels.size(), nullptr);
+    std::unordered_map<std::string, int> by_name;
+    for (size_t k = 0; k < code_.kernels.size(); ++k) by_name.emplace(code_.kernels[k].name, static_cast<int>(k));
     for (size_t i = 0; i < parts.size(); ++i) {
       std::shared_ptr<CudaModule> module;
       {
@@ -265,6 +270,11 @@ void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
         if (code_.kernels[k].partial_grid > 0) partial_fns_[k] = module->function(code_.kernels[k].name + "_partial");
       }
       modules_.push_back(std::move(module));
+    }
+    for (size_t k = 0; k < code_.kernels.size(); ++k) {
+      const int o = by_name.at(code_.kernels[k].function);
+      fns_[k] = fns_[o];
+      partial_fns_[k] = partial_fns_[o];
     }
     times_.load = seconds_since(tl);
   }

@@ -317,6 +317,32 @@ TEST(cuda_transpose_of_2_31_elements_loops_with_64_bit_tiles) {
   check_compiles(code);
 }
 
+// Two layers of the same shape: the second tanh runs the first one's function (their text
+// is the same up to the buffers' ids); only the first is in the source NVRTC compiles.
+TEST(cuda_kernels_that_differ_only_in_buffers_share_a_function) {
+  ember::CudaCode code = cuda_of(R"(graph {
+  %0 = input(0) : bf16[64,256]{256,1}
+  %1 = input(1) : bf16[256,256]{256,1}
+  %2 = aten.tanh.default(%0) : bf16[64,256]{256,1}
+  %3 = aten.mm.default(%2, %1) : bf16[64,256]{256,1}
+  %4 = aten.tanh.default(%3) : bf16[64,256]{256,1}
+  %5 = aten.mm.default(%4, %1) : bf16[64,256]{256,1}
+  %6 = aten.exp.default(%5) : bf16[64,256]{256,1}
+  return (%6)
+}
+)");
+  const auto& k = code.kernels;
+  CHECK_EQ(k.size(), 3u);
+  if (k.size() != 3) return;
+  CHECK_EQ(k[0].function, k[0].name);
+  CHECK_EQ(k[1].function, k[0].name);
+  CHECK_EQ(k[2].function, k[2].name);
+  CHECK(k[0].args != k[1].args);
+  CHECK(!has(code, "void __launch_bounds__(" + std::to_string(k[1].block) + ") " + k[1].name + "("));
+  CHECK_EQ(code.kernel_sources[1], "/* " + k[1].name + ": runs " + k[0].name + " */\n");
+  check_compiles(code);
+}
+
 // BERT's, ViT's and GPT-2's LayerNorm: rows of 768 bf16 on one warp, 8 elements a chunk
 // (one 16-byte access), 3 chunks a thread, the row loaded once into registers for the
 // three stages (mean, variance, normalize), after a run-time alignment check.

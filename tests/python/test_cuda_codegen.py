@@ -56,7 +56,9 @@ def test_generated_cuda_compiles(name, tmp_path, monkeypatch):
     assert not refusals, refusals
     for cg in results:
         if cg.kernels:
-            assert cg.cubins and all(c[:4] == b"\x7fELF" for c in cg.cubins) and cg.cache_status == "miss"
+            # "memory": the same source was compiled earlier in this process (cuda_cases.py
+            # is shared with test_cuda_runtime.py); the cache dir is fresh, so never "disk".
+            assert cg.cubins and all(c[:4] == b"\x7fELF" for c in cg.cubins) and cg.cache_status in ("miss", "memory")
             for k in cg.kernels:
                 assert k["grid"] >= 0 and 32 <= k["block"] <= 1024
     if name.startswith("transpose_"):  # the tiled shape, not the elementwise one (cuda_transpose.h)
@@ -71,7 +73,7 @@ def test_training_graphs_compile(name, tmp_path, monkeypatch):
     assert len(results) == 2, results  # forward and backward
     for cg in results:
         assert not isinstance(cg, str), cg
-        assert cg.cubins and cg.cache_status == "miss"
+        assert cg.cubins and cg.cache_status in ("miss", "memory")
 
 
 def _row_kernels(name, train=False):
@@ -191,3 +193,19 @@ def test_misaligned_matmuls_are_padded(tmp_path, monkeypatch):
     (plain,) = compile_all(fn, args)
     assert all(e["reason"] == "matmul: ATen (BLAS)" for e in plain.externs)
     assert config.update({"shape_padding": False}).pad_matmuls is False
+
+
+def test_repeated_layers_compile_each_kernel_once():
+    # Three identical blocks: the second and third blocks' kernels run the first block's
+    # functions (KernelInfo::function); NVRTC compiles the distinct ones only.
+    torch.manual_seed(0)
+    blocks = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(),
+                                                       torch.nn.LayerNorm(256)) for _ in range(3)]).bfloat16()
+    (cg,) = compile_all(blocks, [torch.randn(64, 256, dtype=torch.bfloat16)])
+    assert not isinstance(cg, str), cg
+    own = [k for k in cg.kernels if k["function"] == k["name"]]
+    shared = [k for k in cg.kernels if k["function"] != k["name"]]
+    assert len(shared) >= 2 * len(own) - 1, [(k["name"], k["function"]) for k in cg.kernels]
+    names = {k["name"] for k in cg.kernels}
+    assert all(k["function"] in names for k in shared)
+    assert all(f'{k["name"]}(' not in cg.source for k in shared)  # no definition of its own
