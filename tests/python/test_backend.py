@@ -19,7 +19,10 @@ def run_python(code, env_extra=None, cache_dir=None):
     env = dict(os.environ)
     env.update(env_extra or {})
     if cache_dir is not None:
+        # Both caches: torch's AOTAutogradCache also holds ember's graphs (an entry another
+        # test wrote would skip the compile this one is about).
         env["EMBER_CACHE_DIR"] = str(cache_dir)
+        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(str(cache_dir), "torch")
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
                           timeout=300)
 
