@@ -47,20 +47,22 @@ def copy_bandwidth_gbs() -> float:
 
 def same_size_copy_gbs(byte_counts, reps=20) -> dict:
     """Bytes -> GB/s of a device-to-device copy moving as many bytes (half read, half
-    written), median device time under torch.profiler as the kernels are timed. A kernel
+    written), from DRAM, median device time under torch.profiler as the kernels are timed. A kernel
     of a few MB cannot reach the 1 GiB copy's rate (launch and the last wave's tail weigh
     more): this says how far it is from what a copy of its size achieves."""
     sizes = sorted({max(2, b // 2) for b in byte_counts})
-    bufs = {n: (torch.empty(n, dtype=torch.uint8, device="cuda"), torch.empty(n, dtype=torch.uint8, device="cuda"))
-            for n in sizes}
-    for src, dst in bufs.values():
-        dst.copy_(src)
-    torch.cuda.synchronize()
+    # Each rep copies between buffers not touched for a while: the pairs cycled through
+    # take four times the L2 cache, so a copy of a few MB runs from DRAM as the 1 GiB one does
+    # (repeated on one pair it would run from L2, at up to twice the rate).
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20) or (50 << 20)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for n in sizes:
-            src, dst = bufs[n]
-            for _ in range(reps):
+            pairs = [(torch.empty(n, dtype=torch.uint8, device="cuda"), torch.empty(n, dtype=torch.uint8, device="cuda"))
+                     for _ in range(min(reps, max(1, -(-4 * l2 // (2 * n)))))]
+            for i in range(reps):
+                src, dst = pairs[i % len(pairs)]
                 dst.copy_(src)
+            del pairs
         torch.cuda.synchronize()
     events = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
                     key=lambda e: e.time_range.start)
@@ -162,20 +164,26 @@ def profile_workload(name, iters, copy_gbs, top):
         kernel_of[(rid, launch)] = k
     runners = {id(r): r for r in calls}
     graph_index = {rid: i for i, rid in enumerate(dict.fromkeys(id(r) for r in calls))}
+    resources = {}
+    for rid, r in runners.items():
+        res = getattr(r.cg, "kernel_resources", None) or []
+        resources[rid] = {k["name"]: res[i] for i, k in enumerate(r.cg.kernels) if i < len(res)}
     rows = []
     for (rid, kname), times in per.items():
         r = runners[rid]
         k = kernel_of[(rid, kname)]
+        res = resources[rid].get(kname, {}) if kname == k["name"] else {}
         ops = node_ops(r.cg)
         us = statistics.median(times)
         nbytes = kernel_bytes(r.cg, k)
         gbs = nbytes / (us * 1e-6) / 1e9 if us > 0 else 0.0
         rows.append({
             "graph": graph_index[rid], "kernel": kname, "shape": k["shape"] if kname == k["name"] else "col_partial",
-            "grid": k["grid"] if kname == k["name"] else k["partial_grid"],
+            "grid": res.get("launch_grid", k["grid"]) if kname == k["name"] else k["partial_grid"],
             "block": k["block"] if kname == k["name"] else k["partial_block"],
             "origins": list(dict.fromkeys(ops.get(o, str(o)) for o in k["origins"]))[:8], "calls_per_iter": len(times) // iters, "us": round(us, 2),
             "us_per_iter": round(us * len(times) / iters, 2), "bytes": nbytes, "gbs": round(gbs, 1),
+            "registers": res.get("registers"), "blocks_per_sm": res.get("blocks_per_sm"), "planned_grid": k["grid"],
             "copy_fraction": round(gbs / copy_gbs, 3)})
     same = same_size_copy_gbs([x["bytes"] for x in rows])
     for x in rows:
@@ -218,11 +226,14 @@ def print_report(res, top):
     if res["same_size_copy_distribution"]:
         print("   against a copy of the same bytes: " + ", ".join(
             f"{k}: {v['kernels']} kernels {v['time_share']:.0%}" for k, v in res["same_size_copy_distribution"].items()))
-    print(f"   {'kernel':<14}{'shape':<12}{'grid':>8}{'blk':>5}{'us/it':>9}{'MB':>8}{'GB/s':>8}{'copy%':>7}"
-          f"{'same%':>7}  origins")
+    print(f"   {'kernel':<14}{'shape':<12}{'grid':>8}{'blk':>5}{'regs':>5}{'b/SM':>5}{'us/it':>9}{'MB':>8}{'GB/s':>8}"
+          f"{'copy%':>7}{'same%':>7}  origins")
     for x in res["kernels"][:top]:
         same = f"{x['same_size_copy_fraction']:>7.0%}" if x["same_size_copy_fraction"] is not None else f"{'-':>7}"
-        print(f"   g{x['graph']}.{x['kernel']:<11}{x['shape']:<12}{x['grid']:>8}{x['block']:>5}{x['us_per_iter']:>9.1f}"
+        regs = x.get("registers") if x.get("registers") is not None else -1
+        bsm = x.get("blocks_per_sm") if x.get("blocks_per_sm") is not None else -1
+        print(f"   g{x['graph']}.{x['kernel']:<11}{x['shape']:<12}{x['grid']:>8}{x['block']:>5}{regs:>5}{bsm:>5}"
+              f"{x['us_per_iter']:>9.1f}"
               f"{x['bytes'] / 1e6:>8.1f}{x['gbs']:>8.0f}{x['copy_fraction']:>7.0%}{same}  {' '.join(x['origins'])[:70]}")
     print("   top ATen: " + "; ".join(f"{us:.0f} us {n[:50]}" for us, n in res["top_aten"][:5]))
 

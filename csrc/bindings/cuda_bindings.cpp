@@ -40,6 +40,18 @@ void define_cuda(nb::module_& m) {
       .def_prop_ro("externs", [](const CudaCompiledGraph& g) { return externs_at(g.graph(), g.program(), {}); })
       .def_prop_ro("outputs", [](const CudaCompiledGraph& g) { return outputs_at(g.program(), {}); })
       .def_prop_ro("num_symbols", [](const CudaCompiledGraph&) { return 0; })  // static graphs only
+      .def_prop_ro("kernel_resources", [](const CudaCompiledGraph& g) {
+        nb::list out;
+        const auto res = g.kernel_resources();
+        for (size_t k = 0; k < res.size(); ++k) {
+          nb::dict d;
+          d["registers"] = res[k].first;
+          d["blocks_per_sm"] = res[k].second;
+          d["launch_grid"] = g.launch_grid(static_cast<int>(k));
+          out.append(d);
+        }
+        return out;
+      }, "Per kernel: registers a thread and blocks an SM holds (the driver's figures; -1: unknown).")
       .def_prop_ro("kernels", [](const CudaCompiledGraph& g) {
         nb::list out;
         for (const auto& k : g.code().kernels) {
@@ -56,6 +68,7 @@ void define_cuda(nb::module_& m) {
           d["row_cached"] = nb::cast(k.row_cached);
           d["hoisted_values"] = k.hoisted_values;
           d["hoisted_words"] = k.hoisted_words;
+          d["grid_multiple"] = k.grid_multiple;
           d["args"] = nb::cast(k.args);
           d["origins"] = nb::cast(k.origins);
           out.append(d);

@@ -79,6 +79,9 @@ struct CudaKernelInfo {
   // loaded there.
   uint32_t hoisted_values = 0;
   uint32_t hoisted_words = 0;
+  // Hoisting holds on grids that are multiples of this (0: not hoisted). The runtime may
+  // launch fewer blocks than `grid`, a multiple of it: as many as the SMs hold at once.
+  uint32_t grid_multiple = 0;
 };
 
 struct CudaCode {

@@ -199,6 +199,7 @@ void plan_hoist(VectorPlan& vec, const Program& p, const Schedule& s, const Plac
     vec.kept.insert(w);
   }
   info.grid = static_cast<uint32_t>(grid);
+  info.grid_multiple = static_cast<uint32_t>(multiple);
   info.hoisted_values = static_cast<uint32_t>(vec.hoisted.size());
   info.hoisted_words = static_cast<uint32_t>(kept_words);
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/cuda_kernel.h"
@@ -59,6 +60,12 @@ class CudaCompiledGraph {
   const std::vector<std::string>& cubins() const { return cubins_; }
   std::string program_text() const;
   std::string schedule_text() const;
+  // Per kernel (parallel to code().kernels): {registers a thread, blocks an SM holds}
+  // of its main launch, from the driver; -1 where it cannot say or the graph is not loaded.
+  std::vector<std::pair<int, int>> kernel_resources() const;
+  // The blocks kernel k is launched with: its grid, or fewer for a hoisted kernel (as many
+  // as the SMs hold at once; set when the graph is loaded on a device).
+  uint32_t launch_grid(int k) const;
 
   // Launches the kernels of step `step` on `stream` with the buffers' device pointers, in
   // the order of steps()[step].args. Asynchronous; throws if the graph was not loaded.
@@ -87,6 +94,7 @@ class CudaCompiledGraph {
   std::vector<std::shared_ptr<CudaModule>> modules_;
   std::vector<void*> fns_;
   std::vector<void*> partial_fns_;  // parallel to fns_: a column split's first launch, or null
+  std::vector<uint32_t> launch_grid_;  // parallel to fns_: see launch_grid()
   std::vector<std::vector<std::vector<int>>> arg_slots_;  // per step, per kernel: slots in the step's args
 };
 

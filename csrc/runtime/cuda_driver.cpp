@@ -27,6 +27,10 @@ struct CudaDriver::Api {
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                             void**, void**) = nullptr;
   CUresult (*error_string)(CUresult, const char**) = nullptr;
+  // Optional (diagnostics only): nullptr when this libcuda lacks them.
+  CUresult (*func_get_attribute)(int*, int, CUfunction) = nullptr;
+  CUresult (*occupancy_max_active_blocks)(int*, CUfunction, int, size_t) = nullptr;
+  CUresult (*device_get_attribute)(int*, int, CUdevice) = nullptr;
 };
 
 const CudaDriver* CudaDriver::get(std::string* why) {
@@ -57,6 +61,11 @@ const CudaDriver* CudaDriver::get(std::string* why) {
     get(api->module_get_function, "cuModuleGetFunction");
     get(api->launch_kernel, "cuLaunchKernel");
     get(api->error_string, "cuGetErrorString");
+    api->func_get_attribute = reinterpret_cast<decltype(api->func_get_attribute)>(::dlsym(api->handle, "cuFuncGetAttribute"));
+    api->occupancy_max_active_blocks = reinterpret_cast<decltype(api->occupancy_max_active_blocks)>(
+        ::dlsym(api->handle, "cuOccupancyMaxActiveBlocksPerMultiprocessor"));
+    api->device_get_attribute =
+        reinterpret_cast<decltype(api->device_get_attribute)>(::dlsym(api->handle, "cuDeviceGetAttribute"));
     if (failure.empty()) {
       int rc = api->init(0);
       if (rc != 0) failure = "cuInit failed with CUDA error " + std::to_string(rc);
@@ -90,6 +99,9 @@ std::shared_ptr<CudaModule> CudaModule::load(const std::string& cubin, int ordin
   m->ordinal_ = ordinal;
   int dev = 0;
   d->check(api.device_get(&dev, ordinal), "cuDeviceGet");
+  constexpr int kMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+  if (!api.device_get_attribute || api.device_get_attribute(&m->multiprocessors_, kMultiprocessorCount, dev) != 0)
+    m->multiprocessors_ = -1;
   // Retained for the process's life: torch's runtime holds the same primary context.
   d->check(api.primary_ctx_retain(&m->context_, dev), "cuDevicePrimaryCtxRetain");
   void* previous = nullptr;
@@ -105,6 +117,22 @@ void* CudaModule::function(const std::string& name) const {
   void* fn = nullptr;
   driver_->check(driver_->api().module_get_function(&fn, module_, name.c_str()), ("cuModuleGetFunction " + name).c_str());
   return fn;
+}
+
+CudaModule::Resources CudaModule::resources(void* fn, uint32_t block) const {
+  const auto& api = driver_->api();
+  Resources r;
+  void* current = nullptr;
+  api.ctx_get_current(&current);
+  const bool switched = current != context_;
+  if (switched && api.ctx_set_current(context_) != 0) return r;
+  constexpr int kNumRegs = 4;  // CU_FUNC_ATTRIBUTE_NUM_REGS
+  if (api.func_get_attribute && api.func_get_attribute(&r.registers, kNumRegs, fn) != 0) r.registers = -1;
+  if (api.occupancy_max_active_blocks &&
+      api.occupancy_max_active_blocks(&r.blocks_per_sm, fn, static_cast<int>(block), 0) != 0)
+    r.blocks_per_sm = -1;
+  if (switched) api.ctx_set_current(current);
+  return r;
 }
 
 void CudaModule::launch(void* fn, uint32_t grid, uint32_t block, void** params, uintptr_t stream) const {

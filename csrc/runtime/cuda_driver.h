@@ -41,6 +41,16 @@ class CudaModule {
   void* function(const std::string& name) const;
   int ordinal() const { return ordinal_; }
 
+  // A kernel's registers a thread and how many of its blocks of `block` threads an SM
+  // holds at once (the driver's occupancy calculator); -1 where the driver cannot say.
+  struct Resources {
+    int registers = -1;
+    int blocks_per_sm = -1;
+  };
+  Resources resources(void* fn, uint32_t block) const;
+  // The device's SM count; -1 where the driver cannot say.
+  int multiprocessors() const { return multiprocessors_; }
+
   // Launches `fn` (from function()) with `params` (pointers to each argument's value) on
   // `stream` (a CUstream as an integer; 0 is the legacy default stream). Asynchronous:
   // no host synchronization. Makes the module's context current first if it is not.
@@ -52,6 +62,7 @@ class CudaModule {
   void* context_ = nullptr;
   void* module_ = nullptr;
   int ordinal_ = 0;
+  int multiprocessors_ = -1;
 };
 
 }  // namespace ember

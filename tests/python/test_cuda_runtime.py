@@ -51,6 +51,37 @@ def test_hoisted_kernel_equals_the_per_element_one(name):
     assert torch.equal(whole[:1], alone)
 
 
+def test_kernel_resources_come_from_the_driver():
+    # gpu_kernels.py reports registers and blocks per SM per kernel (occupancy).
+    from ember import backend
+
+    fn, args = CASES["batch_norm_pair_256_bf16"]("cuda")
+    records = []
+    backend._recorders.append(records)
+    try:
+        with torch.no_grad():
+            compile_fresh(fn, backend="ember", fullgraph=False)(*args)
+    finally:
+        backend._recorders.remove(records)
+    cgs = [r.cg for r in records if r.cg is not None]
+    assert cgs
+    for cg in cgs:
+        res = cg.kernel_resources
+        assert len(res) == len(cg.kernels)
+        for k, r in zip(cg.kernels, res):
+            assert 0 < r["registers"] <= 255, (k, r)
+            assert 1 <= r["blocks_per_sm"] <= 2048 // k["block"], (k, r)
+            # A hoisted kernel launches at most as many blocks as the SMs hold, keeping
+            # the multiple its hoisting needs; others launch their planned grid.
+            assert r["launch_grid"] <= k["grid"], (k, r)
+            if k["grid_multiple"]:
+                assert r["launch_grid"] % k["grid_multiple"] == 0, (k, r)
+                sms = torch.cuda.get_device_properties(0).multi_processor_count
+                assert r["launch_grid"] <= sms * r["blocks_per_sm"] or r["launch_grid"] == k["grid"], (k, r)
+            else:
+                assert r["launch_grid"] == k["grid"], (k, r)
+
+
 def _training_step(fn, args, dtype=None):
     """[loss, gradients of the leaves that require grad] of fn on copies of args."""
     args = [a.detach().clone().to(dtype or a.dtype).requires_grad_(a.requires_grad) for a in args]
