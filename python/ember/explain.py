@@ -42,7 +42,8 @@ def _graph_dict(record, frame: dict | None) -> dict:
         return d
     for k in cg.kernels:
         ops = [_op_name(imported, o) for o in k["origins"]]
-        d["kernels"].append({"name": k["name"], "ops": ops, "rows": k["rows"], "work_per_row": k["work_per_row"]})
+        d["kernels"].append({"name": k["name"], "ops": ops, "rows": k["rows"], "work_per_row": k["work_per_row"],
+                             "function": k.get("function", k["name"])})
     for e in cg.externs:
         d["externs"].append({"op": e["op"], "reason": e["reason"]})
     d["steps"] = len(cg.steps)
@@ -115,7 +116,10 @@ class Report:
             lines.append(f"  {len(g['kernels'])} ember kernel(s):")
             for k in g["kernels"]:
                 ops = _summarize(k["ops"]) or "layout copy (for an ATen op's preferred layout)"
-                lines.append(f"    {k['name']:<12} rows={k['rows']:<8} {ops}")
+                # A kernel whose code differs from an earlier one's only in its buffers runs
+                # that kernel's compiled function (the C compiler saw it once).
+                shared = f" [code of {k['function']}]" if k.get("function", k["name"]) != k["name"] else ""
+                lines.append(f"    {k['name']:<12} rows={k['rows']:<8} {ops}{shared}")
             lines.append(f"  {len(g['externs'])} ATen call(s):")
             for e in g["externs"]:
                 lines.append(f"    {e['op']:<40} {e['reason']}")

@@ -178,6 +178,24 @@ def test_explain_api_takes_more_calls():
     assert "recompilations: 1" in str(report)
 
 
+def test_explain_names_kernels_that_share_compiled_code():
+    import torch
+
+    torch.manual_seed(0)
+    w = torch.randn(16, 16)
+
+    def layers(x):
+        for _ in range(3):
+            x = torch.tanh(x) @ w
+        return x
+
+    report = ember.explain(layers, torch.randn(8, 16), graph_breaks=False)
+    kernels = [k for g in report.graphs for k in g["kernels"]]
+    shared = [k for k in kernels if k["function"] != k["name"]]
+    assert len(shared) == 2 and all(k["function"] == kernels[0]["name"] for k in shared), kernels
+    assert f"[code of {kernels[0]['name']}]" in str(report)
+
+
 def test_doctor_flags_a_module_with_its_own_static_libstdcxx(tmp_path):
     """The device-host crash: a module linked with -static-libstdc++ is a FAIL, ours is OK."""
     from ember import _core
