@@ -258,6 +258,13 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
   }
 }
 
+std::string CEmitter::as_stored(const std::string& value, DType t) {
+  if (t == DType::F16) return "ember_round_h((float)" + value + ")";
+  if (t == DType::BF16) return "ember_round_bf((float)" + value + ")";
+  if (is_bool(t)) return "(" + value + " != 0)";
+  return "(" + c_type(t) + ")" + value;
+}
+
 std::string CEmitter::store_text(const std::string& ptr, const std::string& index, DType t, const std::string& value) {
   std::string ref = ptr + "[" + index + "]";
   switch (t) {

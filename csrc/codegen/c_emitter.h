@@ -58,6 +58,9 @@ class CEmitter {
   static std::string c_type(DType t);             // compute type in C
   // `ptr[index] = value;` for a buffer of dtype t (f16/bf16 stored as 16 bits).
   static std::string store_text(const std::string& ptr, const std::string& index, DType t, const std::string& value);
+  // `value` (a reduction's accumulator) as the value a load of it stored as `t` gives:
+  // rounded to f16/bf16, 0/1 for bool, else cast.
+  static std::string as_stored(const std::string& value, DType t);
   // The lowest (or highest) value of an integer or bool type, as C text.
   static std::string lowest_or_highest(DType t, bool lowest);
   static std::string literal(const Expr& c);     // a Const as C text

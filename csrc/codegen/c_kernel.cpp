@@ -771,13 +771,8 @@ class KernelPrinter {
     }
     // The local must equal what a load of the stored value would give.
     if (out == c.acc_dtype || c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) return r;
-    std::string conv;
-    if (out == DType::F16) conv = "ember_round_h((float)" + r + ")";
-    else if (out == DType::BF16) conv = "ember_round_bf((float)" + r + ")";
-    else if (is_bool(out)) conv = "(" + r + " != 0)";
-    else conv = "(" + CEmitter::c_type(out) + ")" + r;
     std::string name = em_->fresh("red");
-    em_->line("const " + CEmitter::c_type(out) + " " + name + " = " + conv + ";");
+    em_->line("const " + CEmitter::c_type(out) + " " + name + " = " + CEmitter::as_stored(r, out) + ";");
     return name;
   }
 

@@ -91,13 +91,8 @@ std::string finish_acc(CEmitter& em, const ComputedBuffer& c, const Acc& a, DTyp
   if (!a.flag.empty()) em.line("if (" + a.flag + ") " + a.acc + " = NAN;");
   if (c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) r = "(" + a.acc + " != 0)";
   if (out == c.acc_dtype || c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) return r;
-  std::string conv;
-  if (out == DType::F16) conv = "ember_round_h((float)" + r + ")";
-  else if (out == DType::BF16) conv = "ember_round_bf((float)" + r + ")";
-  else if (is_bool(out)) conv = "(" + r + " != 0)";
-  else conv = "(" + CEmitter::c_type(out) + ")" + r;
   std::string name = em.fresh("red");
-  em.line("const " + CEmitter::c_type(out) + " " + name + " = " + conv + ";");
+  em.line("const " + CEmitter::c_type(out) + " " + name + " = " + CEmitter::as_stored(r, out) + ";");
   return name;
 }
 

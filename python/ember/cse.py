@@ -67,7 +67,8 @@ def _storage(node: fx.Node):
 def eliminate_common_subexpressions(graph: fx.Graph) -> int:
     """Merges equal computations in `graph` (in place); the number of nodes removed."""
     output = next(n for n in reversed(graph.nodes) if n.op == "output")
-    output_storages = {s for s in map(_storage, output.all_input_nodes) if s is not None}
+    outputs = set(output.all_input_nodes)
+    output_storages = {s for s in map(_storage, outputs) if s is not None}
     seen: dict = {}
     removed = 0
     for node in list(graph.nodes):
@@ -76,7 +77,7 @@ def eliminate_common_subexpressions(graph: fx.Graph) -> int:
         storage = _storage(node)
         if storage is not None and storage in output_storages:
             continue
-        if node in output.all_input_nodes:
+        if node in outputs:
             continue
         key = (node.target, _freeze(node.args), _freeze(node.kwargs))
         if key[1] is _NO_KEY or key[2] is _NO_KEY:
