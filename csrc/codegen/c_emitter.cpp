@@ -75,7 +75,7 @@ std::string CEmitter::fresh(const std::string& prefix) { return prefix + std::to
 
 int CEmitter::level_of(const Expr& e) {
   auto it = level_cache_.find(e.get());
-  if (it != level_cache_.end()) return it->second;
+  if (it != level_cache_.end()) return it->second.second;
   int level = 0;
   if (e->op == ExprOp::Var) {
     auto v = var_level_.find(static_cast<int>(e->ival));
@@ -94,7 +94,7 @@ int CEmitter::level_of(const Expr& e) {
     for (const auto& a : e->args) level = std::max(level, level_of(a));
   }
   level = std::min(level, depth());
-  level_cache_[e.get()] = level;
+  level_cache_[e.get()] = {e, level};
   return level;
 }
 

@@ -81,7 +81,9 @@ class CEmitter {
   std::unordered_map<int, std::string> var_name_;
   std::unordered_map<int, std::pair<std::string, int>> locals_;
   std::unordered_map<int, int> min_load_level_;
-  std::unordered_map<const ExprNode*, int> level_cache_;
+  // Keyed by node address; each entry holds its Expr, so that a temporary expression
+  // freed after one emit() cannot leave its level to a new node at the same address.
+  std::unordered_map<const ExprNode*, std::pair<Expr, int>> level_cache_;
   int counter_ = 0;
   int guarded_depth_ = 0;  // > 0 while printing the branch of a Where
 };

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "codegen/cuda_vector_access.h"
 #include "ir/affine.h"
 
 namespace ember {
@@ -63,9 +64,14 @@ void grow_side(TransposePlan::Side& side, const AffineForm& a, const AffineForm&
 }
 
 // A tile length along a side of `n` elements: about `elems` / `other` (whole 32-lane
-// rows), at least a line of `line` elements, at most n.
+// rows), at least a line of `line` elements, at most n; up to a quarter longer where
+// that divides n (a [512, 512, 3, 3] weight made channels-last: 256 in place of 224,
+// whose last tile along the 512 input channels was two-thirds empty).
 int64_t fill(int64_t n, int64_t elems, int64_t other, int64_t line) {
-  return std::min(n, std::max(line, elems / other / 32 * 32));
+  const int64_t t = std::min(n, std::max(line, elems / other / 32 * 32));
+  for (int64_t longer = t; n % t && longer <= t + t / 4 && longer <= n; longer += 32)
+    if (n % longer == 0) return longer;
+  return t;
 }
 
 // Bytes of the C type a staged value of dtype t has in the kernel (CEmitter::c_type).
@@ -133,18 +139,60 @@ Expr side_linear(const Expr& index, const TransposePlan& t) {
 }
 
 // Element (l, s) of a staged tile: rows along the tile's shorter side, padded to an odd
-// number of words, so that both phases' warps touch distinct banks.
+// number of words, so that both phases' warps touch distinct banks. With vector
+// accesses, a thread's group is 8 (or 4) consecutive elements of its phase's order, and
+// 32 threads 8 elements apart would share 4 banks: one more word every 8 (`spread`)
+// puts them 9 apart.
 struct TileLayout {
   bool rows_along_store;  // element at l * row + s (else s * row + l)
+  bool spread;
   int64_t row, size;
   explicit TileLayout(const TransposePlan& t)
       : rows_along_store(t.store.tile <= t.load.tile),
+        spread(t.load_lanes > 0 || t.store_lanes > 0),
         row((rows_along_store ? t.store.tile : t.load.tile) | 1),
-        size(row * (rows_along_store ? t.load.tile : t.store.tile)) {}
+        size(row * (rows_along_store ? t.load.tile : t.store.tile) * (spread ? 9 : 8) / 8 + (spread ? 1 : 0)) {}
   std::string at(const std::string& l, const std::string& s) const {
-    return rows_along_store ? l + " * " + std::to_string(row) + " + " + s : s + " * " + std::to_string(row) + " + " + l;
+    const std::string e = rows_along_store ? l + " * " + std::to_string(row) + " + " + s : s + " * " + std::to_string(row) + " + " + l;
+    return spread ? "(" + e + ") * 9 / 8" : e;
   }
 };
+
+// Lanes of a phase's vector accesses (TransposePlan::load_lanes, store_lanes): the
+// elements of a 16-byte word of `dtype`, when each of `indices` reads (or writes) groups
+// of that many consecutive elements of the phase's order (`fast` side fastest) as
+// consecutive, aligned elements; else 0. Each index must see the fast side as one dim of
+// stride 1 and the slow side as one dim, with every other term a multiple of the lanes.
+int phase_lanes(const std::vector<Expr>& indices, DType dtype, const TransposePlan::Side& fast,
+                const TransposePlan::Side& slow, const std::map<int, int64_t>& size) {
+  const int lanes = dtype_size(dtype) <= 4 ? 16 / static_cast<int>(dtype_size(dtype)) : 0;
+  if (lanes == 0 || vector_bytes(dtype, lanes) != 16 || indices.empty()) return 0;
+  for (const Expr& index : indices) {
+    auto f = affine_form(index);
+    if (!f || f->constant % lanes) return 0;
+    auto side_coef = [&](const TransposePlan::Side& side) -> std::optional<int64_t> {
+      const int64_t c = coef_of(*f, side.vars[0]);
+      int64_t stride = 1;
+      for (size_t d = 0; d < side.vars.size(); ++d) {
+        if (coef_of(*f, side.vars[d]) != c * stride) return std::nullopt;
+        stride *= side.sizes[d];
+      }
+      return c;
+    };
+    const auto cf = side_coef(fast), cs = side_coef(slow);
+    if (cf != 1 || !cs) return 0;
+    for (const auto& [v, c] : f->coef) {
+      const bool on_side = std::count(fast.vars.begin(), fast.vars.end(), v) || std::count(slow.vars.begin(), slow.vars.end(), v);
+      if (!on_side && size.at(v) > 1 && c % lanes) return 0;
+    }
+    // A group inside one run of the fast side, or the tile one run of memory.
+    const bool in_run = fast.tile % lanes == 0 && fast.extent % lanes == 0 && *cs % lanes == 0;
+    const bool one_run = fast.tile == fast.extent && *cs == fast.extent && fast.extent * slow.tile % lanes == 0 &&
+                         fast.extent * slow.extent % lanes == 0;
+    if (!in_run && !one_run) return 0;
+  }
+  return lanes;
+}
 
 }  // namespace
 
@@ -261,6 +309,22 @@ std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, c
     t.staged.push_back(c.buffer);
   }
   if (t.staged.empty()) return std::nullopt;
+
+  std::vector<Expr> staged_indices, store_indices;
+  std::set<int64_t> staged_sizes, store_sizes;
+  for (int b : t.staged) {
+    staged_indices.push_back(index.at(b));
+    staged_sizes.insert(dtype_size(p.buffers[b].dtype));
+  }
+  for (const auto& item : stage.items) {
+    const int b = p.computed[item.computed].buffer;
+    if (!in_memory[b]) continue;
+    store_indices.push_back(item.store_index);
+    store_sizes.insert(dtype_size(p.buffers[b].dtype));
+  }
+  if (staged_sizes.size() == 1)
+    t.load_lanes = phase_lanes(staged_indices, p.buffers[t.staged[0]].dtype, t.load, t.store, size);
+  if (store_sizes.size() == 1) t.store_lanes = phase_lanes(store_indices, store_dtype, t.store, t.load, size);
   // A block's last tile index reaches tiles + grid; a coordinate, extent + tile.
   t.wide = t.tiles() + kMaxTransposeGrid >= kInt32Limit || t.load.extent + t.load.tile >= kInt32Limit ||
            t.store.extent + t.store.tile >= kInt32Limit;
@@ -274,8 +338,8 @@ std::vector<std::string> transpose_body(const TransposePlan& t, const Program& p
   const TileLayout layout(t);
   const int64_t load_tiles = ceil_div(t.load.extent, t.load.tile), store_tiles = ceil_div(t.store.extent, t.store.tile);
   const int64_t elems = t.load.tile * t.store.tile;
-  const int64_t steps = ceil_div(elems, kTransposeThreads);
   const std::string TL = std::to_string(t.load.tile), TS = std::to_string(t.store.tile);
+  const std::string threads = std::to_string(kTransposeThreads);
   std::map<int, Expr> staged_load;
   for (const auto& item : stage.items)
     walk_loads(item.value, [&](const Expr& e) {
@@ -286,27 +350,32 @@ std::vector<std::string> transpose_body(const TransposePlan& t, const Program& p
   std::vector<std::pair<int, std::string>> side_vars = {{kLoadSideVar, "lg"}, {kStoreSideVar, "sg"}};
   for (int v : t.load.vars) side_vars.push_back({v, var_name(v)});
   for (int v : t.store.vars) side_vars.push_back({v, var_name(v)});
-  // One phase's loop over the tile: element q of the block is (ql, qs), with ql fastest in
-  // the load phase and qs fastest in the store phase. `body` emits into the element's scope.
-  auto phase = [&](bool load_phase, const std::function<void()>& body) {
-    em.open_scope(side_vars);
+  // The element's coordinates, in the current scope.
+  auto coordinate_lines = [&] {
     for (const auto& l : coordinates("lg", t.load.vars, t.load.sizes)) em.line(l);
     for (const auto& l : coordinates("sg", t.store.vars, t.store.sizes)) em.line(l);
-    body();
-    std::vector<std::string> lines = em.close_scope();
+  };
+  // One phase's loop over the tile, `lanes` elements a thread per step (1: scalar). Group
+  // q0 of the block starts at element (ql, qs), ql fastest in the load phase and qs in
+  // the store phase; only what can fail is checked, on the group's first element: threads
+  // past a tile of fewer elements than steps x threads, and the last tile along a side
+  // that the tile length does not divide (phase_lanes keeps a group all in or all out).
+  // `lines` go inside the checks.
+  auto phase_loop = [&](bool load_phase, int lanes, const std::vector<std::string>& lines) {
+    const int64_t groups = elems / lanes;
+    const std::string q = lanes == 1 ? "q" : "q0";
     em.line("#pragma unroll");
-    em.line("for (int u = 0; u < " + std::to_string(steps) + "; ++u) {");
-    em.line("  const int q = threadIdx.x + u * " + std::to_string(kTransposeThreads) + ";");
+    em.line("for (int u = 0; u < " + std::to_string(ceil_div(groups, kTransposeThreads)) + "; ++u) {");
+    em.line("  const int " + q + " = " + (lanes == 1 ? "threadIdx.x + u * " + threads
+                                                     : "(threadIdx.x + u * " + threads + ") * " + std::to_string(lanes)) + ";");
     if (load_phase) {
-      em.line("  const int ql = q % " + TL + ", qs = q / " + TL + ";");
+      em.line("  const int ql = " + q + " % " + TL + ", qs = " + q + " / " + TL + ";");
     } else {
-      em.line("  const int qs = q % " + TS + ", ql = q / " + TS + ";");
+      em.line("  const int qs = " + q + " % " + TS + ", ql = " + q + " / " + TS + ";");
     }
     em.line("  const " + I + " lg = l0 + ql, sg = s0 + qs;");
-    // Only what can fail: threads past a tile of fewer elements than steps x threads, and
-    // the last tile along a side that the tile length does not divide.
     std::vector<std::string> checks;
-    if (elems % kTransposeThreads) checks.push_back("q < " + std::to_string(elems));
+    if (groups % kTransposeThreads) checks.push_back(q + " < " + std::to_string(elems));
     if (t.load.extent % t.load.tile) checks.push_back("lg < " + std::to_string(t.load.extent));
     if (t.store.extent % t.store.tile) checks.push_back("sg < " + std::to_string(t.store.extent));
     std::string cond;
@@ -318,32 +387,39 @@ std::vector<std::string> transpose_body(const TransposePlan& t, const Program& p
     em.line("}");
   };
 
-  std::vector<std::string> out;
-  for (int b : t.staged)
-    out.push_back("__shared__ " + CEmitter::c_type(p.buffers[b].dtype) + " " + shared_name(b) + "[" +
-                  std::to_string(layout.size) + "];");
-  std::vector<std::pair<int, std::string>> rest_vars;
-  for (int v : t.rest_vars) rest_vars.push_back({v, var_name(v)});
-  em.open_scope(rest_vars);
-  // Tile index: rest dims outermost, then load tiles, then store tiles.
-  const std::string per_rest = std::to_string(load_tiles * store_tiles);
-  if (!t.rest_vars.empty()) {
-    em.line("const " + I + " r = tile / " + per_rest + ";");
-    std::vector<int> vars(t.rest_vars.rbegin(), t.rest_vars.rend());
-    std::vector<int64_t> sizes(t.rest_sizes.rbegin(), t.rest_sizes.rend());
-    for (const auto& l : coordinates("r", vars, sizes)) em.line(l);
-  }
-  const std::string by_load = store_tiles == 1 ? "tile" : "(tile / " + std::to_string(store_tiles) + ")";
-  em.line("const " + I + " l0 = " + (load_tiles == 1 ? "0" : by_load + " % " + std::to_string(load_tiles) + " * " + TL) + ";");
-  em.line("const " + I + " s0 = " + (store_tiles == 1 ? "0" : "tile % " + std::to_string(store_tiles) + " * " + TS) + ";");
-  phase(true, [&] {
+  // Load phase: staged values into shared memory.
+  auto load_phase = [&](int lanes) {
+    em.open_scope(side_vars);
+    coordinate_lines();
+    std::vector<std::string> tail;
     for (const auto& [b, e] : staged_load) {
-      const Expr read = load(b, side_linear(e->args[0], t), e->dtype);
-      em.line(shared_name(b) + "[" + layout.at("ql", "qs") + "] = " + em.emit(read) + ";");
+      const Expr linear = side_linear(e->args[0], t);
+      if (lanes == 1) {
+        em.line(shared_name(b) + "[" + layout.at("ql", "qs") + "] = " + em.emit(load(b, linear, e->dtype)) + ";");
+        continue;
+      }
+      const std::string index = em.emit(linear);
+      const DType dt = p.buffers[b].dtype;
+      const std::string vt = vector_type(vector_bytes(dt, lanes)), word = "raw" + std::to_string(b);
+      em.line("const " + vt + " " + word + " = *(const " + vt + "*)(" + em.buffer_name(b) + " + " + index + ");");
+      tail.push_back("  " + shared_name(b) + "[" + layout.at("qk % " + TL, "qk / " + TL) + "] = " + lane_value(dt, word, "j") + ";");
     }
-  });
-  em.line("__syncthreads();");
-  phase(false, [&] {
+    std::vector<std::string> lines = em.close_scope();
+    if (lanes > 1) {
+      lines.push_back("#pragma unroll");
+      lines.push_back("for (int j = 0; j < " + std::to_string(lanes) + "; ++j) {");
+      lines.push_back("  const int qk = q0 + j;");
+      lines.insert(lines.end(), tail.begin(), tail.end());
+      lines.push_back("}");
+    }
+    phase_loop(true, lanes, lines);
+  };
+
+  // Store phase: each element's items, from shared memory and the other loads; with
+  // lanes, a group's values gathered in a vector word per stored buffer, stored once.
+  auto store_phase = [&](int lanes) {
+    em.open_scope(side_vars);
+    coordinate_lines();
     for (const auto& item : stage.items) em.set_min_load_level(p.computed[item.computed].buffer, em.depth());
     for (const auto& [b, e] : staged_load) {
       const std::string name = "st" + std::to_string(b);
@@ -351,21 +427,90 @@ std::vector<std::string> transpose_body(const TransposePlan& t, const Program& p
               layout.at("ql", "qs") + "];");
       em.bind_local(b, name, em.depth());
     }
+    std::vector<std::string> before, after;
     for (const auto& item : stage.items) {
       const ComputedBuffer& c = p.computed[item.computed];
+      const DType dt = p.buffers[c.buffer].dtype;
       std::string v = em.emit(item.value);
-      if (in_memory[c.buffer])
-        em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(side_linear(item.store_index, t)),
-                                     p.buffers[c.buffer].dtype, v));
+      if (in_memory[c.buffer]) {
+        const std::string index = em.emit(side_linear(item.store_index, t));
+        if (lanes == 1) {
+          em.line(CEmitter::store_text(em.buffer_name(c.buffer), index, dt, v));
+        } else {
+          const std::string id = std::to_string(c.buffer), vt = vector_type(vector_bytes(dt, lanes));
+          em.line(CEmitter::store_text("(" + lane_pointer(dt, false) + "&out" + id + ")", "j", dt, v));
+          em.line("if (j == 0) va" + id + " = " + index + ";");
+          before.push_back(vt + " out" + id + ";");
+          before.push_back("int64_t va" + id + " = 0;");
+          after.push_back("*(" + vt + "*)(" + em.buffer_name(c.buffer) + " + va" + id + ") = out" + id + ";");
+        }
+      }
       em.bind_local(c.buffer, v, em.depth());
     }
-  });
-  const bool loops = t.tiles() > static_cast<int64_t>(t.grid());
-  if (loops) em.line("__syncthreads();  /* the next tile reuses shared memory */");
-  std::vector<std::string> tile_lines = em.close_scope();
-  out.push_back("for (" + I + " tile = blockIdx.x; tile < " + std::to_string(t.tiles()) + "; tile += gridDim.x) {");
-  for (const auto& l : tile_lines) out.push_back("  " + l);
+    std::vector<std::string> lines = em.close_scope();
+    if (lanes > 1) {
+      std::vector<std::string> group = before;
+      group.push_back("#pragma unroll");
+      group.push_back("for (int j = 0; j < " + std::to_string(lanes) + "; ++j) {");
+      group.push_back("  const int q = q0 + j;");
+      group.push_back("  const int qs = q % " + TS + ", ql = q / " + TS + ";");
+      group.push_back("  const " + I + " lg = l0 + ql, sg = s0 + qs;");
+      for (const auto& l : lines) group.push_back("  " + l);
+      group.push_back("}");
+      group.insert(group.end(), after.begin(), after.end());
+      lines = group;
+    }
+    phase_loop(false, lanes, lines);
+  };
+
+  std::vector<std::pair<int, std::string>> rest_vars;
+  for (int v : t.rest_vars) rest_vars.push_back({v, var_name(v)});
+  // The loop over tiles, its phases with vector accesses or not.
+  auto tile_loop = [&](int load_lanes, int store_lanes) {
+    em.open_scope(rest_vars);
+    // Tile index: rest dims outermost, then load tiles, then store tiles.
+    const std::string per_rest = std::to_string(load_tiles * store_tiles);
+    if (!t.rest_vars.empty()) {
+      em.line("const " + I + " r = tile / " + per_rest + ";");
+      std::vector<int> vars(t.rest_vars.rbegin(), t.rest_vars.rend());
+      std::vector<int64_t> sizes(t.rest_sizes.rbegin(), t.rest_sizes.rend());
+      for (const auto& l : coordinates("r", vars, sizes)) em.line(l);
+    }
+    const std::string by_load = store_tiles == 1 ? "tile" : "(tile / " + std::to_string(store_tiles) + ")";
+    em.line("const " + I + " l0 = " + (load_tiles == 1 ? "0" : by_load + " % " + std::to_string(load_tiles) + " * " + TL) + ";");
+    em.line("const " + I + " s0 = " + (store_tiles == 1 ? "0" : "tile % " + std::to_string(store_tiles) + " * " + TS) + ";");
+    load_phase(load_lanes);
+    em.line("__syncthreads();");
+    store_phase(store_lanes);
+    const bool loops = t.tiles() > static_cast<int64_t>(t.grid());
+    if (loops) em.line("__syncthreads();  /* the next tile reuses shared memory */");
+    std::vector<std::string> out;
+    out.push_back("for (" + I + " tile = blockIdx.x; tile < " + std::to_string(t.tiles()) + "; tile += gridDim.x) {");
+    for (const auto& l : em.close_scope()) out.push_back("  " + l);
+    out.push_back("}");
+    return out;
+  };
+
+  std::vector<std::string> out;
+  for (int b : t.staged)
+    out.push_back("__shared__ " + CEmitter::c_type(p.buffers[b].dtype) + " " + shared_name(b) + "[" +
+                  std::to_string(layout.size) + "];");
+  if (t.load_lanes == 0 && t.store_lanes == 0) {
+    for (const auto& l : tile_loop(1, 1)) out.push_back(l);
+    return out;
+  }
+  std::set<int> vector_buffers;
+  if (t.load_lanes) vector_buffers.insert(t.staged.begin(), t.staged.end());
+  if (t.store_lanes)
+    for (const auto& item : stage.items)
+      if (in_memory[p.computed[item.computed].buffer]) vector_buffers.insert(p.computed[item.computed].buffer);
+  std::string aligned;
+  for (int b : vector_buffers) aligned += (aligned.empty() ? "" : " | ") + std::string("(uintptr_t)") + em.buffer_name(b);
+  out.push_back("if (((" + aligned + ") & 15) == 0) {  /* vector accesses: their pointers 16-byte aligned */");
+  for (const auto& l : tile_loop(std::max(t.load_lanes, 1), std::max(t.store_lanes, 1))) out.push_back("  " + l);
+  out.push_back("  return;");
   out.push_back("}");
+  for (const auto& l : tile_loop(1, 1)) out.push_back(l);
   return out;
 }
 

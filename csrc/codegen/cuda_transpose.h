@@ -12,6 +12,14 @@
 // evaluate the kernel's items (the other loads read directly) and store (coalesced).
 // Only data movement changes: every value is computed by the same expression as on the
 // elementwise path.
+//
+// Where the layout allows, a phase moves 16 bytes per access: each thread takes groups of
+// `lanes` consecutive elements of the phase's order, which are `lanes` consecutive,
+// aligned elements of every staged buffer (load phase) or stored buffer (store phase),
+// either because the phase's fast side's tile is a multiple of `lanes`, or because that
+// side is whole and the tile is one run of memory (a 3-channel image's channels-last
+// copy stores 3 x 672 consecutive elements; a [C, C, 3, 3] weight's copy loads 9 x 256).
+// The vector code runs when the pointers are 16-byte aligned, the scalar code otherwise.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -43,6 +51,8 @@ struct TransposePlan {
   std::vector<int64_t> rest_sizes;
   std::vector<int> staged;     // buffers read through shared memory, largest first
   bool wide = false;           // 64-bit tile and coordinate arithmetic
+  int load_lanes = 0;          // staged loads as vector words of this many elements (0: scalar)
+  int store_lanes = 0;         // stores likewise
 
   int64_t tiles() const;
   uint32_t grid() const;

@@ -16,6 +16,13 @@ std::string lane_pointer(DType t, bool is_const) {
   return std::string("(") + c + (t == DType::F32 ? "float" : t == DType::I32 ? "int32_t" : "uint16_t") + "*)";
 }
 
+std::string lane_value(DType t, const std::string& word, const std::string& lane) {
+  std::string value = "(" + lane_pointer(t, true) + "&" + word + ")[" + lane + "]";
+  if (t == DType::F16) return "ember_h2f(" + value + ")";
+  if (t == DType::BF16) return "ember_bf2f(" + value + ")";
+  return value;
+}
+
 bool vector_index(const Program& p, const Expr& index, int b, int v, int lanes,
                   const std::unordered_map<int, int64_t>& extents) {
   auto af = affine_form(index);

@@ -17,6 +17,8 @@ int vector_bytes(DType t, int lanes);
 std::string vector_type(int bytes);
 // A pointer cast that reads (or writes) the lanes of a vector word of elements of `t`.
 std::string lane_pointer(DType t, bool is_const);
+// Lane `lane` of the vector word named `word` (elements of `t`), f16/bf16 widened to f32.
+std::string lane_value(DType t, const std::string& word, const std::string& lane);
 
 // Whether `index` (of buffer `b`) addresses lanes idx0 .. idx0 + lanes - 1 for a group
 // of `lanes` consecutive values of var `v` starting at a multiple of `lanes`, with

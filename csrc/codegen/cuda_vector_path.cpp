@@ -64,9 +64,7 @@ std::set<size_t> words_read(const VectorPlan& vec, const std::vector<Expr>& root
 // for the word's loads in the current scope.
 void bind_word(CudaPrinter& pr, const VectorPlan::Word& w, const std::string& lane) {
   const DType t = pr.p.buffers[w.buffer].dtype;
-  std::string value = "(" + lane_pointer(t, true) + "&" + w.name + ")[" + lane + "]";
-  if (t == DType::F16) value = "ember_h2f(" + value + ")";
-  if (t == DType::BF16) value = "ember_bf2f(" + value + ")";
+  const std::string value = lane_value(t, w.name, lane);
   const std::string name = "lane" + w.name.substr(3);
   pr.em->line("const " + CEmitter::c_type(t == DType::F16 || t == DType::BF16 ? DType::F32 : t) + " " + name + " = " + value + ";");
   for (const auto& l : w.loads) pr.em->bind_value(l, name);

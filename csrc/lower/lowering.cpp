@@ -183,7 +183,14 @@ TensorIR LowerCtx::commit(ComputedBuffer c) {
 
 TensorIR LowerCtx::realize(const TensorIR& t, Dims strides) {
   if (strides.empty()) strides = contiguous_strides(t.sizes);
-  if (t.view && t.view->strides == strides && t.view->offset == 0 &&
+  // Strides of size-1 dims address nothing: a [512, 128, 1, 1] weight is channels-last
+  // as it is, and torch's layout checks ignore those strides too.
+  auto same_layout = [&](const Dims& have) {
+    for (size_t d = 0; d < t.sizes.size(); ++d)
+      if (!(t.sizes[d] == 1) && have[d] != strides[d]) return false;
+    return true;
+  };
+  if (t.view && same_layout(t.view->strides) && t.view->offset == 0 &&
       prog_.buffers[t.view->buffer].sizes == t.sizes)
     return t;
   ComputedBuffer c;

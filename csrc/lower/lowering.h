@@ -75,6 +75,9 @@ class LowerCtx {
   const TensorIR& value(ValueRef r) const { return values_.at(r.node).at(r.index); }
 
   int new_var() { return prog_.num_vars++; }
+  // Whether 4-D values stored between ops take channels-last strides in this graph
+  // (LowerOptions::channels_last_activations and the graph has 2-D convolutions).
+  bool channels_last() const { return channels_last_; }
 
   // Builders used by op lowerings.
   TensorIR from_view(const StridedView& v) const;

@@ -128,18 +128,21 @@ Candidates window_candidates(Expr i, const Window& w, int dim) {
   return {reach / w.s[dim] + 1, first};
 }
 
-// Whether every load of `t`'s body steps by at most one element along its last dim.
-// A lazy value that reads a transposed layout (BatchNorm + ReLU of a channels-last
-// convolution output, pooled in NCHW) would make each of the window's reads a strided
+// Whether every load of `t`'s body steps by at most one element along `dim`, the dim its
+// stored layout makes innermost (the last; channels in a channels-last graph). A lazy
+// value that reads a transposed layout (BatchNorm + ReLU of a channels-last convolution
+// output, pooled in NCHW on the CPU) would make each of the window's reads a strided
 // gather, recomputed per read and scalar (GCC does not vectorize large constant
-// strides): such an input is better realized once, contiguously.
-bool reads_rows_contiguously(const TensorIR& t) {
+// strides): such an input is better realized once, contiguously. One that reads
+// along the layout (the same value in a channels-last CUDA graph) is recomputed per
+// window read instead: a few flops against a round trip of the whole activation.
+bool reads_contiguously_along(const TensorIR& t, size_t dim) {
   if (t.view || t.sizes.empty()) return true;
   // Var ids far above any the program allocates; the body is only inspected.
   const int base = 1 << 28;
   std::vector<Expr> idx;
   for (size_t d = 0; d < t.sizes.size(); ++d) idx.push_back(var(base + static_cast<int>(d)));
-  const int last = base + static_cast<int>(t.sizes.size()) - 1;
+  const int inner = base + static_cast<int>(dim);
   const Expr body = t.fn(idx);
   std::vector<const ExprNode*> stack{body.get()};
   std::unordered_set<const ExprNode*> seen;
@@ -150,7 +153,7 @@ bool reads_rows_contiguously(const TensorIR& t) {
     if (e->op == ExprOp::Load) {
       std::optional<AffineForm> f = affine_form(e->args[0]);
       if (!f) return false;
-      auto it = f->coef.find(last);
+      auto it = f->coef.find(inner);
       if (it != f->coef.end() && it->second != 1) return false;
     }
     for (const Expr& a : e->args) stack.push_back(a.get());
@@ -179,7 +182,8 @@ void register_pooling_ops(LoweringTable& t) {
     const TensorIR& arg = ctx.tensor(n.args[0]);
     // Stored in the value's preferred layout: NCHW on the CPU; channels-last in CUDA conv
     // graphs (LowerOptions::channels_last_activations), where a contiguous copy would transpose.
-    const TensorIR in = reads_rows_contiguously(arg) ? arg : ctx.stored(arg);
+    const size_t inner = ctx.channels_last() && arg.rank() == 4 ? 1 : arg.sizes.size() - 1;
+    const TensorIR in = arg.sizes.empty() || reads_contiguously_along(arg, inner) ? arg : ctx.stored(arg);
     if (in.rank() < 3) throw Unsupported("max_pool2d input rank");
     Window w = window_args(n, 1, true);
     DType dt = in.dtype;

@@ -259,6 +259,8 @@ TEST(cuda_transpose_plan_takes_the_small_channel_dim_whole) {
   CHECK_EQ(t->staged.size(), size_t{1});
   CHECK_EQ(t->tiles(), int64_t{2 * 7});        // batch x ceil(4096 / 672)
   CHECK(!t->wide);
+  CHECK_EQ(t->load_lanes, 8);   // runs of 672 pixels per channel
+  CHECK_EQ(t->store_lanes, 8);  // the tile's 3 x 672 values: one run
 }
 
 TEST(cuda_transpose_plan_of_odd_sizes) {
@@ -270,6 +272,21 @@ TEST(cuda_transpose_plan_of_odd_sizes) {
   CHECK_EQ(t->load.tile, int64_t{37});   // the short side whole
   CHECK_EQ(t->store.tile, int64_t{32});  // a line of f32
   CHECK_EQ(t->tiles(), int64_t{32});     // ceil(1000 / 32), the last one partial
+  CHECK_EQ(t->load_lanes, 4);            // rows of 37 are not whole words, but a tile's 32 rows are one run
+  CHECK_EQ(t->store_lanes, 4);           // runs of 32 outputs, each starting at a multiple of 4
+  // [333, 517] -> [517, 333]: runs of 517 (and 333) elements start at any multiple of
+  // them, so no group of 4 is aligned: both phases stay scalar.
+  auto odd = transpose_plan_of(R"(graph {
+  %0 = input(0) : f32[333,517]{517,1}
+  %1 = aten.permute.default(%0, [1, 0]) : f32[517,333]{1,517}
+  %2 = aten.clone.default(%1, "contiguous_format") : f32[517,333]{333,1}
+  return (%2)
+}
+)");
+  CHECK(odd.has_value());
+  if (!odd) return;
+  CHECK_EQ(odd->load_lanes, 0);
+  CHECK_EQ(odd->store_lanes, 0);
 }
 
 TEST(cuda_transposing_kernels_get_the_transpose_shape) {
@@ -281,19 +298,45 @@ TEST(cuda_transposing_kernels_get_the_transpose_shape) {
     CHECK(code.source.find("__syncthreads();") != std::string::npos);
     check_compiles(code);
   }
-  // The image: 3 x 672 tiles, rows of 3 floats (odd: no bank conflicts either way).
+  // The image: 3 x 672 tiles, rows of 3 floats (odd: no bank conflicts either way), a word
+  // more every 8 for the vector phases' groups of 8 (TileLayout::spread).
   ember::CudaCode image = cuda_of(kImageToChannelsLast);
   CHECK_EQ(image.kernels[0].grid, 14u);
-  CHECK(image.source.find("__shared__ float sh0[2016];") != std::string::npos);
-  CHECK(image.source.find("sh0[ql * 3 + qs]") != std::string::npos);
+  CHECK(image.source.find("__shared__ float sh0[2269];") != std::string::npos);
+  CHECK(image.source.find("sh0[(ql * 3 + qs) * 9 / 8]") != std::string::npos);
+  // 16-byte loads along each channel's 672 pixels; 16-byte stores of the tile's one run
+  // of 3 x 672 channels-last values; the scalar tile loop after them for unaligned pointers.
+  CHECK(image.source.find("const uint4 raw0 = *(const uint4*)(b0 + ") != std::string::npos);
+  CHECK(image.source.find("*(uint4*)(b1 + va1) = out1;") != std::string::npos);
+  CHECK(image.source.find("& 15) == 0) {  /* vector accesses") != std::string::npos);
   // 64 x 64 tiles of bf16 values, rows padded to 65.
-  CHECK(cuda_of(kChannelsLastToContiguous).source.find("[ql * 65 + qs]") != std::string::npos);
+  CHECK(cuda_of(kChannelsLastToContiguous).source.find("[(ql * 65 + qs) * 9 / 8]") != std::string::npos);
   // Fused: only the transposed operand (y, buffer 1) goes through shared memory; the
   // relu and the scale are computed on the store side.
   ember::CudaCode fused = cuda_of(kTransposeFused);
   CHECK(fused.source.find("sh1[") != std::string::npos);
   CHECK(fused.source.find("sh0[") == std::string::npos);
   CHECK(fused.source.find("ember_max_f32") != std::string::npos);
+}
+
+// Six 3x3 convolution weights made channels-last in one kernel (ResNet-50's layer 3): four
+// are staged (shared memory's budget), two read where they are stored. Its source once
+// used a temporary placed outside every scope: CEmitter's level cache was keyed by the
+// address of index expressions freed after printing, and a new one at the same address
+// took the old one's scope level (0).
+TEST(cuda_transpose_of_six_weights_compiles) {
+  std::string text = "graph {\n";
+  for (int i = 0; i < 6; ++i) text += "  %" + std::to_string(i) + " = input(" + std::to_string(i) + ") : bf16[256,256,3,3]{2304,9,3,1}\n";
+  for (int i = 0; i < 6; ++i)
+    text += "  %" + std::to_string(6 + i) + " = aten.clone.default(%" + std::to_string(i) +
+            ", \"channels_last\") : bf16[256,256,3,3]{2304,1,768,256}\n";
+  text += "  return (%6, %7, %8, %9, %10, %11)\n}\n";
+  ember::CudaCode code = cuda_of(text.c_str());
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::Transpose);
+  CHECK(code.source.find("__shared__ float sh3[") != std::string::npos);
+  CHECK(code.source.find("__shared__ float sh4[") == std::string::npos);
+  check_compiles(code);
 }
 
 TEST(cuda_non_transposing_kernels_stay_elementwise) {

@@ -111,6 +111,13 @@ def _misaligned(device):
     return base[3:].view(64, 768), _rand(768, device=device, dtype=torch.bfloat16)
 
 
+def _misaligned_image(device):
+    """A 3-channel image whose data starts 2 bytes into its storage: the tiled transpose's
+    vector accesses (16-byte words) are skipped at run time for its scalar tile loop."""
+    base = _rand(2 * 3 * 64 * 64 + 1, device=device, dtype=torch.bfloat16)
+    return (base[1:].view(2, 3, 64, 64),)
+
+
 def _to_channels_last(x):
     return x.contiguous(memory_format=torch.channels_last)
 
@@ -138,6 +145,22 @@ def _stem(x, w):
     """ResNet's first convolution: the 3-channel image is copied to channels-last for it
     (a transpose kernel), and its channels-last result back to NCHW with the relu."""
     return F.conv2d(x, w, stride=2, padding=3).relu()
+
+
+def _stem_pool(x, w, mean, var, gamma, beta):
+    """ResNet's whole stem in inference: convolution, BatchNorm, ReLU, 3x3/2 max-pool. In a
+    channels-last graph the BatchNorm + ReLU is recomputed at each window read of the pool
+    (the max-pool reads along the channels its layout makes innermost), so the convolution's
+    output is read once and nothing stores the normalized activation."""
+    y = F.batch_norm(F.conv2d(x, w, stride=2, padding=3), mean, var, gamma, beta, False, 0.0, 1e-5)
+    return F.max_pool2d(y.relu(), 3, 2, 1)
+
+
+def _stem_pool_args(device, dtype=torch.bfloat16):
+    c = 64
+    return (_rand(2, 3, 64, 64, device=device, dtype=dtype), _rand(c, 3, 7, 7, device=device, dtype=dtype),
+            _rand(c, device=device, dtype=dtype), _rand(c, device=device, dtype=dtype).abs() + 0.5,
+            _rand(c, device=device, dtype=dtype), _rand(c, device=device, dtype=dtype))
 
 
 def _batch_norm_pair(x, y, *p):
@@ -297,6 +320,9 @@ CASES = {
     "transpose_image_bf16": lambda d: (_to_channels_last, (_rand(4, 3, 224, 224, device=d, dtype=torch.bfloat16),)),
     "transpose_image_f32": lambda d: (_to_channels_last, (_rand(2, 3, 61, 67, device=d),)),
     "transpose_to_nhwc_64_bf16": lambda d: (_to_channels_last, (_rand(2, 64, 56, 56, device=d, dtype=torch.bfloat16),)),
+    # A 3x3 convolution's weight made channels-last: the load side (9 taps) whole, one run.
+    "transpose_weight_bf16": lambda d: (_to_channels_last, (_rand(512, 256, 3, 3, device=d, dtype=torch.bfloat16),)),
+    "transpose_misaligned_bf16": lambda d: (_to_channels_last, _misaligned_image(d)),
     "transpose_to_nchw_64_bf16": lambda d: (_to_contiguous, (_to_channels_last(_rand(2, 64, 28, 28, device=d,
                                                                                        dtype=torch.bfloat16)),)),
     "transpose_to_nchw_3_f32": lambda d: (_to_contiguous, (_to_channels_last(_rand(2, 3, 45, 50, device=d)),)),
@@ -309,6 +335,7 @@ CASES = {
                                                             _rand(70, 100, device=d))),
     "transpose_stem_bf16": lambda d: (_stem, (_rand(2, 3, 64, 64, device=d, dtype=torch.bfloat16),
                                               _rand(64, 3, 7, 7, device=d, dtype=torch.bfloat16))),
+    "stem_pool_bf16": lambda d: (_stem_pool, _stem_pool_args(d)),
     # Channels-last BatchNorm pairs: per-channel values hoisted out of the grid loop when
     # C divides its step (64, 256), or after rounding the grid (200: 25 blocks, 96 f32: 3).
     "batch_norm_pair_64_bf16": lambda d: (_batch_norm_pair, _batch_norm_pair_args(d, 64, torch.bfloat16, hw=56)),

@@ -122,6 +122,21 @@ def test_hoisting(tmp_path, monkeypatch):
         assert f"float h1[{lanes}];" in source and "sqrtf(" not in loop and " * h0[u];" in loop, name
 
 
+def test_stem_pool_recomputes_batch_norm():
+    """Convolution, BatchNorm, ReLU, max-pool: after the convolution's operands are made
+    channels-last (image and weight), one ember kernel, the pool reading the convolution's
+    output through the BatchNorm (no kernel stores the normalized activation for the pool
+    to read back)."""
+    fn, args = CASES["stem_pool_bf16"]("cpu")
+    [cg] = compile_all(fn, args)
+    assert len(cg.kernels) == 3, cg.kernels
+    pool = cg.kernels[-1]
+    assert pool["shape"] == "elementwise", pool
+    body = cg.source[cg.source.index(f"void __launch_bounds__({pool['block']}) {pool['function']}("):]
+    body = body[:body.index("\n}\n")]
+    assert body.count("sqrtf(") >= 1 and body.count("ember_max_f32(") >= 9, body
+
+
 def test_cubin_cache_hits(tmp_path, monkeypatch):
     """A second compile of the same source is a hit: in memory, then on disk in a new
     process's position (same key: source, ember version, NVRTC identity, arch)."""
