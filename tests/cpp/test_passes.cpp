@@ -155,6 +155,37 @@ TEST(max_pool_of_a_transposed_read_realizes_its_input) {
            "  stage 0 inner=[4]: buf2 buf3\n");
 }
 
+TEST(a_1x1_weight_is_passed_to_the_convolution_as_it_is) {
+  // The convolution takes channels-last operands (extern_layouts.h). A [8, 4, 1, 1]
+  // weight differs from channels-last only in the strides of its size-1 dims: no copy.
+  // A 3x3 one is transposed by a kernel.
+  const char* conv = R"(graph {
+  %0 = input(0) : f32[2,4,8,8]{256,1,32,4}
+  %1 = input(1) : f32[8,4,K,K]{S,SS,K,1}
+  %2 = aten.convolution.default(%0, %1, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1) : f32[2,8,O,O]{OO,1,O8,8}
+  return (%2)
+}
+)";
+  auto with = [&](int k) {
+    std::string text = conv;
+    auto put = [&](const std::string& key, int64_t v) {
+      for (size_t at; (at = text.find(key)) != std::string::npos;) text.replace(at, key.size(), std::to_string(v));
+    };
+    const int o = 9 - k;
+    put("OO", o * o * 8);
+    put("O8", o * 8);
+    put("O", o);
+    put("SS", k * k);
+    put("S", 4 * k * k);
+    put("K", k);
+    return text;
+  };
+  Pipeline one(with(1).c_str());
+  CHECK(one.schedule_text().find("kernel") == std::string::npos);
+  Pipeline three(with(3).c_str());
+  CHECK(three.schedule_text().find("kernel ember_k0") != std::string::npos);
+}
+
 TEST(views_of_inputs_stay_strided) {
   Pipeline p(R"(graph {
   %0 = input(0) : f32[4,6]{6,1}
