@@ -112,6 +112,18 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int kLoadSideVar = kInnerVarBase + (1 << 21);
 constexpr int kStoreSideVar = kLoadSideVar + 1;
 
+// The coefficient c of `side` in `f` when f sees the side as one dim (each of the side's
+// dims at c times the product of the sizes before it), else nullopt.
+std::optional<int64_t> side_coef(const AffineForm& f, const TransposePlan::Side& side) {
+  const int64_t c = coef_of(f, side.vars[0]);
+  int64_t stride = 1;
+  for (size_t d = 0; d < side.vars.size(); ++d) {
+    if (coef_of(f, side.vars[d]) != c * stride) return std::nullopt;
+    stride *= side.sizes[d];
+  }
+  return c;
+}
+
 // `index` with each side's dims folded into that side's flat coordinate, when it sees
 // the side as one dim (sum of coef * var over the side = coef of the first * flat):
 // const + rest terms + c_S * sg + c_L * lg, with no division or modulo per element.
@@ -119,16 +131,7 @@ constexpr int kStoreSideVar = kLoadSideVar + 1;
 Expr side_linear(const Expr& index, const TransposePlan& t) {
   auto f = affine_form(index);
   if (!f) return index;
-  auto side_coef = [&](const TransposePlan::Side& side) -> std::optional<int64_t> {
-    const int64_t c = coef_of(*f, side.vars[0]);
-    int64_t stride = 1;
-    for (size_t d = 0; d < side.vars.size(); ++d) {
-      if (coef_of(*f, side.vars[d]) != c * stride) return std::nullopt;
-      stride *= side.sizes[d];
-    }
-    return c;
-  };
-  const auto cl = side_coef(t.load), cs = side_coef(t.store);
+  const auto cl = side_coef(*f, t.load), cs = side_coef(*f, t.store);
   if (!cl || !cs) return index;
   Expr out = int_const(0);
   for (int v : t.rest_vars)
@@ -170,16 +173,7 @@ int phase_lanes(const std::vector<Expr>& indices, DType dtype, const TransposePl
   for (const Expr& index : indices) {
     auto f = affine_form(index);
     if (!f || f->constant % lanes) return 0;
-    auto side_coef = [&](const TransposePlan::Side& side) -> std::optional<int64_t> {
-      const int64_t c = coef_of(*f, side.vars[0]);
-      int64_t stride = 1;
-      for (size_t d = 0; d < side.vars.size(); ++d) {
-        if (coef_of(*f, side.vars[d]) != c * stride) return std::nullopt;
-        stride *= side.sizes[d];
-      }
-      return c;
-    };
-    const auto cf = side_coef(fast), cs = side_coef(slow);
+    const auto cf = side_coef(*f, fast), cs = side_coef(*f, slow);
     if (cf != 1 || !cs) return 0;
     for (const auto& [v, c] : f->coef) {
       const bool on_side = std::count(fast.vars.begin(), fast.vars.end(), v) || std::count(slow.vars.begin(), slow.vars.end(), v);
