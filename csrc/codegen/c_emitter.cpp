@@ -167,6 +167,11 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
   auto fn = [&](const char* name) { return std::string(name) + (f64 ? "" : "f") + "(" + a[0] + ")"; };
   auto fn2 = [&](const char* name) { return std::string(name) + (f64 ? "" : "f") + "(" + a[0] + ", " + a[1] + ")"; };
   std::string one = f64 ? "1.0" : "1.0f";
+  auto constant = [](Expr x) {
+    while (x->op == ExprOp::Cast) x = x->args[0];
+    return x->is_const();
+  };
+  const bool two_values = e->args.size() == 2 && !constant(e->args[0]) && !constant(e->args[1]);
   switch (e->op) {
     case ExprOp::Load: return load_text(e, a[0]);
     case ExprOp::Neg: return "-(" + a[0] + ")";  // "-" + "-5LL" would be a decrement
@@ -219,11 +224,16 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
     case ExprOp::Fmod: return flt ? fn2("fmod") : "ember_tmod(" + a[0] + ", " + a[1] + ")";
     case ExprOp::Pow: return fn2("pow");
     case ExprOp::Atan2: return fn2("atan2");
+    // Of two computed values (a pool's window, torch.maximum): ember_max2_f32, one
+    // instruction on the GPU (cuda_prelude.cpp). With a constant (relu, clamp) the
+    // select form, whose NaN test the compiler folds away.
     case ExprOp::Max:
-      if (flt) return std::string(f64 ? "ember_max_f64(" : "ember_max_f32(") + a[0] + ", " + a[1] + ")";
+      if (flt && f64) return "ember_max_f64(" + a[0] + ", " + a[1] + ")";
+      if (flt) return std::string(two_values ? "ember_max2_f32(" : "ember_max_f32(") + a[0] + ", " + a[1] + ")";
       return a[0] + " > " + a[1] + " ? " + a[0] + " : " + a[1];
     case ExprOp::Min:
-      if (flt) return std::string(f64 ? "ember_min_f64(" : "ember_min_f32(") + a[0] + ", " + a[1] + ")";
+      if (flt && f64) return "ember_min_f64(" + a[0] + ", " + a[1] + ")";
+      if (flt) return std::string(two_values ? "ember_min2_f32(" : "ember_min_f32(") + a[0] + ", " + a[1] + ")";
       return a[0] + " < " + a[1] + " ? " + a[0] + " : " + a[1];
     case ExprOp::Eq: return a[0] + " == " + a[1];
     case ExprOp::Ne: return a[0] + " != " + a[1];

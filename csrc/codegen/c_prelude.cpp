@@ -55,20 +55,33 @@ static inline double ember_exp(double x, double lo) { return exp(x < lo ? lo : x
 
 #define EMBER_FN static inline
 
-)C") + prelude_arithmetic();
+)C") + prelude_minmax_f32() + prelude_minmax2_f32() + prelude_arithmetic();
   return text;
 }
 
 // The arithmetic both dialects share: their semantics must be the same bit for bit
 // (NaN-propagating max/min, Python's and C's integer division that never traps, ATen's
 // float remainder and floor division). EMBER_FN is each dialect's function qualifier.
-const std::string& prelude_arithmetic() {
+const std::string& prelude_minmax_f32() {
   static const std::string text = R"C(/* NaN-propagating max/min (torch.maximum): a NaN operand wins. Two plain selects,
    because GCC's vectorizer gives up on the `||` form (and on fmaxf). On a tie the
    first operand wins, as in ATen's std::max(a, b) and clamp: relu(-0.0) is -0.0. */
 EMBER_FN float ember_max_f32(float a, float b) { float m = a < b ? b : a; return b != b ? b : m; }
 EMBER_FN float ember_min_f32(float a, float b) { float m = b < a ? b : a; return b != b ? b : m; }
-EMBER_FN double ember_max_f64(double a, double b) { double m = a < b ? b : a; return b != b ? b : m; }
+)C";
+  return text;
+}
+
+const std::string& prelude_minmax2_f32() {
+  static const std::string text = R"C(/* Max/min of two computed values: on the CPU the same selects. */
+EMBER_FN float ember_max2_f32(float a, float b) { return ember_max_f32(a, b); }
+EMBER_FN float ember_min2_f32(float a, float b) { return ember_min_f32(a, b); }
+)C";
+  return text;
+}
+
+const std::string& prelude_arithmetic() {
+  static const std::string text = R"C(EMBER_FN double ember_max_f64(double a, double b) { double m = a < b ? b : a; return b != b ? b : m; }
 EMBER_FN double ember_min_f64(double a, double b) { double m = b < a ? b : a; return b != b ? b : m; }
 /* Loads under a Where branch read a clamped index: in bounds whether or not taken. */
 EMBER_FN int64_t ember_clamp_index(int64_t i, int64_t hi) { return i < 0 ? 0 : (i > hi ? hi : i); }

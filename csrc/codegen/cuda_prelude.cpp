@@ -55,7 +55,21 @@ EMBER_FN float ember_round_bf(float x) { return ember_bf2f(ember_f2bf(x)); }
 EMBER_FN float ember_expf(float x, float) { return expf(x); }
 EMBER_FN double ember_exp(double x, double) { return exp(x); }
 
-)CU") + prelude_arithmetic() + R"CU(
+)CU") + prelude_minmax_f32() + R"CU(
+/* NaN-propagating max/min of two computed values (a pool's window, torch.maximum) in
+   one instruction each from sm_80 on: the select form's four made ResNet's fused stem
+   pool ALU-bound. -0.0 orders below +0.0 here, as in ATen's CUDA maximum and minimum.
+   With a constant operand (relu, clamp) the emitter keeps ember_max_f32: the compiler
+   folds its NaN test, and the opaque instruction cost registers in BatchNorm kernels. */
+#if __CUDA_ARCH__ >= 800
+EMBER_FN float ember_max2_f32(float a, float b) { float d; asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b)); return d; }
+EMBER_FN float ember_min2_f32(float a, float b) { float d; asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b)); return d; }
+#else
+EMBER_FN float ember_max2_f32(float a, float b) { return ember_max_f32(a, b); }
+EMBER_FN float ember_min2_f32(float a, float b) { return ember_min_f32(a, b); }
+#endif
+
+)CU" + prelude_arithmetic() + R"CU(
 /* Reductions across the threads of a row. Partials combine with these; max/min
    partials are never NaN (a separate flag carries NaN), so a plain compare does. */
 struct EmberSum { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };

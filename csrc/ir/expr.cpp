@@ -242,20 +242,10 @@ std::vector<int> loaded_buffers(const Expr& e) {
   return out;
 }
 
-Expr substitute(const Expr& e, const std::unordered_map<int, Expr>& vars) {
-  if (e->op == ExprOp::Var) {
-    auto it = vars.find(static_cast<int>(e->ival));
-    return it == vars.end() ? e : it->second;
-  }
-  if (e->args.empty()) return e;
-  std::vector<Expr> args;
-  bool changed = false;
-  args.reserve(e->args.size());
-  for (const auto& a : e->args) {
-    args.push_back(substitute(a, vars));
-    changed |= args.back() != a;
-  }
-  if (!changed) return e;
+namespace {
+
+// e's op over new arguments, through the folding factories.
+Expr rebuild(const Expr& e, std::vector<Expr> args) {
   switch (e->op) {
     case ExprOp::Add:
       if (e->dtype == DType::I64) return add(args[0], args[1]);
@@ -272,6 +262,45 @@ Expr substitute(const Expr& e, const std::unordered_map<int, Expr>& vars) {
   }
   if (is_binary(e->op)) return binary(e->op, args[0], args[1], e->dtype);
   return make(e->op, e->dtype, e->ival, e->fval, std::move(args));
+}
+
+}  // namespace
+
+Expr substitute(const Expr& e, const std::unordered_map<int, Expr>& vars) {
+  if (e->op == ExprOp::Var) {
+    auto it = vars.find(static_cast<int>(e->ival));
+    return it == vars.end() ? e : it->second;
+  }
+  if (e->args.empty()) return e;
+  std::vector<Expr> args;
+  bool changed = false;
+  args.reserve(e->args.size());
+  for (const auto& a : e->args) {
+    args.push_back(substitute(a, vars));
+    changed |= args.back() != a;
+  }
+  return changed ? rebuild(e, std::move(args)) : e;
+}
+
+Expr replace(const Expr& e, const ExprNode* from, const Expr& to) {
+  std::unordered_map<const ExprNode*, Expr> done;
+  std::function<Expr(const Expr&)> walk = [&](const Expr& x) -> Expr {
+    if (x.get() == from) return to;
+    if (x->args.empty()) return x;
+    auto it = done.find(x.get());
+    if (it != done.end()) return it->second;
+    std::vector<Expr> args;
+    bool changed = false;
+    args.reserve(x->args.size());
+    for (const auto& a : x->args) {
+      args.push_back(walk(a));
+      changed |= args.back() != a;
+    }
+    Expr out = changed ? rebuild(x, std::move(args)) : x;
+    done.emplace(x.get(), out);
+    return out;
+  };
+  return walk(e);
 }
 
 std::string to_string(const Expr& e) {

@@ -18,6 +18,9 @@
 //   through fmod (1 // 0.1 == 9, inf // 3 is NaN, x // 0 is x / 0) and a zero Mod
 //   keeps the dividend's sign.
 // - Max/Min propagate NaN (torch.maximum). Comparisons with NaN are false except Ne.
+//   Of zeros of opposite sign the first operand wins (ATen's std::max), except on CUDA
+//   for two computed operands, where -0.0 orders below +0.0 (ATen's CUDA maximum and
+//   the one-instruction max.NaN; cuda_prelude.cpp).
 // - Where(c, a, b) evaluates only the selected branch, so a Load guarded by a
 //   bounds test never reads out of bounds.
 // - Load(buffer, index) reads element `index` (in elements, not bytes) of a
@@ -114,6 +117,8 @@ std::vector<int> loaded_buffers(const Expr& e);
 // ---- rewriting ---------------------------------------------------------------
 // Replace Vars by expressions. Returns the same node when nothing changed.
 Expr substitute(const Expr& e, const std::unordered_map<int, Expr>& vars);
+// Replace every use of the node `from` (by identity) by `to`.
+Expr replace(const Expr& e, const ExprNode* from, const Expr& to);
 
 std::string to_string(const Expr& e);
 

@@ -71,6 +71,7 @@ LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts) {
   std::function<void(const Arg&, bool)> count = [&](const Arg& a, bool out) {
     if (a.is_tensor()) {
       ++uses_.at(a.ref.node);
+      used_outputs_.insert({a.ref.node, a.ref.index});
       if (out) is_output_.at(a.ref.node) = true;
     }
     for (const auto& x : a.list) count(x, out);
@@ -79,6 +80,8 @@ LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts) {
     for (const auto& a : n.args) count(a, false);
   for (const auto& a : g.outputs) count(a, true);
 }
+
+bool LowerCtx::output_used(int index) const { return used_outputs_.count({node_->id, index}) > 0; }
 
 const TensorIR& LowerCtx::tensor(const Arg& a) const {
   if (!a.is_tensor()) throw Unsupported("expected a tensor argument");

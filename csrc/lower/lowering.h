@@ -14,6 +14,7 @@
 #pragma once
 #include <functional>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -78,6 +79,8 @@ class LowerCtx {
   // Whether 4-D values stored between ops take channels-last strides in this graph
   // (LowerOptions::channels_last_activations and the graph has 2-D convolutions).
   bool channels_last() const { return channels_last_; }
+  // Whether output `index` of the node being lowered is read by another node or returned.
+  bool output_used(int index) const;
 
   // Builders used by op lowerings.
   TensorIR from_view(const StridedView& v) const;
@@ -114,6 +117,7 @@ class LowerCtx {
   const Node* node_ = nullptr;
   std::vector<std::vector<TensorIR>> values_;
   std::vector<int> uses_;
+  std::set<std::pair<int, int>> used_outputs_;  // (node, output index)
   std::vector<bool> is_output_;
 };
 

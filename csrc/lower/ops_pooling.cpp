@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "ir/affine.h"
+#include "ir/monotone.h"
 #include "lower/ops_common.h"
 
 namespace ember {
@@ -70,23 +71,126 @@ TensorIR windows(LowerCtx& ctx, const TensorIR& in, const std::vector<int64_t>& 
 // output (vectorized along the output width) instead of a reduction loop.
 constexpr int64_t kUnrollWindow = 25;
 
-// The value of window position (kh, kw) for output index idx, `fill` outside the input.
-Expr window_value(const TensorIR& in, const Window& w, int64_t H, int64_t W, const std::vector<Expr>& idx, int64_t kh,
-                  int64_t kw, double fill, DType t) {
+std::vector<int64_t> last2(const std::vector<int64_t>& v) { return {v[v.size() - 2], v[v.size() - 1]}; }
+
+// Whether every one of `out` windows along dim `d` holds a position inside [0, n).
+bool reads_input(const Window& w, int d, int64_t n, int64_t out) {
+  for (int64_t o = 0; o < out; ++o) {
+    bool any = false;
+    for (int64_t k = 0; k < w.k[d] && !any; ++k) {
+      const int64_t i = o * w.s[d] - w.p[d] + k * w.d[d];
+      any = i >= 0 && i < n;
+    }
+    if (!any) return false;
+  }
+  return true;
+}
+
+// The input plane a pool reads ([H, W]), its output plane, and the dims along which a
+// window position outside the input is clamped into it instead of tested. A max (or a
+// min) is unchanged by repeating one of its operands, and along a dim of contiguous
+// windows (dilation 1) that all hold an input position, the clamped position is in the
+// same window: one index clamp per thread instead of a select per element, and the
+// load needs no guard. Not for an argmax (the position is the answer), nor along the
+// layout's innermost dim (the clamp would make a vector load a gather).
+struct Plane {
+  int64_t in[2], out[2];
+  bool clamp[2] = {false, false};
+};
+
+Plane plane_of(const Window& w, int64_t H, int64_t W, const std::vector<int64_t>& out_hw, bool clamp_h, bool clamp_w) {
+  Plane pl{{H, W}, {out_hw[0], out_hw[1]}};
+  const bool want[2] = {clamp_h, clamp_w};
+  for (int d = 0; d < 2; ++d) pl.clamp[d] = want[d] && w.d[d] == 1 && reads_input(w, d, pl.in[d], pl.out[d]);
+  return pl;
+}
+
+// The input index window position (kh, kw) of output index idx reads, and whether it
+// lies inside the input (null: always).
+struct WindowRead {
+  std::vector<Expr> src;
+  Expr inside;
+};
+
+WindowRead window_read(const Window& w, const Plane& pl, const std::vector<Expr>& idx, int64_t kh, int64_t kw) {
   size_t lead = idx.size() - 2;
-  std::vector<Expr> src(idx.begin(), idx.begin() + lead);
-  Expr ih = add(mul(idx[lead], w.s[0]), kh * w.d[0] - w.p[0]);
-  Expr iw = add(mul(idx[lead + 1], w.s[1]), kw * w.d[1] - w.p[1]);
-  src.push_back(ih);
-  src.push_back(iw);
-  Expr x = cast(in.fn(src), t);
-  Expr ok;
-  auto both = [&](Expr c) { ok = ok ? binary(ExprOp::LogicalAnd, ok, c, DType::Bool) : c; };
-  if (kh * w.d[0] - w.p[0] < 0) both(cmp(ExprOp::Ge, ih, int_const(0)));
-  both(cmp(ExprOp::Lt, ih, int_const(H)));
-  if (kw * w.d[1] - w.p[1] < 0) both(cmp(ExprOp::Ge, iw, int_const(0)));
-  both(cmp(ExprOp::Lt, iw, int_const(W)));
-  return where(ok, x, const_of(fill, t));
+  WindowRead r{std::vector<Expr>(idx.begin(), idx.begin() + lead), nullptr};
+  const int64_t k[2] = {kh, kw};
+  for (int d = 0; d < 2; ++d) {
+    const int64_t shift = k[d] * w.d[d] - w.p[d];
+    Expr i = add(mul(idx[lead + d], w.s[d]), shift);
+    const bool below = shift < 0, above = (pl.out[d] - 1) * w.s[d] + shift >= pl.in[d];
+    if (pl.clamp[d]) {
+      if (below) i = binary(ExprOp::Max, i, int_const(0), DType::I64);
+      if (above) i = binary(ExprOp::Min, i, int_const(pl.in[d] - 1), DType::I64);
+    } else {
+      auto both = [&](Expr c) { r.inside = r.inside ? binary(ExprOp::LogicalAnd, r.inside, c, DType::Bool) : c; };
+      if (below) both(cmp(ExprOp::Ge, i, int_const(0)));
+      if (above) both(cmp(ExprOp::Lt, i, int_const(pl.in[d])));
+    }
+    r.src.push_back(i);
+  }
+  return r;
+}
+
+// The value of window position (kh, kw) for output index idx, `fill` outside the input.
+Expr window_value(const TensorIR& in, const Window& w, const Plane& pl, const std::vector<Expr>& idx, int64_t kh,
+                  int64_t kw, double fill, DType t) {
+  WindowRead r = window_read(w, pl, idx, kh, kw);
+  Expr v = cast(in.fn(r.src), t);
+  return r.inside ? where(r.inside, v, const_of(fill, t)) : v;
+}
+
+// An unrolled max-pool of a monotone function of one load (BatchNorm + ReLU recomputed
+// in the window reads of a convolution's output): the window's largest and smallest raw
+// values, then f of each, max(f(max x), f(min x)) -- two evaluations of f per output
+// instead of one per window element (ir/monotone.h). Exact, rounding being monotone too
+// and NaN propagating through Max, Min and f, but for two cases: a zero's sign may
+// differ from eager's (which of equal values a max keeps), and the exception
+// monotone.h names (an infinite per-channel factor meeting an exact zero) turns a NaN
+// of eager's into an infinity; it needs an infinite BatchNorm weight or a variance of
+// exactly -eps. nullopt when `in` is not such a function or f is only casts (a plain
+// load: nothing to save). (Evaluating f once, at the extreme the sign of its factors
+// picks, measured no faster on ResNet's stem: the kernel is not bound by f.)
+std::optional<TensorIR> max_pool_through_monotone(LowerCtx& ctx, const TensorIR& in, const Window& w, const Plane& pl,
+                                                  DType ct, DType dt) {
+  if (!is_float(ct) || in.view) return std::nullopt;
+  // Placeholder index vars far above any the program allocates.
+  const int base = 1 << 28;
+  const int rank = static_cast<int>(in.rank());
+  std::vector<Expr> at;
+  for (int d = 0; d < rank; ++d) at.push_back(var(base + d));
+  const Expr body = in.fn(at);
+  std::optional<MonotoneLoad> m = monotone_load(body, {base + rank - 2, base + rank - 1});
+  if (!m || !m->arithmetic) return std::nullopt;
+  const Expr x = m->load;
+  const bool every_window_reads_input =
+      reads_input(w, 0, pl.in[0], pl.out[0]) && reads_input(w, 1, pl.in[1], pl.out[1]);
+  return ctx.lazy(dt, ctx.out_type(0).dims(), [body, x, w, pl, ct, dt, base, every_window_reads_input](const std::vector<Expr>& idx) {
+    const size_t lead = idx.size() - 2;
+    std::unordered_map<int, Expr> outer;  // the batch and channel placeholders
+    for (size_t d = 0; d < lead; ++d) outer[base + static_cast<int>(d)] = idx[d];
+    Expr hi, lo;
+    for (int64_t kh = 0; kh < w.k[0]; ++kh)
+      for (int64_t kw = 0; kw < w.k[1]; ++kw) {
+        WindowRead r = window_read(w, pl, idx, kh, kw);
+        std::unordered_map<int, Expr> pos = outer;
+        pos[base + static_cast<int>(lead)] = r.src[lead];
+        pos[base + static_cast<int>(lead) + 1] = r.src[lead + 1];
+        Expr v = cast(substitute(x, pos), ct);
+        Expr vhi = r.inside ? where(r.inside, v, const_of(-INFINITY, ct)) : v;
+        Expr vlo = r.inside ? where(r.inside, v, const_of(INFINITY, ct)) : v;
+        hi = hi ? binary(ExprOp::Max, hi, vhi, ct) : vhi;
+        lo = lo ? binary(ExprOp::Min, lo, vlo, ct) : vlo;
+      }
+    auto f = [&](const Expr& v) { return cast(substitute(replace(body, x.get(), cast(v, x->dtype)), outer), ct); };
+    Expr best = binary(ExprOp::Max, f(hi), f(lo), ct);
+    // A window wholly in the padding (lo = +inf > hi = -inf) is -inf, as in eager. Most
+    // geometries have none, and the guard would put f in a Where branch (the CUDA path
+    // hoists no per-channel value out of a branch: lane_invariant.h).
+    if (!every_window_reads_input) best = where(cmp(ExprOp::Gt, lo, hi), const_of(-INFINITY, ct), best);
+    return cast(best, dt);
+  }, {&in});
 }
 
 // Drops the two trailing unit dims of a keepdim window reduction.
@@ -109,8 +213,6 @@ double lowest_value(DType t) {
     default: return -9223372036854775808.0;  // i64: exactly representable as a double
   }
 }
-
-std::vector<int64_t> last2(const std::vector<int64_t>& v) { return {v[v.size() - 2], v[v.size() - 1]}; }
 
 // The output positions along one dim whose window may contain input position `i`:
 // o with o*s - p <= i <= o*s - p + (k-1)*d, i.e. o from ceil((i + p - (k-1)*d) / s),
@@ -194,14 +296,30 @@ void register_pooling_ops(LoweringTable& t) {
     TensorIR win = windows(ctx, in, out_hw, w, lowest, ct);
     int64_t r = win.rank();
     int64_t H = in.sizes[in.rank() - 2].hint();
+    const int64_t Wd = in.sizes[in.rank() - 1].hint();
+    const size_t rank = in.rank();
+    // With the indices read too (training), the values test their window positions as
+    // the argmax does, so that both read the same words.
+    const bool clamp = !ctx.output_used(1);
+    // The layout's innermost dim: a stored input's unit stride, else where `inner` says
+    // its lazy value is stored.
+    size_t innermost = inner;
+    if (in.view)
+      for (size_t d = 0; d < rank; ++d)
+        if (in.view->strides[d].is_static() && in.view->strides[d].hint() == 1 && in.sizes[d].hint() > 1) innermost = d;
+    const Plane clamped = plane_of(w, H, Wd, out_hw, clamp && innermost != rank - 2, clamp && innermost != rank - 1);
+    const Plane tested = plane_of(w, H, Wd, out_hw, false, false);
     TensorIR values;
-    if (w.k[0] * w.k[1] <= kUnrollWindow) {
-      int64_t Wd = in.sizes[in.rank() - 1].hint();
-      values = ctx.lazy(dt, ctx.out_type(0).dims(), [in, w, H, Wd, ct, dt, lowest](const std::vector<Expr>& idx) {
+    std::optional<TensorIR> monotone;
+    if (w.k[0] * w.k[1] <= kUnrollWindow) monotone = max_pool_through_monotone(ctx, in, w, clamped, ct, dt);
+    if (monotone) {
+      values = *monotone;
+    } else if (w.k[0] * w.k[1] <= kUnrollWindow) {
+      values = ctx.lazy(dt, ctx.out_type(0).dims(), [in, w, clamped, ct, dt, lowest](const std::vector<Expr>& idx) {
         Expr m;
         for (int64_t kh = 0; kh < w.k[0]; ++kh)
           for (int64_t kw = 0; kw < w.k[1]; ++kw) {
-            Expr v = window_value(in, w, H, Wd, idx, kh, kw, lowest, ct);
+            Expr v = window_value(in, w, clamped, idx, kh, kw, lowest, ct);
             m = m ? binary(ExprOp::Max, m, v, ct) : v;
           }
         return cast(m, dt);
@@ -209,21 +327,20 @@ void register_pooling_ops(LoweringTable& t) {
     } else {
       values = drop_window_dims(ctx, ctx.reduce(win, {r - 2, r - 1}, ReduceOp::Max, dt, ct));
     }
-    if (w.k[0] * w.k[1] <= kUnrollWindow && H * in.sizes[in.rank() - 1].hint() < (int64_t{1} << 31)) {
+    if (w.k[0] * w.k[1] <= kUnrollWindow && H * Wd < (int64_t{1} << 31)) {
       // The index unrolled too, as a pointwise op (vectorized along the output width,
       // parallel over rows) instead of a scalar argmax loop per output element. It
       // follows ATen's CPU kernel (`val > maxval || isnan(val)`): the first maximum
       // wins, and the last NaN (every NaN replaces the best so far); the starting
       // position is window position 0.
-      int64_t Wd = in.sizes[in.rank() - 1].hint();
       bool flt = is_float(ct);
-      TensorIR index = ctx.lazy(DType::I64, ctx.out_type(1).dims(), [in, w, H, Wd, ct, lowest, flt](const std::vector<Expr>& idx) {
+      TensorIR index = ctx.lazy(DType::I64, ctx.out_type(1).dims(), [in, w, tested, Wd, ct, lowest, flt](const std::vector<Expr>& idx) {
         size_t lead = idx.size() - 2;
         Expr best = const_of(lowest, ct);
         Expr arg;
         for (int64_t kh = 0; kh < w.k[0]; ++kh)
           for (int64_t kw = 0; kw < w.k[1]; ++kw) {
-            Expr v = window_value(in, w, H, Wd, idx, kh, kw, lowest, ct);
+            Expr v = window_value(in, w, tested, idx, kh, kw, lowest, ct);
             Expr ih = add(mul(idx[lead], w.s[0]), kh * w.d[0] - w.p[0]);
             Expr iw = add(mul(idx[lead + 1], w.s[1]), kw * w.d[1] - w.p[1]);
             // 32-bit positions (H * W < 2^31 here): lanes as wide as the float compares
@@ -319,11 +436,12 @@ void register_pooling_ops(LoweringTable& t) {
     int64_t H = in.sizes[in.rank() - 2].hint(), W = in.sizes[in.rank() - 1].hint();
     TensorIR sum;
     if (w.k[0] * w.k[1] <= kUnrollWindow) {
-      sum = ctx.lazy(ct, ctx.out_type().dims(), [in, w, H, W, ct](const std::vector<Expr>& idx) {
+      const Plane tested = plane_of(w, H, W, out_hw, false, false);  // a sum counts each position once
+      sum = ctx.lazy(ct, ctx.out_type().dims(), [in, w, tested, ct](const std::vector<Expr>& idx) {
         Expr total;
         for (int64_t kh = 0; kh < w.k[0]; ++kh)
           for (int64_t kw = 0; kw < w.k[1]; ++kw) {
-            Expr v = window_value(in, w, H, W, idx, kh, kw, 0.0, ct);
+            Expr v = window_value(in, w, tested, idx, kh, kw, 0.0, ct);
             total = total ? binary(ExprOp::Add, total, v, ct) : v;
           }
         return total;

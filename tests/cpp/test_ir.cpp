@@ -6,6 +6,7 @@
 #include "ir/dtype.h"
 #include "ir/expr.h"
 #include "ir/graph.h"
+#include "ir/monotone.h"
 
 using namespace ember;
 
@@ -72,6 +73,63 @@ TEST(substitute_returns_same_node_when_unchanged) {
   CHECK(substitute(e, {{5, var(9)}}) == e);
   Expr s = substitute(e, {{0, int_const(2)}});
   CHECK_EQ(to_string(s), "(v1 + 8)");
+}
+
+TEST(replace_swaps_one_node_everywhere_it_is_used) {
+  Expr x = load(3, add(mul(var(0), 8), var(1)), DType::BF16);
+  Expr y = cast(x, DType::F32);
+  Expr e = binary(ExprOp::Add, binary(ExprOp::Mul, y, y, DType::F32), float_const(1), DType::F32);
+  Expr r = replace(e, x.get(), cast(float_const(2), DType::BF16));
+  CHECK(to_string(r).find("load") == std::string::npos);
+  CHECK(replace(e, var(7).get(), var(8)) == e);  // nothing to replace: the same node
+}
+
+// A channels-last BatchNorm + ReLU of a value at [n, c, h, w] (vars 0..3): the input load
+// depends on h and w, the statistics on c alone.
+namespace {
+Expr batch_norm_relu_of(Expr x) {
+  Expr c = var(1);
+  auto per_channel = [&](int b) { return cast(load(b, c, DType::BF16), DType::F32); };
+  Expr y = binary(ExprOp::Sub, cast(x, DType::F32), per_channel(1), DType::F32);
+  y = binary(ExprOp::Mul, y, per_channel(2), DType::F32);
+  y = binary(ExprOp::Add, y, per_channel(3), DType::F32);
+  return binary(ExprOp::Max, rounding_cast(y, DType::BF16), float_const(0, DType::BF16), DType::BF16);
+}
+Expr activation() { return load(0, add(add(mul(var(0), 4096), mul(var(2), 512)), add(mul(var(3), 8), var(1))), DType::BF16); }
+}  // namespace
+
+TEST(monotone_load_finds_the_one_varying_input_of_a_batch_norm_relu) {
+  Expr x = activation();
+  auto m = monotone_load(batch_norm_relu_of(x), {2, 3});
+  CHECK(m && m->load == x && m->arithmetic);
+  // A plain (widened) load is monotone but saves nothing.
+  auto plain = monotone_load(cast(x, DType::F32), {2, 3});
+  CHECK(plain && !plain->arithmetic);
+  // Through an exp of a negation (decreasing) and a Where on a per-channel condition.
+  Expr c_ok = binary(ExprOp::Gt, load(4, var(1), DType::F32), float_const(0), DType::Bool);
+  Expr e = where(c_ok, unary(ExprOp::Exp, unary(ExprOp::Neg, cast(x, DType::F32), DType::F32), DType::F32), float_const(0));
+  CHECK(monotone_load(e, {2, 3}).has_value());
+}
+
+TEST(monotone_load_refuses_what_is_not_monotone) {
+  Expr x = activation();
+  Expr f = cast(x, DType::F32);
+  auto refused = [](const Expr& e) { return !monotone_load(e, {2, 3}).has_value(); };
+  // x * sigmoid(x): the load used twice.
+  CHECK(refused(binary(ExprOp::Mul, f, unary(ExprOp::Sigmoid, f, DType::F32), DType::F32)));
+  CHECK(refused(unary(ExprOp::Abs, f, DType::F32)));
+  CHECK(refused(binary(ExprOp::Div, float_const(1), f, DType::F32)));  // 1 / x
+  // A condition on the load itself (a leaky ReLU written as a select).
+  CHECK(refused(where(binary(ExprOp::Gt, f, float_const(0), DType::Bool), f, binary(ExprOp::Mul, f, float_const(0.1), DType::F32))));
+  // The spatial index used outside the load (a position-dependent mask).
+  CHECK(refused(binary(ExprOp::Add, f, cast(var(2), DType::F32), DType::F32)));
+  // Two different loads that vary along the window.
+  Expr other = cast(load(5, add(mul(var(2), 64), var(3)), DType::F32), DType::F32);
+  CHECK(refused(binary(ExprOp::Add, f, other, DType::F32)));
+  // An integer narrowing wraps.
+  CHECK(refused(cast(cast(x, DType::I64), DType::I8)));
+  // Nothing varies: no load to pool through.
+  CHECK(refused(cast(load(1, var(1), DType::F32), DType::F32)));
 }
 
 TEST(graph_text_round_trips) {

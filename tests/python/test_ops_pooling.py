@@ -63,6 +63,34 @@ def test_max_pool2d_after_relu_and_neg_inf():
     check_compiled(lambda a: F.max_pool2d(torch.relu(a) - 1 + a, 2), x)
 
 
+# A max-pool of a per-channel function of its input that is monotone in it (increasing
+# or, where the channel's factor is negative, decreasing) is pooled as max(f(max x),
+# f(min x)) (ir/monotone.h); functions that are not monotone take every window element.
+POOLED_FUNCTIONS = {
+    "batch_norm_relu": lambda a, s, b: torch.relu(a * s + b),
+    "exp_of_negated": lambda a, s, b: torch.exp(-a) * s,
+    "sigmoid_of_quotient": lambda a, s, b: torch.sigmoid((a - b) / (s.abs() + 0.5)),
+    "clamped_and_floored": lambda a, s, b: torch.floor(torch.clamp(a * s, min=-1.5)),
+    "silu": lambda a, s, b: F.silu(a * s + b),  # not monotone
+    "squared": lambda a, s, b: (a + b) * (a + b),  # not monotone
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("fmt", LAYOUTS, ids=layout_id)
+@pytest.mark.parametrize("k,s,p,ceil", [(3, 2, 1, False), (3, 2, 1, True), (2, 2, 0, True)], ids=str)
+@pytest.mark.parametrize("name", sorted(POOLED_FUNCTIONS))
+def test_max_pool2d_of_a_per_channel_function(name, k, s, p, ceil, fmt, dtype):
+    fn = POOLED_FUNCTIONS[name]
+    x = image(fmt, dtype=dtype)
+    x[0, 0, 2:5, 3:6] = float("nan")
+    x[1, 2, :3, :2] = float("inf")
+    x[1, 3, 7:, 5:] = float("-inf")
+    scale = torch.tensor([1.5, -2.0, 0.0, 0.75, -0.5], dtype=dtype).view(1, 5, 1, 1)
+    shift = torch.tensor([0.1, -0.3, 0.2, 0.0, 1.0], dtype=dtype).view(1, 5, 1, 1)
+    check_compiled(lambda a, sc, sh: F.max_pool2d(fn(a, sc, sh), k, s, p, ceil_mode=ceil), x, scale, shift)
+
+
 # (kernel, stride, padding, ceil_mode)
 AVG_POOL = [
     (2, 2, 0, False),

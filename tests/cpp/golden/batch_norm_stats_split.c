@@ -55,6 +55,9 @@ static inline double ember_exp(double x, double lo) { return exp(x < lo ? lo : x
    first operand wins, as in ATen's std::max(a, b) and clamp: relu(-0.0) is -0.0. */
 EMBER_FN float ember_max_f32(float a, float b) { float m = a < b ? b : a; return b != b ? b : m; }
 EMBER_FN float ember_min_f32(float a, float b) { float m = b < a ? b : a; return b != b ? b : m; }
+/* Max/min of two computed values: on the CPU the same selects. */
+EMBER_FN float ember_max2_f32(float a, float b) { return ember_max_f32(a, b); }
+EMBER_FN float ember_min2_f32(float a, float b) { return ember_min_f32(a, b); }
 EMBER_FN double ember_max_f64(double a, double b) { double m = a < b ? b : a; return b != b ? b : m; }
 EMBER_FN double ember_min_f64(double a, double b) { double m = b < a ? b : a; return b != b ? b : m; }
 /* Loads under a Where branch read a clamped index: in bounds whether or not taken. */

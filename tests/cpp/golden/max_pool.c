@@ -55,6 +55,9 @@ static inline double ember_exp(double x, double lo) { return exp(x < lo ? lo : x
    first operand wins, as in ATen's std::max(a, b) and clamp: relu(-0.0) is -0.0. */
 EMBER_FN float ember_max_f32(float a, float b) { float m = a < b ? b : a; return b != b ? b : m; }
 EMBER_FN float ember_min_f32(float a, float b) { float m = b < a ? b : a; return b != b ? b : m; }
+/* Max/min of two computed values: on the CPU the same selects. */
+EMBER_FN float ember_max2_f32(float a, float b) { return ember_max_f32(a, b); }
+EMBER_FN float ember_min2_f32(float a, float b) { return ember_min_f32(a, b); }
 EMBER_FN double ember_max_f64(double a, double b) { double m = a < b ? b : a; return b != b ? b : m; }
 EMBER_FN double ember_min_f64(double a, double b) { double m = b < a ? b : a; return b != b ? b : m; }
 /* Loads under a Where branch read a clamped index: in bounds whether or not taken. */
@@ -137,39 +140,39 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
       const int64_t t13 = t9 + t3;
       const float t14 = a0[ember_clamp_index(t13, 49LL)];
       const float t15 = t2 ? t14 : -INFINITY;
-      const float t16 = ember_max_f32(t12, t15);
+      const float t16 = ember_max2_f32(t12, t15);
       const int64_t t17 = t3 + 1LL;
       const bool t18 = t17 < 5LL;
       const bool t19 = t2 && t18;
       const int64_t t20 = t9 + t17;
       const float t21 = a0[ember_clamp_index(t20, 49LL)];
       const float t22 = t19 ? t21 : -INFINITY;
-      const float t23 = ember_max_f32(t16, t22);
+      const float t23 = ember_max2_f32(t16, t22);
       const int64_t t26 = t25 + t4;
       const float t27 = a0[ember_clamp_index(t26, 49LL)];
       const float t28 = t5 ? t27 : -INFINITY;
-      const float t29 = ember_max_f32(t23, t28);
+      const float t29 = ember_max2_f32(t23, t28);
       const int64_t t30 = t25 + t3;
       const float t31 = a0[t30];
-      const float t32 = ember_max_f32(t29, t31);
+      const float t32 = ember_max2_f32(t29, t31);
       const int64_t t33 = t25 + t17;
       const float t34 = a0[ember_clamp_index(t33, 49LL)];
       const float t35 = t18 ? t34 : -INFINITY;
-      const float t36 = ember_max_f32(t32, t35);
+      const float t36 = ember_max2_f32(t32, t35);
       const bool t39 = t38 && t5;
       const int64_t t42 = t41 + t4;
       const float t43 = a0[ember_clamp_index(t42, 49LL)];
       const float t44 = t39 ? t43 : -INFINITY;
-      const float t45 = ember_max_f32(t36, t44);
+      const float t45 = ember_max2_f32(t36, t44);
       const int64_t t46 = t41 + t3;
       const float t47 = a0[ember_clamp_index(t46, 49LL)];
       const float t48 = t38 ? t47 : -INFINITY;
-      const float t49 = ember_max_f32(t45, t48);
+      const float t49 = ember_max2_f32(t45, t48);
       const bool t50 = t38 && t18;
       const int64_t t51 = t41 + t17;
       const float t52 = a0[ember_clamp_index(t51, 49LL)];
       const float t53 = t50 ? t52 : -INFINITY;
-      const float t54 = ember_max_f32(t49, t53);
+      const float t54 = ember_max2_f32(t49, t53);
       const int64_t t58 = t57 + i0;
       a1[t58] = t54;
       const bool t59 = t12 > -INFINITY;
