@@ -77,7 +77,7 @@ std::string print_kernel(const Program& p, const Schedule& s, const Placement& m
   ColumnSplit split = plan_column_split(p, s, m, ki, pr.launch, scratch_id, info);
   scratch_bytes = split.scratch_bytes;
 
-  std::string head = pr.signature(k.name, info.block, info.args);
+  std::string head = pr.signature(k.name, info.block, info.args, hoist_min_blocks(vec));
   std::vector<std::string> body;
   if (pr.launch.shape == CudaKernelInfo::Shape::Transpose) {
     body = transpose_body(*pr.launch.transpose, p, k, m.in_memory, *pr.em);

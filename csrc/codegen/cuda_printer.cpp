@@ -7,10 +7,13 @@
 
 namespace ember {
 
-std::string CudaPrinter::signature(const std::string& fname, uint32_t block, const std::vector<int>& args) {
+std::string CudaPrinter::signature(const std::string& fname, uint32_t block, const std::vector<int>& args,
+                                   int min_blocks) {
   std::unordered_map<int, CEmitter::BufferRef> refs;
   std::ostringstream head;
-  head << "extern \"C\" __global__ void __launch_bounds__(" << block << ") " << fname << "(";
+  head << "extern \"C\" __global__ void __launch_bounds__(" << block;
+  if (min_blocks > 0) head << ", " << min_blocks;
+  head << ") " << fname << "(";
   for (size_t i = 0; i < args.size(); ++i) {
     int b = args[i];
     std::string name = "b" + std::to_string(b);

@@ -39,7 +39,8 @@ struct CudaPrinter {
 
   // `extern "C" __global__ void fname(params) {` over `args`, and a fresh emitter that
   // reads them. The scratch buffer, if any, is raw bytes.
-  std::string signature(const std::string& fname, uint32_t block, const std::vector<int>& args);
+  // `min_blocks` > 0 adds __launch_bounds__'s minimum blocks per SM (a register cap).
+  std::string signature(const std::string& fname, uint32_t block, const std::vector<int>& args, int min_blocks = 0);
   // A whole function: `head`, the emitter's function-level lines, `body`, the brace.
   std::string function(const std::string& head, const std::vector<std::string>& body) const;
 

@@ -196,11 +196,14 @@ void plan_hoist(VectorPlan& vec, const Program& p, const Schedule& s, const Plac
     kept_words += words;
     vec.kept.insert(w);
   }
+  vec.hoisted_registers = kHoistWords - budget;
   info.grid = static_cast<uint32_t>(grid);
   info.grid_multiple = static_cast<uint32_t>(multiple);
   info.hoisted_values = static_cast<uint32_t>(vec.hoisted.size());
   info.hoisted_words = static_cast<uint32_t>(kept_words);
 }
+
+int hoist_min_blocks(const VectorPlan& vec) { return vec.hoisted_registers > kHoistMinBlocksAbove ? kHoistMinBlocks : 0; }
 
 std::vector<std::string> elementwise_vector_body(CudaPrinter& pr, const VectorPlan& vec) {
   if (vec.lanes == 0) return {};

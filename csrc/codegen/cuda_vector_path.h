@@ -33,6 +33,12 @@ namespace ember {
 // exceeds an eighth of the grid).
 constexpr int64_t kHoistWords = 48;  // 32 left two of ResNet's six bf16 [C] words in the loop (73% vs 84%)
 constexpr int64_t kHoistSteps = 8;
+// A kernel holding more than kHoistMinBlocksAbove registers of hoisted values and words
+// (ResNet's pairs of BatchNorms: 40) reached 79 registers, 3 blocks an SM; declared at 4
+// blocks (64 registers) those ran 1.5-5% faster on an H100. Single BatchNorms (20, at
+// 48 registers) ran 8% slower with the same declaration, so they are left alone.
+constexpr int64_t kHoistMinBlocksAbove = 32;
+constexpr int kHoistMinBlocks = 4;
 constexpr int64_t kHoistBlocks = 1024;
 
 // An elementwise kernel's vector path. Each thread takes groups of `lanes` consecutive
@@ -55,6 +61,7 @@ struct VectorPlan {
   // (h<k>[u]), words loaded there, and the words the loop itself reads.
   std::vector<Expr> hoisted;
   std::set<size_t> kept;
+  int64_t hoisted_registers = 0;  // 32-bit registers a thread holds them and the kept words in
   std::set<size_t> loop_words;
 };
 
@@ -67,6 +74,9 @@ VectorPlan plan_vector(const Program& p, const Schedule& s, const Placement& m, 
 // still reads, within the registers given; nothing unless some value is hoisted. Sets
 // info.grid, info.hoisted_values and info.hoisted_words when it hoists.
 void plan_hoist(VectorPlan& vec, const Program& p, const Schedule& s, const Placement& m, int ki, CudaKernelInfo& info);
+// The minimum blocks per SM to declare for a kernel with this plan: kHoistMinBlocks when
+// its hoisted registers exceed kHoistMinBlocksAbove, else 0 (none declared).
+int hoist_min_blocks(const VectorPlan& vec);
 
 // The vector path, taken when every vector pointer is 16-byte aligned (checked at run
 // time: a view of a tensor may not be) and, when values are hoisted, the launch's

@@ -523,6 +523,8 @@ TEST(cuda_channels_last_batch_norm_hoists_its_per_channel_scale) {
   CHECK_EQ(k->hoisted_words, 24u);  // all 6 bf16 [C] words the loop reads
   CHECK_EQ(k->grid, 1024u);         // 1,568 blocks' worth of elements: kHoistBlocks
   CHECK(has(code, "float h0[8];"));
+  // 16 registers of values and 24 of words: declared at 4 blocks an SM (kHoistMinBlocksAbove).
+  CHECK(has(code, "__launch_bounds__(256, 4) " + k->name + "("));
   CHECK(has(code, "const int64_t hv = (int64_t)(g0 * 8 % 256);"));
   CHECK(has(code, ") % 256 == 0) {  /* vector path"));
   const std::string loop = vector_loop(code);
@@ -544,6 +546,7 @@ TEST(cuda_batch_norm_f32_hoists_with_4_lanes) {
     }
   CHECK(found);
   CHECK(has(code, "float h1[4];"));
+  CHECK(!has(code, "__launch_bounds__(256, 4)"));  // 8 + 24 registers: not above 32
   CHECK(vector_loop(code).find("sqrtf(") == std::string::npos);
   check_compiles(code);
 }
@@ -585,5 +588,26 @@ TEST(cuda_max_pool_reads_each_window_position_as_a_vector_word) {
   CHECK(has(code, "const uint2 raw0_8 = *(const uint2*)(b0 + t"));
   const std::string loop = vector_loop(code);
   CHECK(loop.find("b0[") == std::string::npos);  // no scalar read of the input is left
+  check_compiles(code);
+}
+
+// The same pool in inference (the indices unused): a window row or column outside the
+// image is clamped into it (a repeat of a value of the same window leaves the max as it
+// is), so the nine words are read unguarded and no lane selects -inf.
+TEST(cuda_max_pool_values_clamp_their_window_positions) {
+  ember::CudaCode code = cuda_rows_of(R"(graph {
+  %0 = input(0) : bf16[2,64,8,8]{4096,1,512,64}
+  %1 = aten.max_pool2d_with_indices.default(%0, [3, 3], [2, 2], [1, 1], [1, 1], false) : (bf16[2,64,4,4]{1024,1,256,64}, i64[2,64,4,4]{1024,1,256,64})
+  return (%1)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  // 8 bf16 lanes: no i64 indices are stored.
+  CHECK(has(code, "const uint4 raw0_8 = *(const uint4*)(b0 + t"));
+  CHECK(has(code, " > 0LL ? "));  // the clamp of a window row (and column) at the top (left)
+  const std::string loop = vector_loop(code);
+  CHECK(loop.find("b0[") == std::string::npos);
+  CHECK(loop.find("ember_clamp_index(") == std::string::npos);
+  CHECK(loop.find("INFINITY") == std::string::npos);
   check_compiles(code);
 }
