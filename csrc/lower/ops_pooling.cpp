@@ -73,6 +73,17 @@ constexpr int64_t kUnrollWindow = 25;
 
 std::vector<int64_t> last2(const std::vector<int64_t>& v) { return {v[v.size() - 2], v[v.size() - 1]}; }
 
+// Var ids far above any the program allocates: a lazy value's body evaluated at them is
+// only inspected (or rewritten before it is used).
+constexpr int kPlaceholderVar = 1 << 28;
+
+// `t`'s body at the placeholder index (var kPlaceholderVar + d for dim d).
+Expr body_at_placeholders(const TensorIR& t) {
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < t.sizes.size(); ++d) idx.push_back(var(kPlaceholderVar + static_cast<int>(d)));
+  return t.fn(idx);
+}
+
 // Whether every one of `out` windows along dim `d` holds a position inside [0, n).
 bool reads_input(const Window& w, int d, int64_t n, int64_t out) {
   for (int64_t o = 0; o < out; ++o) {
@@ -95,13 +106,17 @@ bool reads_input(const Window& w, int d, int64_t n, int64_t out) {
 // layout's innermost dim (the clamp would make a vector load a gather).
 struct Plane {
   int64_t in[2], out[2];
+  bool full[2] = {false, false};  // every window along the dim holds an input position
   bool clamp[2] = {false, false};
 };
 
 Plane plane_of(const Window& w, int64_t H, int64_t W, const std::vector<int64_t>& out_hw, bool clamp_h, bool clamp_w) {
   Plane pl{{H, W}, {out_hw[0], out_hw[1]}};
   const bool want[2] = {clamp_h, clamp_w};
-  for (int d = 0; d < 2; ++d) pl.clamp[d] = want[d] && w.d[d] == 1 && reads_input(w, d, pl.in[d], pl.out[d]);
+  for (int d = 0; d < 2; ++d) {
+    pl.full[d] = reads_input(w, d, pl.in[d], pl.out[d]);
+    pl.clamp[d] = want[d] && w.d[d] == 1 && pl.full[d];
+  }
   return pl;
 }
 
@@ -155,17 +170,13 @@ Expr window_value(const TensorIR& in, const Window& w, const Plane& pl, const st
 std::optional<TensorIR> max_pool_through_monotone(LowerCtx& ctx, const TensorIR& in, const Window& w, const Plane& pl,
                                                   DType ct, DType dt) {
   if (!is_float(ct) || in.view) return std::nullopt;
-  // Placeholder index vars far above any the program allocates.
-  const int base = 1 << 28;
+  const int base = kPlaceholderVar;
   const int rank = static_cast<int>(in.rank());
-  std::vector<Expr> at;
-  for (int d = 0; d < rank; ++d) at.push_back(var(base + d));
-  const Expr body = in.fn(at);
+  const Expr body = body_at_placeholders(in);
   std::optional<MonotoneLoad> m = monotone_load(body, {base + rank - 2, base + rank - 1});
   if (!m || !m->arithmetic) return std::nullopt;
   const Expr x = m->load;
-  const bool every_window_reads_input =
-      reads_input(w, 0, pl.in[0], pl.out[0]) && reads_input(w, 1, pl.in[1], pl.out[1]);
+  const bool every_window_reads_input = pl.full[0] && pl.full[1];
   return ctx.lazy(dt, ctx.out_type(0).dims(), [body, x, w, pl, ct, dt, base, every_window_reads_input](const std::vector<Expr>& idx) {
     const size_t lead = idx.size() - 2;
     std::unordered_map<int, Expr> outer;  // the batch and channel placeholders
@@ -240,12 +251,8 @@ Candidates window_candidates(Expr i, const Window& w, int dim) {
 // window read instead: a few flops against a round trip of the whole activation.
 bool reads_contiguously_along(const TensorIR& t, size_t dim) {
   if (t.view || t.sizes.empty()) return true;
-  // Var ids far above any the program allocates; the body is only inspected.
-  const int base = 1 << 28;
-  std::vector<Expr> idx;
-  for (size_t d = 0; d < t.sizes.size(); ++d) idx.push_back(var(base + static_cast<int>(d)));
-  const int inner = base + static_cast<int>(dim);
-  const Expr body = t.fn(idx);
+  const int inner = kPlaceholderVar + static_cast<int>(dim);
+  const Expr body = body_at_placeholders(t);
   std::vector<const ExprNode*> stack{body.get()};
   std::unordered_set<const ExprNode*> seen;
   while (!stack.empty()) {
