@@ -35,11 +35,21 @@ void define_cuda(nb::module_& m) {
       .def_prop_ro("arena_bytes", &CudaCompiledGraph::arena_bytes)
       .def_prop_ro("times", [](const CudaCompiledGraph& g) { return times_dict(g); })
       .def_prop_ro("buffers", [](const CudaCompiledGraph& g) {
-        return buffers_at(g.program(), g.code().buffer_in_memory, {}, arena_of(g));
+        return buffers_at(g.program(), g.code().buffer_in_memory, g.hints(), arena_of(g));
       })
-      .def_prop_ro("externs", [](const CudaCompiledGraph& g) { return externs_at(g.graph(), g.program(), {}); })
-      .def_prop_ro("outputs", [](const CudaCompiledGraph& g) { return outputs_at(g.program(), {}); })
-      .def_prop_ro("num_symbols", [](const CudaCompiledGraph&) { return 0; })  // static graphs only
+      .def_prop_ro("externs", [](const CudaCompiledGraph& g) { return externs_at(g.graph(), g.program(), g.hints()); })
+      .def_prop_ro("outputs", [](const CudaCompiledGraph& g) { return outputs_at(g.program(), g.hints()); })
+      .def_prop_ro("num_symbols", &CudaCompiledGraph::num_symbols)
+      .def("layout", [](const CudaCompiledGraph& g, const Symbols& s) {
+        if (s.size() != static_cast<size_t>(g.num_symbols())) throw std::invalid_argument("wrong number of symbol values");
+        ember::MemoryPlan arena = g.arena_at(s);
+        nb::dict d;
+        d["buffers"] = buffers_at(g.program(), g.code().buffer_in_memory, s, arena);
+        d["externs"] = externs_at(g.graph(), g.program(), s);
+        d["outputs"] = outputs_at(g.program(), s);
+        d["arena_bytes"] = arena.arena_bytes;
+        return d;
+      }, nb::arg("symbols"), "Buffers, extern views, outputs and the arena plan for these symbol values.")
       .def_prop_ro("kernel_resources", [](const CudaCompiledGraph& g) {
         nb::list out;
         const auto res = g.kernel_resources();
@@ -69,6 +79,8 @@ void define_cuda(nb::module_& m) {
           d["hoisted_values"] = k.hoisted_values;
           d["hoisted_words"] = k.hoisted_words;
           d["grid_multiple"] = k.grid_multiple;
+          d["grid_units"] = ember::print_dim(k.grid_units);  // a graph with symbols: see grid_per_block
+          d["grid_per_block"] = k.grid_per_block;
           d["args"] = nb::cast(k.args);
           d["origins"] = nb::cast(k.origins);
           out.append(d);
@@ -77,7 +89,7 @@ void define_cuda(nb::module_& m) {
       })
       .def_prop_ro("steps", [](const CudaCompiledGraph& g) { return steps_list(g.steps()); })
       .def("run_step", &CudaCompiledGraph::run_step, nb::arg("step"), nb::arg("ptrs"), nb::arg("stream"),
-           "Launch the kernel group of step `step` on `stream` (asynchronous).");
+           nb::arg("symbols") = Symbols{}, "Launch the kernel group of step `step` on `stream` (asynchronous).");
 
   m.def(
       "compile_cuda",

@@ -1,6 +1,7 @@
 #include "codegen/cuda_column_split.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "codegen/cuda_reduction.h"
@@ -18,13 +19,13 @@ std::string partial_ref(const CudaPrinter& pr, const ColumnSplit& split, int com
 
 // A vector stage's reduced rows r in [lo, hi) (C expressions), flattened over
 // inner[1..] (`reduced`), accumulated into `accs` for the current kept lane i0.
-void reduce_rows(CudaPrinter& pr, const Stage& stage, const std::vector<int64_t>& reduced, std::vector<Acc>& accs,
+void reduce_rows(CudaPrinter& pr, const Stage& stage, const Dims& reduced, std::vector<Acc>& accs,
                  const std::string& lo, const std::string& hi) {
   CEmitter& em = *pr.em;
   std::vector<std::pair<int, std::string>> vars;
   for (size_t d = 1; d < stage.inner.size(); ++d) vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
   em.open_scope(vars);
-  for (const auto& l : decompose("r", reduced, "i", 1)) em.line(l);
+  for (const auto& l : pr.decompose_dims("r", reduced, "i", 1)) em.line(l);
   for (size_t i = 0; i < stage.items.size(); ++i)
     accumulate(em, pr.p.computed[stage.items[i].computed], accs[i], em.emit(stage.items[i].value));
   std::vector<std::string> body = em.close_scope();
@@ -92,7 +93,7 @@ std::string partial_kernel(CudaPrinter& pr, const ColumnSplit& split, const Cuda
     const std::string lo = "s * " + std::to_string(span), n = std::to_string(rows);
     em.line("const " + I + " hi = " + lo + " + " + std::to_string(span) + " < " + n + " ? " + lo + " + " +
             std::to_string(span) + " : " + n + ";");
-    reduce_rows(pr, stage, reduced, accs, lo, "hi");
+    reduce_rows(pr, stage, to_dims(reduced), accs, lo, "hi");
     for (size_t i = 0; i < stage.items.size(); ++i) {
       const Acc& a = accs[i];
       std::string v = a.flag.empty() ? a.acc : "(" + a.flag + " ? (" + a.type + ")NAN : " + a.acc + ")";
@@ -113,9 +114,11 @@ bool print_vector_stage(CudaPrinter& pr, const ColumnSplit& split, const Stage& 
   em.open_scope({{inner_var(0), "i0"}});
   em.line("const int64_t i0 = (int64_t)(k);");
   std::vector<Acc> accs(stage.items.size());
-  std::vector<int64_t> reduced = hints(stage.inner);
-  reduced.erase(reduced.begin());
-  for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(em, pr.p.computed[stage.items[i].computed], numel(reduced));
+  // The kept dim (inner[0]) is static (fuse.cpp); the reduced rows may be symbolic, and
+  // then of any count: their float sums take the long-chain type.
+  const Dims reduced(stage.inner.begin() + 1, stage.inner.end());
+  const int64_t chain = is_symbolic(reduced) ? std::numeric_limits<int64_t>::max() : numel(reduced);
+  for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(em, pr.p.computed[stage.items[i].computed], chain);
   if (split.chunks > 0) {
     // A column split: the partial launch reduced the rows; combine its chunks in order.
     em.line("for (int s = 0; s < " + std::to_string(split.chunks) + "; ++s) {");
@@ -127,7 +130,7 @@ bool print_vector_stage(CudaPrinter& pr, const ColumnSplit& split, const Stage& 
     }
     em.line("}");
   } else {
-    reduce_rows(pr, stage, reduced, accs, "0", std::to_string(numel(reduced)));
+    reduce_rows(pr, stage, reduced, accs, "0", pr.size_text(product(reduced)));
   }
   for (size_t i = 0; i < stage.items.size(); ++i) {
     const ComputedBuffer& c = pr.p.computed[stage.items[i].computed];

@@ -8,15 +8,18 @@ std::vector<std::string> elementwise_body(CudaPrinter& pr) {
   CEmitter& em = *pr.em;
   const std::string I = pr.index_type();
   const bool per_row = k.stages[0].inner.empty() || k.stages.size() > 1;
-  const int64_t inner = per_row ? 1 : numel(k.stages[0].inner);
+  const Dim inner = per_row ? Dim(1) : product(k.stages[0].inner);
+  // Sizes first: a symbolic one is a function-scope value.
+  const std::string inner_text = pr.size_text(inner);
+  const std::string total = pr.launch.symbolic ? pr.size_text(pr.launch.total_dim) : std::to_string(pr.launch.total);
   em.open_scope(pr.outer_vars());
-  for (const auto& l : decompose("x", hints(k.outer), "o")) em.line(l);
+  for (const auto& l : pr.decompose_dims("x", k.outer, "o")) em.line(l);
   pr.pin_own_loads();
   for (size_t st = 0; st < k.stages.size(); ++st) {
     const Stage& stage = k.stages[st];
     if (!per_row) {
       em.open_scope(pr.inner_vars(stage));
-      for (const auto& l : decompose("j", hints(stage.inner), "i")) em.line(l);
+      for (const auto& l : pr.decompose_dims("j", stage.inner, "i")) em.line(l);
     }
     for (const auto& item : stage.items) {
       const ComputedBuffer& c = p.computed[item.computed];
@@ -31,15 +34,14 @@ std::vector<std::string> elementwise_body(CudaPrinter& pr) {
   std::vector<std::string> row = em.close_scope();
   // The body of one element e, indented by `pad`.
   auto element = [&](std::vector<std::string>& out, const std::string& pad) {
-    if (inner == 1) {
+    if (inner == Dim(1)) {
       out.push_back(pad + "const " + I + " x = e;");
     } else {
-      out.push_back(pad + "const " + I + " x = e / " + std::to_string(inner) + ";");
-      out.push_back(pad + "const " + I + " j = e - x * " + std::to_string(inner) + ";");
+      out.push_back(pad + "const " + I + " x = e / " + inner_text + ";");
+      out.push_back(pad + "const " + I + " j = e - x * " + inner_text + ";");
     }
     for (const auto& l : row) out.push_back(pad + l);
   };
-  const std::string total = std::to_string(pr.launch.total);
   const int per_thread = pr.launch.per_thread;
   std::vector<std::string> out;
   if (per_thread == 1) {

@@ -28,16 +28,18 @@ void refuse_unsupported(const Kernel& k, const Program& p) {
   auto refuse = [&](const std::string& what) {
     throw CudaUnsupported("CUDA codegen does not handle " + what + " yet (kernel " + k.name + ")");
   };
-  // Below this check every size is static: the printer reads Dims by their values.
-  if (p.num_symbols > 0 || is_symbolic(k.outer)) refuse("symbolic sizes");
+  // A graph with symbols prints the general forms (cuda_kernel.h), which read symbolic
+  // sizes as expressions over `sym`; the planners of the other forms need static sizes.
+  if (p.num_symbols > kMaxCudaSymbols)
+    refuse("more than " + std::to_string(kMaxCudaSymbols) + " symbols (" + std::to_string(p.num_symbols) + ")");
   for (const auto& st : k.stages) {
-    if (is_symbolic(st.inner)) refuse("symbolic sizes");
     if (st.split > 1) refuse("split reduction stages");
+    // A vector stage's lanes are sized at compile time (fuse.cpp keeps its kept dim static).
+    if (st.vector_reduce && (st.inner.empty() || !st.inner[0].is_static())) refuse("a vector stage of symbolic width");
     for (const auto& item : st.items) {
       const ComputedBuffer& c = p.computed[item.computed];
       if (c.is_reduction && (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin))
         refuse("arg-reductions (argmax, argmin)");
-      if (is_symbolic(item.value) || is_symbolic(item.store_index)) refuse("symbolic sizes");
     }
   }
 }
@@ -71,10 +73,15 @@ std::string print_kernel(const Program& p, const Schedule& s, const Placement& m
   info.name = k.name;
   collect_args(p, s, m, ki, info);
   CudaPrinter pr(p, s, m, ki, scratch_id, choose_launch(p, k, m.in_memory, info));
-  VectorPlan vec = plan_vector(p, s, m, ki, pr.launch);
-  plan_hoist(vec, p, s, m, ki, info);
-  RowTile tile = plan_row_tile(p, s, m, ki, pr.launch, info);
-  ColumnSplit split = plan_column_split(p, s, m, ki, pr.launch, scratch_id, info);
+  VectorPlan vec;
+  RowTile tile;
+  ColumnSplit split;
+  if (!pr.launch.symbolic) {
+    vec = plan_vector(p, s, m, ki, pr.launch);
+    plan_hoist(vec, p, s, m, ki, info);
+    tile = plan_row_tile(p, s, m, ki, pr.launch, info);
+    split = plan_column_split(p, s, m, ki, pr.launch, scratch_id, info);
+  }
   scratch_bytes = split.scratch_bytes;
 
   std::string head = pr.signature(k.name, info.block, info.args, hoist_min_blocks(vec));

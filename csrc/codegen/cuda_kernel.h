@@ -29,8 +29,14 @@
 // many blocks. A scan stage runs on thread 0 of its row: correct and slow when rows are
 // few.
 //
+// A graph with symbols (docs/dynamic_shapes.md) prints every kernel in the general
+// form of its shape: Elementwise, RowWarp or RowBlock with the per-element loops, sizes
+// read from the `sym` parameter (the call's symbol values), 64-bit indices, and the grid
+// computed at each launch (CudaKernelInfo::grid_units); no transposes, vector paths,
+// hoisting, row tiles or column splits, whose plans need static sizes.
+//
 // Not handled yet, and refused with CudaUnsupported (the graph runs eagerly):
-// arg-reductions, split stages, symbolic sizes.
+// arg-reductions, split stages, more than kMaxCudaSymbols symbols.
 //
 // The printer's files, all in csrc/codegen: cuda_kernel.cpp drives it (per kernel: the
 // launch, the plans, the shape's body); cuda_launch.h chooses the shape and launch;
@@ -82,7 +88,17 @@ struct CudaKernelInfo {
   // Hoisting holds on grids that are multiples of this (0: not hoisted). The runtime may
   // launch fewer blocks than `grid`, a multiple of it: as many as the SMs hold at once.
   uint32_t grid_multiple = 0;
+  // A graph with symbols (docs/dynamic_shapes.md): at a call, the kernel runs on
+  // min(ceil(grid_units / grid_per_block), grid_cap) blocks (grid_cap 0: no cap) at that
+  // call's symbol values; `grid` is the figure at the hints. grid_per_block == 0: `grid`.
+  Dim grid_units;
+  int64_t grid_per_block = 0;
+  int64_t grid_cap = 0;
 };
+
+// Symbols a CUDA kernel of a graph with symbols takes: their values travel by value, in
+// one `ember_syms` parameter (cuda_prelude.h), so that a launch copies no memory.
+constexpr int kMaxCudaSymbols = 16;
 
 struct CudaCode {
   std::string source;                       // prelude + every kernel, in order

@@ -23,16 +23,27 @@ int elementwise_elems_per_thread(int64_t max_elem_bytes) { return max_elem_bytes
 CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bool>& in_memory, CudaKernelInfo& info) {
   CudaLaunch l;
   bool reductions = false, all_row_scope = true;
-  int64_t work = 1;
+  int64_t work = 1;  // at the hints: it only chooses between the row shapes
   for (const auto& st : k.stages) {
     all_row_scope &= st.inner.empty();
     work = std::max(work, numel(st.inner));
     for (const auto& item : st.items) reductions |= p.computed[item.computed].is_reduction || item.is_scan;
   }
-  l.rows = k.outer_numel().hint();
+  l.symbolic = p.num_symbols > 0;
+  l.rows_dim = k.outer_numel();
+  l.rows = l.rows_dim.hint();
+  // A size may grow without bound at run time: every index is 64-bit.
+  auto grid_from = [&](const Dim& units, int64_t per_block, int64_t cap) {
+    if (!l.symbolic) return;
+    l.wide = true;
+    info.grid_units = units;
+    info.grid_per_block = per_block;
+    info.grid_cap = cap;
+  };
   if (!reductions && (k.stages.size() == 1 || all_row_scope)) {
     l.shape = CudaKernelInfo::Shape::Elementwise;
-    l.total = l.rows * (all_row_scope ? 1 : numel(k.stages[0].inner));
+    l.total_dim = l.rows_dim * (all_row_scope ? Dim(1) : product(k.stages[0].inner));
+    l.total = l.total_dim.hint();
     int64_t max_elem_bytes = 1;
     for (int b : info.args) max_elem_bytes = std::max(max_elem_bytes, dtype_size(p.buffers[b].dtype));
     l.per_thread = elementwise_elems_per_thread(max_elem_bytes);
@@ -40,8 +51,9 @@ CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bo
     info.block = kElementwiseBlock;
     info.grid = static_cast<uint32_t>(std::min(kMaxElementwiseGrid, (l.total + tile - 1) / tile));
     l.wide = l.total + static_cast<int64_t>(info.grid) * tile >= kInt32Limit;
+    grid_from(l.total_dim, tile, kMaxElementwiseGrid);
     // A store and a load contiguous along different dims: tiles through shared memory.
-    if ((l.transpose = plan_transpose(p, k, in_memory))) {
+    if (!l.symbolic && (l.transpose = plan_transpose(p, k, in_memory))) {
       l.shape = CudaKernelInfo::Shape::Transpose;
       info.block = kTransposeThreads;
       info.grid = l.transpose->grid();
@@ -52,6 +64,7 @@ CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bo
     info.block = 32 * kRowsPerWarpBlock;
     info.grid = static_cast<uint32_t>((l.rows + kRowsPerWarpBlock - 1) / kRowsPerWarpBlock);
     l.wide = l.rows + kRowsPerWarpBlock >= kInt32Limit || work >= kInt32Limit;
+    grid_from(l.rows_dim, kRowsPerWarpBlock, 0);
   } else {
     l.shape = CudaKernelInfo::Shape::RowBlock;
     // About sixteen inner iterations per thread (independent loads in flight, fewer
@@ -61,6 +74,7 @@ CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bo
     if (l.rows >= kInt32Limit) throw CudaUnsupported("CUDA codegen: more than 2^31 rows in kernel " + k.name);
     info.grid = static_cast<uint32_t>(l.rows);
     l.wide = work + l.threads >= kInt32Limit;
+    grid_from(l.rows_dim, 1, 0);
   }
   if (l.rows == 0) info.grid = 0;
   info.shape = l.shape;

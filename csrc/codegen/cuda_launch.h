@@ -34,11 +34,17 @@ struct CudaLaunch {
   int per_thread = 1;  // elements per thread per step (elementwise)
   bool wide = false;   // 64-bit loop indices
   std::optional<TransposePlan> transpose;  // the Transpose shape's tiles
+  // A graph with symbols: the general form of the shape (cuda_kernel.h), and `rows` and
+  // `total` as sizes that may be symbolic (their hints are the fields above).
+  bool symbolic = false;
+  Dim rows_dim = 1;
+  Dim total_dim = 1;
 };
 
 // The shape and launch of kernel `k`, whose buffer arguments are info.args; sets
-// info.shape, info.grid and info.block. Throws CudaUnsupported for a RowBlock kernel of
-// 2^31 rows or more.
+// info.shape, info.grid and info.block (and, in a graph with symbols, info.grid_units,
+// grid_per_block and grid_cap). Throws CudaUnsupported for a RowBlock kernel of 2^31
+// rows or more (checked at each launch when the rows are symbolic).
 CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bool>& in_memory, CudaKernelInfo& info);
 
 }  // namespace ember

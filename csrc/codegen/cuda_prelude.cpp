@@ -1,6 +1,7 @@
 #include "codegen/cuda_prelude.h"
 
 #include "codegen/c_prelude.h"
+#include "codegen/cuda_kernel.h"
 
 namespace ember {
 
@@ -27,6 +28,12 @@ typedef unsigned long long uintptr_t;
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
 #define EMBER_FN static __device__ __forceinline__
+
+/* A graph with symbols: the call's symbol values, one kernel parameter passed by value. */
+struct ember_syms {
+  long long v[)CU" + std::to_string(kMaxCudaSymbols) + R"CU(];
+  __device__ __forceinline__ long long operator[](int i) const { return v[i]; }
+};
 
 /* f16/bf16 are storage types (uint16_t bits); arithmetic is f32. */
 EMBER_FN float ember_h2f(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }

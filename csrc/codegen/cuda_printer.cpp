@@ -27,6 +27,7 @@ std::string CudaPrinter::signature(const std::string& fname, uint32_t block, con
     head << (i ? ", " : "") << (written ? "" : "const ") << dtype_c_type(buf.dtype) << "* __restrict__ " << name;
     refs[b] = {name, buf.dtype, buf.extent()};
   }
+  if (p.num_symbols > 0) head << (args.empty() ? "" : ", ") << "const ember_syms sym";
   head << ") {\n";
   em = std::make_unique<CEmitter>(refs);
   return head.str();
@@ -39,6 +40,24 @@ std::string CudaPrinter::function(const std::string& head, const std::vector<std
   for (const auto& l : body) os << "  " << l << "\n";
   os << "}\n";
   return os.str();
+}
+
+std::string CudaPrinter::size_text(const Dim& d) const {
+  return d.is_static() ? std::to_string(d.hint()) : em->emit(d.expr());
+}
+
+std::vector<std::string> CudaPrinter::decompose_dims(const std::string& flat, const Dims& sizes,
+                                                     const std::string& prefix, size_t first) const {
+  if (!is_symbolic(sizes)) return decompose(flat, hints(sizes), prefix, first);
+  std::vector<std::string> lines(sizes.size());
+  std::string stride;  // the product of the sizes after d; empty: 1
+  for (size_t d = sizes.size(); d-- > 0;) {
+    std::string q = stride.empty() ? flat : "(" + flat + " / (" + stride + "))";
+    std::string v = d == 0 ? q : q + " % " + size_text(sizes[d]);
+    lines[d] = "const int64_t " + prefix + std::to_string(first + d) + " = (int64_t)(" + v + ");";
+    stride = stride.empty() ? size_text(sizes[d]) : stride + " * " + size_text(sizes[d]);
+  }
+  return lines;
 }
 
 std::vector<std::pair<int, std::string>> CudaPrinter::outer_vars() const {

@@ -40,11 +40,18 @@ struct CudaPrinter {
   // `extern "C" __global__ void fname(params) {` over `args`, and a fresh emitter that
   // reads them. The scratch buffer, if any, is raw bytes.
   // `min_blocks` > 0 adds __launch_bounds__'s minimum blocks per SM (a register cap).
+  // In a graph with symbols the last parameter is `const ember_syms sym`.
   std::string signature(const std::string& fname, uint32_t block, const std::vector<int>& args, int min_blocks = 0);
   // A whole function: `head`, the emitter's function-level lines, `body`, the brace.
   std::string function(const std::string& head, const std::vector<std::string>& body) const;
 
   std::string index_type() const { return launch.wide ? "int64_t" : "int"; }
+  // A size as C: its value, or (a graph with symbols) an expression over `sym`,
+  // computed once at the top of the function.
+  std::string size_text(const Dim& d) const;
+  // decompose() over sizes that may be symbolic.
+  std::vector<std::string> decompose_dims(const std::string& flat, const Dims& sizes, const std::string& prefix,
+                                          size_t first = 0) const;
   std::vector<std::pair<int, std::string>> outer_vars() const;
   std::vector<std::pair<int, std::string>> inner_vars(const Stage& st) const;
   // Loads of buffers this kernel writes are valid only after the stage that writes them

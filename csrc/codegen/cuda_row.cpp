@@ -1,6 +1,7 @@
 #include "codegen/cuda_row.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 namespace ember {
@@ -37,8 +38,11 @@ bool print_row_stage(CudaPrinter& pr, const ColumnSplit& split, int st) {
     scan |= item.is_scan;
   }
   std::vector<Acc> accs(stage.items.size());
-  // Elements each thread accumulates (all of them on thread 0 for a scan stage).
-  const int64_t chain = scan ? numel(stage.inner) : (numel(stage.inner) + threads - 1) / threads;
+  // Elements each thread accumulates (all of them on thread 0 for a scan stage); a
+  // symbolic row may be of any length, so its float sums take the long-chain type.
+  const int64_t chain = is_symbolic(stage.inner) ? std::numeric_limits<int64_t>::max()
+                        : scan                   ? numel(stage.inner)
+                                                 : (numel(stage.inner) + threads - 1) / threads;
   for (size_t i = 0; i < stage.items.size(); ++i) {
     const ComputedBuffer& c = p.computed[stage.items[i].computed];
     if (c.is_reduction) accs[i] = declare_acc(em, c, stage.items[i].is_scan ? 0 : chain);
@@ -48,7 +52,7 @@ bool print_row_stage(CudaPrinter& pr, const ColumnSplit& split, int st) {
   const bool loop = !stage.inner.empty() || reductions;
   if (loop) {
     em.open_scope(pr.inner_vars(stage));
-    for (const auto& l : decompose("j", hints(stage.inner), "i")) em.line(l);
+    for (const auto& l : pr.decompose_dims("j", stage.inner, "i")) em.line(l);
   }
   for (size_t i = 0; i < stage.items.size(); ++i) {
     const KernelItem& item = stage.items[i];
@@ -84,7 +88,8 @@ bool print_row_stage(CudaPrinter& pr, const ColumnSplit& split, int st) {
   if (loop) {
     std::vector<std::string> body = em.close_scope();
     const std::string I = pr.index_type();
-    const std::string n = std::to_string(std::max<int64_t>(1, numel(stage.inner)));
+    const std::string n = is_symbolic(stage.inner) ? pr.size_text(product(stage.inner))
+                                                   : std::to_string(std::max<int64_t>(1, numel(stage.inner)));
     // A scan is sequential: thread 0 walks the row (its reductions then combine with
     // the other threads' untouched partials, which are the identity).
     if (scan) em.line("for (" + I + " j = tid == 0 ? 0 : " + n + "; j < " + n + "; ++j) {");
@@ -103,7 +108,7 @@ std::vector<std::string> row_stages(CudaPrinter& pr, const RowTile& tile, const 
   CEmitter& em = *pr.em;
   const std::string barrier = pr.launch.shape == CudaKernelInfo::Shape::RowWarp ? "__syncwarp();" : "__syncthreads();";
   em.open_scope(pr.outer_vars());
-  for (const auto& l : decompose("x", hints(pr.k.outer), "o")) em.line(l);
+  for (const auto& l : pr.decompose_dims("x", pr.k.outer, "o")) em.line(l);
   pr.pin_own_loads();
   if (tiled) declare_tile_registers(pr, tile);
   for (size_t st = 0; st < pr.k.stages.size(); ++st) {
@@ -124,7 +129,7 @@ std::vector<std::string> row_body(CudaPrinter& pr, const RowTile& tile, const Co
   std::vector<std::string> out;
   if (warp) {
     out.push_back("const " + I + " x = (" + I + ")blockIdx.x * " + std::to_string(kRowsPerWarpBlock) + " + (threadIdx.x >> 5);");
-    out.push_back("if (x >= " + std::to_string(pr.launch.rows) + ") return;  /* the whole warp: its row does not exist */");
+    out.push_back("if (x >= " + pr.size_text(pr.launch.rows_dim) + ") return;  /* the whole warp: its row does not exist */");
     out.push_back("const int tid = threadIdx.x & 31;");
   } else {
     out.push_back("__shared__ uint64_t scratch[32];");

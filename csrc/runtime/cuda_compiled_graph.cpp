@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -125,8 +126,18 @@ void CudaCompiledGraph::build_steps() {
 
 // Kernels of one stream run in order, so a lifetime in steps is a lifetime on the device.
 void CudaCompiledGraph::plan_memory() {
-  arena_ = place_arena(arena_lifetimes(program_, steps_, code_.buffer_in_memory),
-                       static_cast<int>(program_.buffers.size()), {});
+  lifetimes_ = arena_lifetimes(program_, steps_, code_.buffer_in_memory);
+  arena_ = arena_at(hints());
+}
+
+std::vector<int64_t> CudaCompiledGraph::hints() const {
+  std::vector<int64_t> h;
+  for (const auto& s : graph_.symbols) h.push_back(s.hint);
+  return h;
+}
+
+MemoryPlan CudaCompiledGraph::arena_at(const std::vector<int64_t>& symbols) const {
+  return place_arena(lifetimes_, static_cast<int>(program_.buffers.size()), symbols);
 }
 
 namespace {
@@ -295,17 +306,40 @@ void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
   }
 }
 
-void CudaCompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, uintptr_t stream) const {
+namespace {
+
+// Blocks a kernel of a graph with symbols runs on at these symbol values (CudaKernelInfo::grid_units).
+uint32_t grid_at(const CudaKernelInfo& info, const std::vector<int64_t>& symbols) {
+  const int64_t units = eval_dim(info.grid_units, symbols);
+  if (units <= 0) return 0;
+  int64_t blocks = (units + info.grid_per_block - 1) / info.grid_per_block;
+  if (info.grid_cap > 0) blocks = std::min(blocks, info.grid_cap);
+  if (blocks > 0x7fffffff)
+    throw std::runtime_error("ember: kernel " + info.name + " needs " + std::to_string(blocks) +
+                             " blocks at these sizes, more than a CUDA grid holds");
+  return static_cast<uint32_t>(blocks);
+}
+
+}  // namespace
+
+void CudaCompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, uintptr_t stream,
+                                 const std::vector<int64_t>& symbols) const {
   const ExecStep& st = steps_.at(step);
   if (st.kind != ExecStep::Kind::Kernels) throw std::invalid_argument("step is not a kernel group");
   if (ptrs.size() != st.args.size()) throw std::invalid_argument("wrong number of buffer pointers");
   if (modules_.empty()) throw std::logic_error("ember: this CUDA graph was compiled without loading it on a device");
+  const bool symbolic = !graph_.symbols.empty();
+  if (symbols.size() != graph_.symbols.size()) throw std::invalid_argument("wrong number of symbol values");
+  // The kernels' last parameter in a graph with symbols (ember_syms in the prelude).
+  int64_t syms[kMaxCudaSymbols] = {};
+  for (size_t i = 0; i < symbols.size() && i < static_cast<size_t>(kMaxCudaSymbols); ++i) syms[i] = symbols[i];
   std::vector<uintptr_t> values;
   std::vector<void*> params;
   for (size_t i = 0; i < st.kernels.size(); ++i) {
     const int k = st.kernels[i];
     const CudaKernelInfo& info = code_.kernels[k];
-    if (info.grid == 0) continue;
+    const uint32_t grid = info.grid_per_block > 0 ? grid_at(info, symbols) : launch_grid_[k];
+    if (grid == 0) continue;
     const auto& slots = arg_slots_[step][i];
     values.resize(slots.size());
     params.resize(slots.size());
@@ -313,10 +347,11 @@ void CudaCompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, u
       values[j] = ptrs[slots[j]];
       params[j] = &values[j];
     }
+    if (symbolic) params.push_back(syms);
     // Every part is loaded in the device's primary context: any of them launches any kernel.
     if (info.partial_grid > 0)
       modules_.front()->launch(partial_fns_[k], info.partial_grid, info.partial_block, params.data(), stream);
-    modules_.front()->launch(fns_[k], launch_grid_[k], info.block, params.data(), stream);
+    modules_.front()->launch(fns_[k], grid, info.block, params.data(), stream);
   }
 }
 

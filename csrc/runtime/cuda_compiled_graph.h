@@ -19,6 +19,7 @@
 #include "ir/graph.h"
 #include "lower/program.h"
 #include "runtime/compiled_graph.h"
+#include "runtime/exec_steps.h"
 #include "schedule/kernel.h"
 #include "schedule/memory_plan.h"
 
@@ -54,8 +55,14 @@ class CudaCompiledGraph {
   const std::string& cache_status() const { return cache_status_; }
   const std::string& cache_note() const { return cache_note_; }
   const std::vector<PassDump>& passes() const { return passes_; }
+  // For a graph with symbols these are the plan at the hints; arena_at() plans for
+  // other symbol values.
   int64_t arena_bytes() const { return arena_.arena_bytes; }
   int64_t arena_offset(int buffer) const { return arena_.offset.empty() ? -1 : arena_.offset[buffer]; }
+  MemoryPlan arena_at(const std::vector<int64_t>& symbols) const;
+  // The graph's symbols (docs/dynamic_shapes.md): how many, and their hints.
+  int num_symbols() const { return static_cast<int>(graph_.symbols.size()); }
+  std::vector<int64_t> hints() const;
   // One cubin per part of the source (the prelude and up to 6 kernels; compiled in parallel).
   const std::vector<std::string>& cubins() const { return cubins_; }
   std::string program_text() const;
@@ -68,8 +75,10 @@ class CudaCompiledGraph {
   uint32_t launch_grid(int k) const;
 
   // Launches the kernels of step `step` on `stream` with the buffers' device pointers, in
-  // the order of steps()[step].args. Asynchronous; throws if the graph was not loaded.
-  void run_step(int step, const std::vector<uintptr_t>& ptrs, uintptr_t stream) const;
+  // the order of steps()[step].args, and the call's symbol values (one per graph symbol).
+  // Asynchronous; throws if the graph was not loaded.
+  void run_step(int step, const std::vector<uintptr_t>& ptrs, uintptr_t stream,
+                const std::vector<int64_t>& symbols = {}) const;
 
  private:
   CudaCompiledGraph() = default;
@@ -84,6 +93,7 @@ class CudaCompiledGraph {
   Schedule schedule_;
   CudaCode code_;
   std::vector<ExecStep> steps_;
+  std::vector<SizedLifetime> lifetimes_;  // arena candidates
   MemoryPlan arena_;
   PhaseTimes times_;
   std::vector<PassDump> passes_;

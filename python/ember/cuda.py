@@ -73,19 +73,25 @@ def compile_cuda(text: str, device: torch.device | None, cfg, debug_dir: str = "
 
 class CudaGraphRunner(GraphRunner):
     """GraphRunner with buffers on a CUDA device and kernel groups launched on the current
-    stream. Static graphs only (one plan). Workspaces (the arena of intermediates) are
-    kept per stream: a workspace is reused only by calls on the stream whose earlier
+    stream. A graph with symbols has a plan per set of symbol values, as on the CPU, and
+    passes the values to every launch. Workspaces (the arena of intermediates) are kept
+    per plan and stream: a workspace is reused only by calls on the stream whose earlier
     kernels used it, so stream order keeps them apart."""
 
     def __init__(self, cg, imported, attr_tensors: list, device: torch.device):
         self.device = device
-        self._stream_workspaces: dict[int, list] = {}
         super().__init__(cg, imported, attr_tensors)
 
     def _call_context(self, plan):
         stream = torch.cuda.current_stream(self.device).cuda_stream
         run_step = self.cg.run_step
-        return self._stream_workspaces.setdefault(stream, []), lambda si, ptrs: run_step(si, ptrs, stream)
+        # Workspaces are per plan (a graph with symbols sizes its arena per call's sizes)
+        # and per stream (a workspace in use on one stream is not free on another).
+        free = plan.stream_workspaces.setdefault(stream, [])
+        if plan.symbols is None:
+            return free, lambda si, ptrs: run_step(si, ptrs, stream)
+        symbols = plan.symbols
+        return free, lambda si, ptrs: run_step(si, ptrs, stream, symbols)
 
 
 def compile_cuda_graph(imported, attr_tensors: list, device: torch.device, cfg, debug_dir: str = ""):
@@ -94,8 +100,6 @@ def compile_cuda_graph(imported, attr_tensors: list, device: torch.device, cfg, 
     reason in the fallback log and in explain); an NVRTC or driver failure raises."""
     from .fx_import import UnsupportedGraph
 
-    if imported.num_symbols:
-        raise UnsupportedGraph("symbolic sizes on CUDA (the CUDA printer is static-only for now)")
     info = nvrtc_info()
     if not info["available"]:
         raise UnsupportedGraph(info["reason"].splitlines()[0] if info["reason"] else "NVRTC is not available")

@@ -136,6 +136,7 @@ class _Plan:
         alloc = {b["id"]: (tuple(b["sizes"]), tuple(b["strides"]), TORCH_DTYPES[b["dtype"]])
                  for b in buffers if b["kind"] == "computed" and b["in_memory"] and b["id"] not in in_arena}
         self.workspaces = []  # free workspaces: one is taken per concurrent call
+        self.stream_workspaces = {}  # a device runner's: CUDA stream -> its free workspaces
 
         # (arena buffer ids, first extra slot, views of arena buffers made per workspace)
         self._arena_view_specs = (in_arena, self.num_buffers, [])

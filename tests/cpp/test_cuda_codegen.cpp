@@ -611,3 +611,56 @@ TEST(cuda_max_pool_values_clamp_their_window_positions) {
   CHECK(loop.find("INFINITY") == std::string::npos);
   check_compiles(code);
 }
+
+// A graph with symbols: every kernel in the general form of its shape, sizes read from
+// the `sym` parameter, 64-bit indices, and grids as sizes the launch evaluates.
+TEST(cuda_symbolic_kernels_read_sizes_from_their_symbol_parameter) {
+  ember::CudaCode code = cuda_of(R"(graph(s0=3, s1=4) {
+  %0 = sym_input(0, s0) : none
+  %1 = sym_input(1, s1) : none
+  %2 = input(2) : bf16[s0,s1]{s1,1}
+  %3 = input(3) : bf16[s1]{1}
+  %4 = aten.mul.Tensor(%2, %3) : bf16[s0,s1]{s1,1}
+  %5 = aten.relu.default(%4) : bf16[s0,s1]{s1,1}
+  return (%5)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  const CudaKernelInfo& k = code.kernels[0];
+  CHECK(k.shape == CudaKernelInfo::Shape::Elementwise);
+  // No vector path or hoisting (their plans need static sizes); 8 bf16 elements a thread.
+  CHECK(k.hoisted_values == 0 && k.grid_multiple == 0);
+  CHECK_EQ(k.grid_per_block, int64_t{2048});
+  CHECK_EQ(ember::eval_dim(k.grid_units, {1000, 768}), int64_t{768000});
+  CHECK(has(code, ", const ember_syms sym) {"));
+  CHECK(has(code, "const int64_t t0 = sym[0] * sym[1];"));  // the elements, at the top
+  CHECK(has(code, "t < t0; t += (int64_t)gridDim.x * 2048)"));
+  CHECK(!has(code, "for (int t") && !has(code, "for (int e"));  // 64-bit element indices
+  CHECK(!has(code, "uint4"));      // no vector word
+  check_compiles(code);
+}
+
+// Such a kernel's grid at a call: ceil(units / per block) at the call's symbol values;
+// its row loops run to the symbolic length.
+TEST(cuda_symbolic_rows_loop_to_the_call_length) {
+  ember::CudaCode code = cuda_of(R"(graph(s0=3, s1=4) {
+  %0 = sym_input(0, s0) : none
+  %1 = sym_input(1, s1) : none
+  %2 = input(2) : bf16[s0,s1]{s1,1}
+  %3 = aten.add.Tensor(%2, 1.0, 1) : bf16[s0,s1]{s1,1}
+  %4 = aten._softmax.default(%3, -1, false) : bf16[s0,s1]{s1,1}
+  return (%4)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  const CudaKernelInfo& k = code.kernels[0];
+  CHECK(k.shape == CudaKernelInfo::Shape::RowWarp);  // at the hint (4 wide)
+  CHECK(k.row_lanes == 0 && k.partial_grid == 0);
+  CHECK_EQ(k.grid_per_block, int64_t{8});
+  CHECK_EQ(ember::eval_dim(k.grid_units, {1000, 7}), int64_t{1000});  // rows: s0
+  CHECK_EQ(k.grid, 1u);  // at the hints: 3 rows, one block
+  CHECK(has(code, "if (x >= sym[0]) return;"));
+  CHECK(has(code, "for (int64_t j = tid; j < sym[1]; j += 32)"));
+  CHECK(has(code, "double acc"));  // a row of any length: the sum in double
+  check_compiles(code);
+}

@@ -391,3 +391,42 @@ EXACT = ("transpose_image_bf16", "transpose_image_f32", "transpose_to_nhwc_64_bf
 TOLERANCE = {**{name: (0.0, 0.0) for name in EXACT}, "column_stats": (1e-5, 1e-4), "ln_gelu_block_bf16": (1.6e-2, 1e-2),
              "tiny_gpt2_bf16": (1.6e-2, 2e-2), "gpt2_2layer_bf16": (1.6e-2, 5e-2), "small_cnn": (1e-3, 1e-4),
              "transpose_fused_bf16": (8e-3, 1e-5)}
+
+
+def _gpt2_ids(device, shapes):
+    logits, _ = _gpt2_bf16(device)
+    return logits, [(torch.randint(0, 50257, shape, device=device),) for shape in shapes]
+
+
+def _per_shape(make, shapes):
+    """(fn, [args per shape]) from make(device, shape) -> (fn, args)."""
+    def build(device):
+        fn = None
+        sets = []
+        for shape in shapes:
+            fn, args = make(device, shape)
+            sets.append(args)
+        return fn, sets
+
+    return build
+
+
+# Graphs compiled with dynamic=True and called at several shapes: the first call compiles
+# kernels over symbolic sizes, every later shape runs them (no new graph). Sizes 0 and 1
+# are left out: Dynamo specializes them (a new graph, for every backend).
+DYNAMIC = {
+    "pointwise_bf16": _per_shape(lambda d, s: (_pointwise, tuple(_rand(*s, device=d, dtype=torch.bfloat16) for _ in range(3))),
+                                 [(37, 129), (64, 1000), (3, 5)]),
+    "ints": _per_shape(lambda d, s: (_ints, (torch.randint(-50, 50, s, device=d), torch.randint(0, 9, s, device=d))),
+                       [(17, 33), (5, 1000)]),
+    "softmax_bf16": _per_shape(lambda d, s: (_softmax, (_rand(*s, device=d, dtype=torch.bfloat16),)),
+                               [(8, 100), (300, 1001), (5, 4100), (2, 50257)]),
+    "log_softmax_f32": _per_shape(lambda d, s: (_log_softmax, (_rand(*s, device=d),)), [(64, 768), (9, 3000)]),
+    "residual_layer_norm_bf16": _per_shape(
+        lambda d, s: (_residual_layer_norm, (_rand(*s, device=d, dtype=torch.bfloat16), _rand(*s, device=d, dtype=torch.bfloat16),
+                                             _rand(s[-1], device=d, dtype=torch.bfloat16), _rand(s[-1], device=d, dtype=torch.bfloat16))),
+        [(64, 768), (7, 1000), (3, 4096)]),
+    "column_sum": _per_shape(lambda d, s: (_column_sum, (_rand(*s, device=d),)), [(64, 100), (20000, 3), (5, 7)]),
+    "cumsum": _per_shape(lambda d, s: (_cumsum, (_rand(*s, device=d),)), [(16, 50), (3, 700)]),
+    "gpt2_2layer_bf16": lambda d: _gpt2_ids(d, [(2, 128), (3, 77), (4, 200)]),
+}

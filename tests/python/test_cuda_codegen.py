@@ -12,12 +12,12 @@ from ember.backend import decomposition_table
 from ember.config import config
 from ember.fx_import import import_graph
 
-from cuda_cases import CASES, REFUSED, TRAINING, _attention_args, _masked_attention
+from cuda_cases import CASES, DYNAMIC, REFUSED, TRAINING, _attention_args, _masked_attention
 
 pytestmark = pytest.mark.skipif(not cuda.nvrtc_info()["available"], reason="NVRTC is not installed")
 
 
-def compile_all(fn, args, arch="sm_90", train=False):
+def compile_all(fn, args, arch="sm_90", train=False, dynamic=None):
     """CudaCompiledGraphs (or the refusal messages) of every graph fn(*args) compiles to;
     with `train`, of the forward and backward graphs of fn(*args).backward()."""
     results = []
@@ -36,11 +36,27 @@ def compile_all(fn, args, arch="sm_90", train=False):
 
     torch._dynamo.reset()
     if train:
-        torch.compile(fn, backend=backend)(*args).backward()
+        torch.compile(fn, backend=backend, dynamic=dynamic)(*args).backward()
         return results
     with torch.no_grad():
-        torch.compile(fn, backend=backend)(*args)
+        torch.compile(fn, backend=backend, dynamic=dynamic)(*args)
     return results
+
+
+@pytest.mark.parametrize("name", sorted(DYNAMIC))
+def test_symbolic_cuda_compiles(name, tmp_path, monkeypatch):
+    """dynamic=True: graphs over symbolic sizes print every kernel in its general form
+    (sizes read from the `sym` parameter, grids computed per launch) and compile."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    fn, arg_sets = DYNAMIC[name]("cpu")
+    results = compile_all(fn, arg_sets[0], dynamic=True)
+    assert results and not [r for r in results if isinstance(r, str)], results
+    symbolic = [cg for cg in results if cg.num_symbols > 0]
+    assert symbolic, "no graph had symbolic sizes"
+    for cg in symbolic:
+        assert cg.kernels and "const ember_syms sym)" in cg.source
+        for k in cg.kernels:
+            assert k["grid_per_block"] > 0 and k["hoisted_values"] == 0 and k["row_lanes"] == 0, k
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -7,8 +7,8 @@ import torch
 import ember
 from ember import _core
 
-from cuda_cases import CASES, REFUSED, TOLERANCE, TRAINING
-from helpers import _within_rmse_rule, check_compiled, compile_fresh
+from cuda_cases import CASES, DYNAMIC, REFUSED, TOLERANCE, TRAINING, _layer_norm_train, _layer_norm_train_args
+from helpers import _within_rmse_rule, check_call, check_compiled, compile_fresh
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -112,6 +112,71 @@ def test_training_matches_eager_on_cuda(name):
         if torch.allclose(a.float(), e.float(), rtol=rtol, atol=atol * scale):
             continue
         assert reference is not None and _within_rmse_rule(a, e, reference[i], atol * scale), (i, (a - e).abs().max())
+
+
+def _counts():
+    st = ember.stats()
+    return _core.cuda_compile_counts()["graphs"], st["recompiles"], st["eager_fallbacks"]
+
+
+@pytest.mark.parametrize("name", sorted(DYNAMIC))
+def test_one_symbolic_artifact_serves_every_shape(name):
+    """dynamic=True: the first call compiles kernels over symbolic sizes (sizes from the
+    kernels' `sym` parameter, grids computed per launch); every later shape runs them
+    against eager, with no new CUDA graph, no recompilation and no eager fallback."""
+    fn, arg_sets = DYNAMIC[name]("cuda")
+    rtol, atol = TOLERANCE.get(name, (None, None))
+    compiled = compile_fresh(fn, backend="ember", fullgraph=False, dynamic=True)
+    before = _counts()
+    with torch.no_grad():
+        check_call(compiled, fn, *arg_sets[0], rtol=rtol, atol=atol)
+        first = _counts()
+        for args in arg_sets[1:]:
+            check_call(compiled, fn, *args, rtol=rtol, atol=atol)
+    torch.cuda.synchronize()
+    assert first[0] > before[0] and first[2] == before[2], (before, first)
+    assert _counts() == first, (first, _counts())
+
+
+def test_automatic_dynamic_compiles_the_second_shape_symbolically():
+    """Without dynamic=True, Dynamo recompiles a function with symbolic sizes when it sees
+    a second shape: that graph runs in ember's kernels too (not eagerly), and serves a
+    third shape as it is."""
+    fn, arg_sets = DYNAMIC["softmax_bf16"]("cuda")
+    compiled = compile_fresh(fn, backend="ember", fullgraph=False)
+    before = _counts()
+    with torch.no_grad():
+        check_call(compiled, fn, *arg_sets[0])
+        check_call(compiled, fn, *arg_sets[1])
+        second = _counts()
+        check_call(compiled, fn, *arg_sets[2])
+    torch.cuda.synchronize()
+    assert second[0] == before[0] + 2 and second[2] == before[2], (before, second)
+    assert _counts() == second, (second, _counts())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_symbolic_training_step_matches_eager(dtype):
+    """A training step's forward and backward graphs over a symbolic row count and width:
+    the loss and every gradient against eager at three shapes, from one compile."""
+    compiled = compile_fresh(_layer_norm_train, backend="ember", fullgraph=False, dynamic=True)
+    low = dtype == torch.bfloat16
+    rtol, atol = (1.6e-2, 1e-2) if low else (1e-4, 1e-5)
+    counts = None
+    for rows, width in [(256, 768), (100, 1000), (7, 4096)]:
+        args = _layer_norm_train_args("cuda", dtype, rows, width)
+        expected = _training_step(_layer_norm_train, args)
+        actual = _training_step(compiled, args)
+        torch.cuda.synchronize()
+        reference = _training_step(_layer_norm_train, args, torch.float64) if low else None
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            scale = max(1.0, e.abs().max().item())
+            if torch.allclose(a.float(), e.float(), rtol=rtol, atol=atol * scale):
+                continue
+            assert reference is not None and _within_rmse_rule(a, e, reference[i], atol * scale), (rows, i)
+        if counts is None:
+            counts = _counts()
+        assert _counts() == counts, (rows, counts, _counts())
 
 
 def test_runs_on_current_stream():
