@@ -73,13 +73,13 @@ std::string print_kernel(const Program& p, const Schedule& s, const Placement& m
   info.name = k.name;
   collect_args(p, s, m, ki, info);
   CudaPrinter pr(p, s, m, ki, scratch_id, choose_launch(p, k, m.in_memory, info));
-  VectorPlan vec;
-  RowTile tile;
+  // A graph with symbols: vector accesses and row tiles over static rows (symbolic
+  // row counts), no hoisting or column splits (their grids are planned from sizes).
+  VectorPlan vec = plan_vector(p, s, m, ki, pr.launch);
+  RowTile tile = plan_row_tile(p, s, m, ki, pr.launch, info);
   ColumnSplit split;
   if (!pr.launch.symbolic) {
-    vec = plan_vector(p, s, m, ki, pr.launch);
     plan_hoist(vec, p, s, m, ki, info);
-    tile = plan_row_tile(p, s, m, ki, pr.launch, info);
     split = plan_column_split(p, s, m, ki, pr.launch, scratch_id, info);
   }
   scratch_bytes = split.scratch_bytes;

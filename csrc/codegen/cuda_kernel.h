@@ -29,11 +29,13 @@
 // many blocks. A scan stage runs on thread 0 of its row: correct and slow when rows are
 // few.
 //
-// A graph with symbols (docs/dynamic_shapes.md) prints every kernel in the general
-// form of its shape: Elementwise, RowWarp or RowBlock with the per-element loops, sizes
-// read from the `sym` parameter (the call's symbol values), 64-bit indices, and the grid
-// computed at each launch (CudaKernelInfo::grid_units); no transposes, vector paths,
-// hoisting, row tiles or column splits, whose plans need static sizes.
+// A graph with symbols (docs/dynamic_shapes.md) prints its kernels as Elementwise,
+// RowWarp or RowBlock, sizes read from the `sym` parameter (the call's symbol values),
+// 64-bit indices, and the grid computed at each launch (CudaKernelInfo::grid_units).
+// Where a kernel's own dims are static and only its row count is symbolic (a dynamic
+// batch or sequence over a fixed width), it keeps the vector path and the row tile,
+// for stores and for loads outside Where branches (symbolic_vector_index); no
+// transposes, hoisting or column splits, whose plans need static sizes.
 //
 // Not handled yet, and refused with CudaUnsupported (the graph runs eagerly):
 // arg-reductions, split stages, more than kMaxCudaSymbols symbols.

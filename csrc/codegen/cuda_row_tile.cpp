@@ -54,11 +54,15 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
     if (st.vector_reduce) return {};
     for (const auto& item : st.items)
       if (item.is_scan) return {};
+    // A graph with symbols tiles static rows only (their count may be symbolic); a
+    // stage over symbolic dims keeps the per-element loop.
+    if (launch.symbolic && is_symbolic(st.inner)) continue;
     if (!st.inner.empty() && (!looping || numel(st.inner) > numel(looping->inner))) looping = &st;
   }
   if (!looping || numel(looping->inner) == 0) return {};
   RowTile t;
-  for (const auto& st : k.stages) t.tiled.push_back(!st.inner.empty() && hints(st.inner) == hints(looping->inner));
+  for (const auto& st : k.stages)
+    t.tiled.push_back(!st.inner.empty() && !is_symbolic(st.inner) && hints(st.inner) == hints(looping->inner));
 
   // Each buffer's index where the tiled stages read it from memory (one index, or it
   // is read element by element), and how many stages read it.
@@ -91,8 +95,20 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
   for (size_t d = 0; d < k.outer.size(); ++d) extents[outer_var(static_cast<int>(d))] = k.outer[d].hint();
   for (size_t d = 0; d < looping->inner.size(); ++d) extents[inner_var(static_cast<int>(d))] = looping->inner[d].hint();
   const int v = inner_var(static_cast<int>(looping->inner.size()) - 1);
+  // A graph with symbols proves no ranges at the hints: a chunk access there is a store,
+  // or a load of a buffer the kernel never reads under a Where branch (see
+  // symbolic_vector_index).
+  std::set<int> guarded;
+  if (launch.symbolic)
+    for (const auto& st : k.stages)
+      for (const auto& item : st.items)
+        walk_guarded_loads(item.value, false, [&](const Expr& e, bool g) {
+          if (g) guarded.insert(static_cast<int>(e->ival));
+        });
   auto chunk_access = [&](int b, const Expr& e, int lanes) {
-    return vector_bytes(p.buffers[b].dtype, lanes) > 0 && vector_index(p, e, b, v, lanes, extents);
+    if (vector_bytes(p.buffers[b].dtype, lanes) == 0) return false;
+    if (!launch.symbolic) return vector_index(p, e, b, v, lanes, extents);
+    return !guarded.count(b) && symbolic_vector_index(e, v, lanes);
   };
 
   // Lanes: 16 bytes of the widest element a chunk access may move (per-row results,

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "ir/affine.h"
+#include "ir/symbolic_affine.h"
 
 namespace ember {
 
@@ -131,6 +132,22 @@ bool vector_index(const Program& p, const Expr& index, int b, int v, int lanes,
     add_range(c, *r);
   }
   return first >= 0 && last < p.buffers[b].extent().hint();
+}
+
+bool symbolic_vector_index(const Expr& index, int v, int lanes) {
+  auto f = symbolic_affine_form(index);
+  if (!f) return false;
+  auto it = f->coef.find(v);
+  if (it == f->coef.end() || it->second != Dim(int64_t{1})) return false;
+  if (!known_multiple(f->constant, lanes)) return false;
+  for (const auto& [var_id, c] : f->coef)
+    if (var_id != v && !known_multiple(c, lanes)) return false;
+  return true;
+}
+
+void walk_guarded_loads(const Expr& e, bool guarded, const std::function<void(const Expr&, bool)>& f) {
+  if (e->op == ExprOp::Load) f(e, guarded);
+  for (size_t i = 0; i < e->args.size(); ++i) walk_guarded_loads(e->args[i], guarded || (e->op == ExprOp::Where && i > 0), f);
 }
 
 }  // namespace ember

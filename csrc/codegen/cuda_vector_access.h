@@ -2,6 +2,7 @@
 // elements, as the elementwise vector path (cuda_vector_path.h) and the row tile
 // (cuda_row_tile.h) print them: which dtypes and indices allow one, and its C types.
 #pragma once
+#include <functional>
 #include <string>
 #include <unordered_map>
 
@@ -25,5 +26,17 @@ std::string lane_value(DType t, const std::string& word, const std::string& lane
 // idx0 a multiple of `lanes` and every index inside the buffer (`extents`: every var's).
 bool vector_index(const Program& p, const Expr& index, int b, int v, int lanes,
                   const std::unordered_map<int, int64_t>& extents);
+
+// The same access pattern in a kernel of a graph with symbols, where no range can be
+// proved at the hints: `index` is v + sum(c * var) + c0 with every c and c0 a known
+// multiple of `lanes` (768 * s1 is; symbolic_affine.h). That every lane stays inside
+// the buffer is the caller's to know: it does for a store and for a load outside any
+// Where branch, lane by lane (each lane is an iteration of the kernel, which accesses
+// there anyway; v's extent is a static multiple of `lanes`).
+bool symbolic_vector_index(const Expr& index, int v, int lanes);
+
+// Calls f(load, guarded) for every load in e: guarded when it lies in a Where branch
+// (read only when the branch is taken; its index may be out of bounds otherwise).
+void walk_guarded_loads(const Expr& e, bool guarded, const std::function<void(const Expr&, bool)>& f);
 
 }  // namespace ember

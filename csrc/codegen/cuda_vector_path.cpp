@@ -15,13 +15,6 @@ namespace ember {
 
 namespace {
 
-// walk_loads, saying of each load whether it lies in a Where branch (where the emitter
-// clamps its index: it may be out of bounds when the branch is not taken).
-void walk_guarded_loads(const Expr& e, bool guarded, const std::function<void(const Expr&, bool)>& f) {
-  if (e->op == ExprOp::Load) f(e, guarded);
-  for (size_t i = 0; i < e->args.size(); ++i) walk_guarded_loads(e->args[i], guarded || (e->op == ExprOp::Where && i > 0), f);
-}
-
 // Like vector_index, for a load read only under Where branches, whose index may leave
 // the buffer when the branch is not taken: every word starts at a multiple of `lanes`
 // and the buffer is whole words, so a word lies all inside the buffer or all outside.
@@ -118,6 +111,9 @@ VectorPlan plan_vector(const Program& p, const Schedule& s, const Placement& m, 
   if (launch.shape != CudaKernelInfo::Shape::Elementwise) return {};
   const Stage& stage = k.stages[0];
   if (k.stages.size() != 1 || stage.inner.empty() || launch.per_thread <= 1) return {};
+  // A graph with symbols: the stage's own dims static (symbolic rows are fine), and no
+  // range proofs at the hints (symbolic_vector_index says what holds instead).
+  if (launch.symbolic && is_symbolic(stage.inner)) return {};
   VectorPlan plan;
   plan.lanes = launch.per_thread;
   plan.v = inner_var(static_cast<int>(stage.inner.size()) - 1);
@@ -146,7 +142,9 @@ VectorPlan plan_vector(const Program& p, const Schedule& s, const Placement& m, 
     VectorPlan::Word& word = found[w];
     const int b = word.buffer;
     if (m.producer[b].kernel == ki || vector_bytes(p.buffers[b].dtype, plan.lanes) == 0) continue;
-    if (!vector_index(p, word.index, b, plan.v, plan.lanes, extents)) {
+    if (launch.symbolic) {
+      if (!unguarded[w] || !symbolic_vector_index(word.index, plan.v, plan.lanes)) continue;
+    } else if (!vector_index(p, word.index, b, plan.v, plan.lanes, extents)) {
       if (unguarded[w] || !guarded_vector_index(p, word.index, b, plan.v, plan.lanes)) continue;
       word.clamp = true;
     }
@@ -158,7 +156,8 @@ VectorPlan plan_vector(const Program& p, const Schedule& s, const Placement& m, 
   for (const auto& item : stage.items) {
     int b = p.computed[item.computed].buffer;
     if (m.in_memory[b] && vector_bytes(p.buffers[b].dtype, plan.lanes) > 0 &&
-        vector_index(p, item.store_index, b, plan.v, plan.lanes, extents))
+        (launch.symbolic ? symbolic_vector_index(item.store_index, plan.v, plan.lanes)
+                         : vector_index(p, item.store_index, b, plan.v, plan.lanes, extents)))
       plan.stores.insert(b);
   }
   if (plan.words.empty() && plan.stores.empty()) return {};
@@ -218,8 +217,11 @@ std::vector<std::string> elementwise_vector_body(CudaPrinter& pr, const VectorPl
   std::vector<std::pair<int, std::string>> group_vars = pr.outer_vars();
   for (size_t d = 0; d + 1 < stage.inner.size(); ++d) group_vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
   group_vars.push_back({kFirstLaneVar, "iv"});
+  // Sizes first: a symbolic one is a function-scope value.
+  const std::string groups = pr.launch.symbolic ? "(" + pr.size_text(pr.launch.total_dim) + ") / " + std::to_string(U)
+                                                : std::to_string(pr.launch.total / U);
   em.open_scope(group_vars);
-  for (const auto& l : decompose("x", hints(pr.k.outer), "o")) em.line(l);
+  for (const auto& l : pr.decompose_dims("x", pr.k.outer, "o")) em.line(l);
   std::vector<std::string> coords = decompose("j", hints(stage.inner), "i");
   coords.back() = "const int64_t iv" + coords.back().substr(coords.back().find(" = "));
   for (const auto& l : coords) em.line(l);
@@ -268,8 +270,7 @@ std::vector<std::string> elementwise_vector_body(CudaPrinter& pr, const VectorPl
     condition += " && ((" + I + ")gridDim.x * blockDim.x * " + std::to_string(U) + ") % " + std::to_string(vec.extent) + " == 0";
     why += ", the grid-stride step a multiple of " + std::to_string(vec.extent);
   }
-  const int64_t inner = numel(stage.inner);
-  const std::string groups = std::to_string(pr.launch.total / U);
+  const int64_t inner = numel(stage.inner);  // static (plan_vector)
   std::vector<std::string> out;
   out.push_back("if (" + condition + ") {  /* vector path: " + why + " */");
   for (const auto& l : before) out.push_back("  " + l);

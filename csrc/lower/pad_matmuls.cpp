@@ -48,6 +48,23 @@ std::optional<Layout> static_layout(const StridedView& v) {
   return Layout{*sizes, *strides, v.offset.hint()};
 }
 
+// A 2-D matmul whose row count M alone is symbolic (a dynamic batch or sequence): a's
+// and the result's other sizes, strides and offsets static. Fills their layouts at the
+// hints (the decisions below read only K, N, strides and cost figures, which a symbolic
+// M changes only in scale) and returns M.
+std::optional<Dim> symbolic_rows(const StridedView& a, const Buffer& out, std::optional<Layout>& a_at_hints,
+                                 Ints& out_sizes, Ints& out_strides) {
+  if (a.sizes.size() != 2 || out.sizes.size() != 2 || a.sizes[0].is_static() || !a.sizes[1].is_static() ||
+      !a.offset.is_static() || out.sizes[0] != a.sizes[0] || !out.sizes[1].is_static())
+    return std::nullopt;
+  auto a_strides = values(a.strides), o_strides = values(out.strides);
+  if (!a_strides || !o_strides) return std::nullopt;
+  a_at_hints = Layout{hints(a.sizes), *a_strides, a.offset.hint()};
+  out_sizes = hints(out.sizes);
+  out_strides = *o_strides;
+  return a.sizes[0];
+}
+
 // A matrix (the last two dims) stored by columns, as a transposed view is: its leading
 // dim is its row count. ATen passes it to cuBLAS as a transposed operand.
 bool column_major(const Layout& v) {
@@ -133,6 +150,14 @@ class Padder {
     const Buffer& out = p_.buffers[e.output_buffers[0]];
     auto a = static_layout(e.tensor_views[args->a]), b = static_layout(e.tensor_views[args->b]);
     auto out_sizes = values(out.sizes), out_strides = values(out.strides);
+    std::optional<Dim> rows;  // M, when it alone is symbolic
+    if (!a && out_sizes == std::nullopt) {
+      Ints hs, hst;
+      if ((rows = symbolic_rows(e.tensor_views[args->a], out, a, hs, hst))) {
+        out_sizes = hs;
+        out_strides = hst;
+      }
+    }
     const int64_t align = alignment(out.dtype);
     if (!a || !b || !out_sizes || !out_strides || !align || a->rank() < 2 || a->rank() != b->rank() ||
         a->rank() != static_cast<int>(out_sizes->size()) || *out_strides != dense_strides(*out_sizes, logical_order(a->rank()))) {
@@ -172,6 +197,12 @@ class Padder {
       p_.steps.push_back(step);
       return "";
     }
+    // With symbolic rows only b, the bias and the result change (a's copy would have
+    // symbolic sizes, and a bias that grows with M too).
+    if (rows && (copy_a || pad_m || (copy_bias && bias->rank() == 2 && bias->sizes[0] != 1))) {
+      p_.steps.push_back(step);
+      return "not padded: a's copy would have a symbolic row count";
+    }
 
     std::string sizes;
     auto grown = [&](const char* dim, bool pad, int64_t from, int64_t to) {
@@ -210,7 +241,11 @@ class Padder {
     if (copy_bias) copy(args->bias, *bias, pbias, logical_order(bias->rank()), "bias");
     p_.steps.push_back(step);
     std::string result;
-    if (pr != *out_sizes) result = resize_result(call, pr) ? "; result sliced by a copy" : "; result grows";
+    if (pr != *out_sizes) {
+      Dims padded = to_dims(pr);
+      if (rows) padded[r] = *rows;  // the result's rows stay symbolic (M is never padded then)
+      result = resize_result(call, padded) ? "; result sliced by a copy" : "; result grows";
+    }
     return "padded for 16-byte leading dims (" + sizes + "): copies of " + copied + result;
   }
 
@@ -264,21 +299,28 @@ class Padder {
   // offsets (only the outermost dim grew) the buffer just grows; otherwise the extern
   // writes a new, padded buffer and the original becomes an ember copy of its slice,
   // so every reader still finds the layout it was lowered for. Returns whether it copies.
-  bool resize_result(int call, const Ints& padded) {
+  bool resize_result(int call, const Dims& padded) {
     const int o = p_.externs[call].output_buffers[0];
-    const Ints strides = dense_strides(padded, logical_order(static_cast<int>(padded.size())));
-    const Ints old_sizes = *values(p_.buffers[o].sizes), old_strides = *values(p_.buffers[o].strides);
+    // Row-major strides (a size-1 dim: the product of the sizes after it, as dense_strides).
+    Dims strides(padded.size());
+    Dim run(int64_t{1});
+    for (size_t d = padded.size(); d-- > 0;) {
+      strides[d] = run;
+      if (padded[d] != Dim(int64_t{0})) run = run * padded[d];
+    }
+    const Dims old_sizes = p_.buffers[o].sizes, old_strides = p_.buffers[o].strides;
     bool same_offsets = true;
     for (size_t d = 0; d < padded.size(); ++d)
-      if (old_sizes[d] > 1 && old_strides[d] != strides[d]) same_offsets = false;
+      if (old_sizes[d] != Dim(int64_t{1}) && old_sizes[d] != Dim(int64_t{0}) && old_strides[d] != strides[d])
+        same_offsets = false;
     if (same_offsets) {
-      p_.buffers[o].sizes = to_dims(padded);
-      p_.buffers[o].strides = to_dims(strides);
+      p_.buffers[o].sizes = padded;
+      p_.buffers[o].strides = strides;
       return false;
     }
     Buffer wide = p_.buffers[o];
-    wide.sizes = to_dims(padded);
-    wide.strides = to_dims(strides);
+    wide.sizes = padded;
+    wide.strides = strides;
     const int w = p_.add_buffer(wide);
     p_.externs[call].output_buffers[0] = w;
     Buffer& slice = p_.buffers[o];
@@ -290,9 +332,9 @@ class Padder {
     c.sizes = slice.sizes;
     c.iter_order = logical_order(static_cast<int>(old_sizes.size()));
     std::vector<Expr> idx;
-    for (int64_t s : old_sizes) {
-      c.vars.push_back(s == 1 ? -1 : p_.num_vars++);
-      idx.push_back(s == 1 ? int_const(0) : var(c.vars.back()));
+    for (const Dim& s : old_sizes) {
+      c.vars.push_back(s == Dim(int64_t{1}) ? -1 : p_.num_vars++);
+      idx.push_back(s == Dim(int64_t{1}) ? int_const(0) : var(c.vars.back()));
     }
     c.body = load(w, strided_index(idx, wide.strides, 0), slice.dtype);
     p_.steps.push_back({Step::Kind::Compute, static_cast<int>(p_.computed.size())});

@@ -1,7 +1,8 @@
 // A graph compiled for a CUDA device: the CPU pipeline's front (parse, lower, dead code,
 // fuse, merge inner dims) with the CUDA printer and NVRTC at its end.
 //
-//   parse -> lower -> pad matmuls -> eliminate dead code -> fuse -> merge inner dims -> generate CUDA
+//   parse -> lower -> pad matmuls -> eliminate dead code -> fuse -> merge inner dims
+//   -> merge symbolic outer dims (a graph with symbols) -> generate CUDA
 //   -> NVRTC (memory cache, then disk cache, then NVRTC) -> cubin -> cuModuleLoadData
 //
 // split_reductions is a CPU pass (it splits a long reduction across OpenMP threads) and

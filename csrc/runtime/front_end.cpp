@@ -6,6 +6,7 @@
 #include "schedule/dead_code.h"
 #include "schedule/fuse.h"
 #include "schedule/merge_dims.h"
+#include "schedule/merge_outer_dims.h"
 
 namespace ember {
 
@@ -49,8 +50,12 @@ FrontEnd run_front_end(const std::string& graph_text, const FrontEndOptions& opt
   after("fuse", schedule_text);
   t0 = std::chrono::steady_clock::now();
   merge_inner_dims(fe.schedule);
-  fe.times.schedule = fusing + seconds_since(t0);
   after("merge_inner_dims", schedule_text);
+  if (opts.merge_symbolic_outer_dims && !fe.graph.symbols.empty()) {
+    merge_symbolic_outer_dims(fe.schedule);
+    after("merge_symbolic_outer_dims", schedule_text);
+  }
+  fe.times.schedule = fusing + seconds_since(t0);
   return fe;
 }
 

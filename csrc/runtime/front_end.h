@@ -1,6 +1,7 @@
 // The passes every target shares: graph text -> Graph -> Program -> Schedule.
 //
 //   parse -> lower -> [pad matmuls] -> eliminate dead code -> fuse -> merge inner dims
+//   -> [merge symbolic outer dims]
 //
 // Each target (CompiledGraph for CPU, CudaCompiledGraph for CUDA) runs this, then its
 // own passes: split reductions and C for the CPU, CUDA C for the GPU. Padding matmul
@@ -41,6 +42,7 @@ struct FrontEndOptions {
   LowerOptions lower;             // the target's lowering choices (the CPU takes the defaults)
   bool pad_matmuls = false;       // run pad_matmuls after lowering, with these settings:
   PadMatmulOptions pad;
+  bool merge_symbolic_outer_dims = false;  // CUDA: schedule/merge_outer_dims.h
   bool dump = false;              // keep the IR after each step in FrontEnd::passes
 };
 

@@ -664,3 +664,51 @@ TEST(cuda_symbolic_rows_loop_to_the_call_length) {
   CHECK(has(code, "double acc"));  // a row of any length: the sum in double
   check_compiles(code);
 }
+
+// A symbolic row count over a static width (a dynamic batch or sequence): the pointwise
+// kernel keeps its 16-byte words and the LayerNorm its row tile.
+TEST(cuda_symbolic_rows_of_a_static_width_keep_vector_accesses) {
+  ember::CudaCode code = cuda_rows_of(R"(graph(s0=64) {
+  %0 = sym_input(0, s0) : none
+  %1 = input(1) : bf16[s0,768]{768,1}
+  %2 = input(2) : bf16[768]{1}
+  %3 = aten.mul.Tensor(%1, %2) : bf16[s0,768]{768,1}
+  %4 = aten._to_copy.default(%3, "f32", none, none, none, false, none) : f32[s0,768]{768,1}
+  %5 = aten.var_mean.correction(%4, [1], 0, true) : (f32[s0,1]{1,1}, f32[s0,1]{1,1})
+  %6 = aten.add.Tensor(%5, 1e-05, 1) : f32[s0,1]{1,1}
+  %7 = aten.rsqrt.default(%6) : f32[s0,1]{1,1}
+  %8 = aten.sub.Tensor(%4, %5.1, 1) : f32[s0,768]{768,1}
+  %9 = aten.mul.Tensor(%8, %7) : f32[s0,768]{768,1}
+  %10 = aten._to_copy.default(%9, "bf16", none, none, none, false, none) : bf16[s0,768]{768,1}
+  %11 = aten.relu.default(%1) : bf16[s0,768]{768,1}
+  return (%10, %11, %3)
+}
+)");
+  bool row_tile = false;
+  for (const auto& k : code.kernels) {
+    CHECK(k.grid_per_block > 0);
+    row_tile |= k.shape != CudaKernelInfo::Shape::Elementwise && k.row_lanes == 8;
+  }
+  CHECK(row_tile);
+  CHECK(has(code, "const uint4 raw0 = *(const uint4*)(b0 + "));  // a row's words
+  CHECK(has(code, "const uint4 raw1 = *(const uint4*)(b1 + iv)"));  // the weight's
+  CHECK(has(code, "if (x >= sym[0]) return;"));
+  check_compiles(code);
+}
+
+// A load under a Where branch (a pad) proves no range in a graph with symbols: it stays
+// scalar (clamped), while the store is a word.
+TEST(cuda_symbolic_guarded_loads_stay_scalar) {
+  ember::CudaCode code = cuda_rows_of(R"(graph(s0=64) {
+  %0 = sym_input(0, s0) : none
+  %1 = input(1) : bf16[s0,760]{760,1}
+  %2 = aten.constant_pad_nd.default(%1, [0, 8], 0.0) : bf16[s0,768]{768,1}
+  return (%2)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  CHECK(!has(code, "const uint4 raw0"));  // the load: scalar, clamped
+  CHECK(has(code, "ember_clamp_index("));
+  CHECK(has(code, "*(uint4*)(b1 + "));     // the store: a word
+  check_compiles(code);
+}

@@ -7,6 +7,7 @@
 #include "ir/expr.h"
 #include "ir/graph.h"
 #include "ir/monotone.h"
+#include "ir/symbolic_affine.h"
 
 using namespace ember;
 
@@ -156,3 +157,33 @@ TEST(graph_parser_reports_errors) {
   CHECK_THROWS(parse_graph("graph { %0 = input(0) : q32[2]{1}\n return (%0) }"));
   CHECK_THROWS(parse_graph("graph { %0 = aten.neg.default(%0) : f32[2]{1}\n return (%0) }"));
 }
+
+TEST(symbolic_affine_form_keeps_symbolic_coefficients) {
+  // o0 * (3072 * s1) + o1 * 3072 + i0: coefficients 3072*s1, 3072 and 1.
+  const int o0 = 100, o1 = 101, i0 = 102;
+  Expr s1 = sym(1);
+  Expr e = add(add(mul(var(o0), mul(int_const(3072), s1)), mul(var(o1), int_const(3072))), var(i0));
+  auto f = symbolic_affine_form(e);
+  CHECK(f.has_value());
+  CHECK(f->coef.at(o0) == Dim(int64_t{3072}) * Dim::of(s1, 4));
+  CHECK(f->coef.at(o1) == Dim(int64_t{3072}));
+  CHECK(f->coef.at(i0) == Dim(int64_t{1}));
+  CHECK(f->constant == Dim(int64_t{0}));
+  // A var under a division by a symbol, or a product of vars: not affine.
+  CHECK(!symbolic_affine_form(binary(ExprOp::FloorDiv, var(o0), s1, DType::I64)).has_value());
+  CHECK(!symbolic_affine_form(mul(var(o0), var(o1))).has_value());
+  // Terms cancel: o0 * s1 - o0 * s1 leaves no coefficient.
+  auto g = symbolic_affine_form(binary(ExprOp::Sub, mul(var(o0), s1), mul(s1, var(o0)), DType::I64));
+  CHECK(g.has_value() && g->coef.empty());
+}
+
+TEST(known_multiple_reads_the_form) {
+  Dim s1 = Dim::of(sym(1), 5);
+  CHECK(known_multiple(Dim(int64_t{768}) * s1, 8));
+  CHECK(known_multiple(Dim(int64_t{768}) * s1 + Dim(int64_t{16}), 8));
+  CHECK(!known_multiple(Dim(int64_t{768}) * s1 + Dim(int64_t{4}), 8));
+  CHECK(!known_multiple(s1, 2));
+  CHECK(!known_multiple(floordiv(Dim(int64_t{16}) * s1, Dim(int64_t{3})), 8));
+  CHECK(known_multiple(Dim(int64_t{24}), 8) && !known_multiple(Dim(int64_t{20}), 8));
+}
+

@@ -208,3 +208,39 @@ TEST(pad_matmuls_copies_a_misaligned_view_of_aligned_sizes) {
            "matmul: ATen (BLAS); padded for 16-byte leading dims (misaligned operand views): copies of a");
   CHECK_EQ(print_dims(p.program.externs[0].tensor_views[0].strides), "[8,1]");
 }
+
+TEST(pad_matmuls_pads_n_when_only_the_rows_are_symbolic) {
+  // The LM head of a dynamic batch or sequence: M = s0*s1 rows, K and N static. b is
+  // padded as in the static case; the result keeps its symbolic rows, and the graph's
+  // result is a copy of its slice.
+  Padded p(R"(graph(s0=3, s1=4) {
+  %0 = sym_input(0, s0) : none
+  %1 = sym_input(1, s1) : none
+  %2 = input(2) : bf16[s0*s1,16]{16,1}
+  %3 = input(3) : bf16[13,16]{16,1}
+  %4 = aten.permute.default(%3, [1, 0]) : bf16[16,13]{1,16}
+  %5 = aten.mm.default(%2, %4) : bf16[s0*s1,13]{13,1}
+  return (%5)
+}
+)");
+  const std::string text = p.text();
+  CHECK(text.find("padded for 16-byte leading dims (N 13->16): copies of b; result sliced by a copy") != std::string::npos);
+  const ExternCall& e = p.program.externs[0];
+  const Buffer& wide = p.program.buffers[e.output_buffers[0]];
+  CHECK_EQ(print_dims(wide.sizes), "[s0*s1,16]");
+  CHECK_EQ(print_dims(wide.strides), "[16,1]");
+  CHECK_EQ(print_dims(e.tensor_views[1].sizes), "[16,16]");
+}
+
+TEST(pad_matmuls_leaves_a_symbolic_a_it_would_have_to_copy) {
+  // K = 13 is a's leading dim: padding it would copy a, whose rows are symbolic.
+  Padded p(R"(graph(s0=3) {
+  %0 = sym_input(0, s0) : none
+  %1 = input(1) : bf16[s0,13]{13,1}
+  %2 = input(2) : bf16[13,16]{16,1}
+  %3 = aten.mm.default(%1, %2) : bf16[s0,16]{16,1}
+  return (%3)
+}
+)");
+  CHECK(p.text().find("not padded: a's copy would have a symbolic row count") != std::string::npos);
+}

@@ -1,6 +1,7 @@
 // Lowering, dead-code elimination and fusion, as before/expected text.
 #include "check.h"
 #include "pipeline_util.h"
+#include "schedule/merge_outer_dims.h"
 
 using namespace ember;
 using ember_test::Pipeline;
@@ -228,6 +229,44 @@ TEST(contiguous_inner_dims_merge) {
            "kernel ember_k0 outer=[2,3]\n"
            "  stage 0 inner=[64]: buf1(sum)\n"
            "  stage 1 inner=[]: buf2\n");
+}
+
+TEST(symbolic_outer_dims_merge_when_indices_walk_them_as_one) {
+  // GELU over [s0, s1, 3072]: its outer dims [s0, s1] are one dim of s0*s1 rows for
+  // every index (coefficients 3072*s1 and 3072), symbolically.
+  Pipeline p(R"(graph(s0=3, s1=4) {
+  %0 = sym_input(0, s0) : none
+  %1 = sym_input(1, s1) : none
+  %2 = input(2) : f32[s0,s1,3072]{3072*s1,3072,1}
+  %3 = aten.tanh.default(%2) : f32[s0,s1,3072]{3072*s1,3072,1}
+  %4 = aten.reciprocal.default(%3) : f32[s0,s1,3072]{3072*s1,3072,1}
+  return (%4)
+}
+)");
+  ember::Schedule s = p.schedule;
+  CHECK_EQ(print_dims(s.kernels[0].outer), "[s0,s1]");
+  ember::merge_symbolic_outer_dims(s);
+  CHECK_EQ(print_dims(s.kernels[0].outer), "[s0*s1]");
+  CHECK_EQ(print_dims(s.kernels[0].stages[0].inner), "[3072]");
+}
+
+TEST(symbolic_outer_dims_of_a_transposed_read_stay_apart) {
+  // The input is read transposed ([s1, s0] in memory): its index has o0 * 3072 and
+  // o1 * 3072*s0, not a single walk, so the dims stay (the per-row division remains).
+  Pipeline p(R"(graph(s0=3, s1=4) {
+  %0 = sym_input(0, s0) : none
+  %1 = sym_input(1, s1) : none
+  %2 = input(2) : f32[s1,s0,3072]{3072*s0,3072,1}
+  %3 = aten.permute.default(%2, [1, 0, 2]) : f32[s0,s1,3072]{3072,3072*s0,1}
+  %4 = aten.tanh.default(%3) : f32[s0,s1,3072]{3072*s1,3072,1}
+  return (%4)
+}
+)");
+  ember::Schedule s = p.schedule;
+  const size_t before = s.kernels[0].outer.size();
+  CHECK(before >= 2);
+  ember::merge_symbolic_outer_dims(s);
+  CHECK_EQ(s.kernels[0].outer.size(), before);
 }
 
 TEST(padded_dims_do_not_merge) {

@@ -138,3 +138,18 @@ def test_training_pads_the_backward_gradient(padded):
         torch.testing.assert_close(g, e, rtol=2e-2, atol=2e-2)
     assert sum(PADDED in r for r in padded) == 3, padded  # the forward's mm and the backward's two
     assert any("(shared)" in r for r in padded), padded
+
+
+def test_lm_head_with_symbolic_rows_is_padded(padded):
+    """dynamic=True: the LM head's rows (batch x sequence) are symbolic, its vocabulary
+    and width (a parameter's: static) are not: b is padded and the result's slice
+    copied, at every row count."""
+    from helpers import check_call, compile_fresh
+
+    torch.manual_seed(0)
+    head = torch.nn.Linear(768, 2053, bias=False).to(torch.bfloat16)
+    compiled = compile_fresh(head, dynamic=True)
+    with torch.no_grad():
+        for rows in (256, 300, 50):
+            check_call(compiled, head, _rand(rows, 768, dtype=torch.bfloat16))
+    assert sum(PADDED in r and "(N 2053->2056)" in r for r in padded) == 1, padded

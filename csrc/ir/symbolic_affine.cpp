@@ -1,0 +1,88 @@
+#include "ir/symbolic_affine.h"
+
+namespace ember {
+
+namespace {
+
+// Whether `e` is a size: no loop var, no load, an integer type throughout.
+bool is_size(const Expr& e) {
+  if (e->op == ExprOp::Var || e->op == ExprOp::Load || is_float(e->dtype)) return false;
+  for (const auto& a : e->args)
+    if (!is_size(a)) return false;
+  return true;
+}
+
+void add_scaled(SymbolicAffine& into, const SymbolicAffine& f, const Dim& scale) {
+  const Dim zero = int64_t{0};
+  for (const auto& [v, c] : f.coef) {
+    auto it = into.coef.find(v);
+    Dim sum = (it == into.coef.end() ? zero : it->second) + c * scale;
+    if (sum == zero) {
+      if (it != into.coef.end()) into.coef.erase(it);
+    } else {
+      into.coef[v] = sum;
+    }
+  }
+  into.constant = into.constant + f.constant * scale;
+}
+
+}  // namespace
+
+std::optional<SymbolicAffine> symbolic_affine_form(const Expr& e) {
+  if (is_size(e)) {
+    SymbolicAffine f;
+    f.constant = Dim::of(e, 0);  // equality only: the hint is never read
+    return f;
+  }
+  switch (e->op) {
+    case ExprOp::Var: {
+      SymbolicAffine f;
+      f.coef[static_cast<int>(e->ival)] = Dim(int64_t{1});
+      return f;
+    }
+    case ExprOp::Add:
+    case ExprOp::Sub: {
+      if (is_float(e->dtype)) return std::nullopt;
+      auto a = symbolic_affine_form(e->args[0]);
+      auto b = symbolic_affine_form(e->args[1]);
+      if (!a || !b) return std::nullopt;
+      add_scaled(*a, *b, Dim(int64_t{e->op == ExprOp::Add ? 1 : -1}));
+      return a;
+    }
+    case ExprOp::Mul: {
+      if (is_float(e->dtype)) return std::nullopt;
+      auto a = symbolic_affine_form(e->args[0]);
+      auto b = symbolic_affine_form(e->args[1]);
+      if (!a || !b) return std::nullopt;
+      if (a->coef.empty()) std::swap(a, b);
+      if (!b->coef.empty()) return std::nullopt;  // product of two vars
+      SymbolicAffine f;
+      add_scaled(f, *a, b->constant);
+      return f;
+    }
+    case ExprOp::Cast:
+      if (is_float(e->dtype) || is_float(e->args[0]->dtype) || e->dtype != DType::I64) return std::nullopt;
+      return symbolic_affine_form(e->args[0]);
+    default:
+      return std::nullopt;
+  }
+}
+
+namespace {
+
+bool multiple_of(const Expr& e, int64_t n) {
+  switch (e->op) {
+    case ExprOp::Const: return !is_float(e->dtype) && e->ival % n == 0;
+    case ExprOp::Mul: return multiple_of(e->args[0], n) || multiple_of(e->args[1], n);
+    case ExprOp::Add:
+    case ExprOp::Sub: return multiple_of(e->args[0], n) && multiple_of(e->args[1], n);
+    case ExprOp::Neg: return multiple_of(e->args[0], n);
+    default: return false;
+  }
+}
+
+}  // namespace
+
+bool known_multiple(const Dim& d, int64_t n) { return d.is_static() ? d.hint() % n == 0 : multiple_of(d.expr(), n); }
+
+}  // namespace ember

@@ -1,0 +1,77 @@
+#include "schedule/merge_outer_dims.h"
+
+#include <functional>
+#include <unordered_map>
+
+#include "ir/symbolic_affine.h"
+
+namespace ember {
+
+namespace {
+
+// Whether outer dims k and k+1 of `kernel` can be merged.
+bool mergeable(const Kernel& kernel, int k) {
+  const int a = outer_var(k), b = outer_var(k + 1);
+  const Dim size_b = kernel.outer[k + 1];
+  const Dim zero = int64_t{0};
+  bool ok = true;
+  auto check_index = [&](const Expr& index) {
+    auto f = symbolic_affine_form(index);
+    if (!f) {
+      ok = ok && !depends_on(index, a) && !depends_on(index, b);
+      return;
+    }
+    const Dim ca = f->coef.count(a) ? f->coef.at(a) : zero;
+    const Dim cb = f->coef.count(b) ? f->coef.at(b) : zero;
+    ok = ok && ca == cb * size_b;
+  };
+  // Vars may appear only inside memory indices (not in bounds tests or values).
+  std::function<void(const Expr&)> walk = [&](const Expr& e) {
+    if (!ok) return;
+    if (e->op == ExprOp::Var && (e->ival == a || e->ival == b)) {
+      ok = false;
+      return;
+    }
+    if (e->op == ExprOp::Load) {
+      check_index(e->args[0]);
+      // The index itself may read memory (a gather): look inside for stray uses.
+      for (const auto& x : e->args[0]->args)
+        if (x->op == ExprOp::Load) walk(x);
+      return;
+    }
+    for (const auto& x : e->args) walk(x);
+  };
+  for (const auto& stage : kernel.stages)
+    for (const auto& item : stage.items) {
+      walk(item.value);
+      check_index(item.store_index);
+    }
+  return ok;
+}
+
+// Rewrites vars after merging dims k and k+1: a := 0, b := merged, later dims shift down.
+void apply_merge(Kernel& kernel, int k) {
+  std::unordered_map<int, Expr> sub;
+  sub[outer_var(k)] = int_const(0);
+  sub[outer_var(k + 1)] = var(outer_var(k));
+  for (size_t d = k + 2; d < kernel.outer.size(); ++d)
+    sub[outer_var(static_cast<int>(d))] = var(outer_var(static_cast<int>(d) - 1));
+  for (auto& stage : kernel.stages)
+    for (auto& item : stage.items) {
+      item.value = substitute(item.value, sub);
+      item.store_index = substitute(item.store_index, sub);
+    }
+  kernel.outer[k] *= kernel.outer[k + 1];
+  kernel.outer.erase(kernel.outer.begin() + k + 1);
+}
+
+}  // namespace
+
+void merge_symbolic_outer_dims(Schedule& s) {
+  for (auto& kernel : s.kernels)
+    for (int k = static_cast<int>(kernel.outer.size()) - 2; k >= 0; --k)
+      if ((!kernel.outer[k].is_static() || !kernel.outer[k + 1].is_static()) && mergeable(kernel, k))
+        apply_merge(kernel, k);
+}
+
+}  // namespace ember
