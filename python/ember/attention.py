@@ -90,16 +90,107 @@ def _constant_value(gm: torch.fx.GraphModule, node: torch.fx.Node):
 def _mask_is_no_op(gm: torch.fx.GraphModule, mask) -> bool:
     """Whether an attention mask keeps every position: all true (boolean) or all zero
     (additive). transformers builds such a mask from torch.ones whenever it is traced,
-    where eager, seeing no padding, passes none and gets the unmasked fused kernel."""
+    where eager, seeing no padding, passes none and gets the unmasked fused kernel. With
+    symbolic sizes the mask depends on them (arange over the sequence, compared and
+    expanded): its value ranges decide it (_mask_range)."""
     if not isinstance(mask, torch.fx.Node):
         return False
     try:
         value = _constant_value(gm, mask)
         if value is None:
-            return False
+            lo, hi = _mask_range(gm, mask)
+            val = mask.meta.get("example_value", mask.meta.get("val"))
+            is_bool = isinstance(val, torch.Tensor) and val.dtype == torch.bool
+            return (lo, hi) == ((1, 1) if is_bool else (0, 0))
         return bool(value.all()) if value.dtype == torch.bool else bool((value == 0).all())
     except Exception:  # an op that needs more than this graph: not a constant we can use
         return False
+
+
+_INF = float("inf")
+_SAME_VALUES = {"expand", "view", "reshape", "unsqueeze", "squeeze", "permute", "transpose", "contiguous", "clone",
+                "expand_as", "flatten"}
+_COMPARE = {"ge": lambda a, b: (a[0] >= b[1], a[1] < b[0]), "gt": lambda a, b: (a[0] > b[1], a[1] <= b[0]),
+            "le": lambda a, b: (a[1] <= b[0], a[0] > b[1]), "lt": lambda a, b: (a[1] < b[0], a[0] >= b[1])}
+
+
+class _Unknown(Exception):
+    pass
+
+
+def _mask_range(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[float, float]:
+    """[lo, hi] bounding every element of `node`, when its subgraph depends on graph
+    inputs only through sizes (SymInt placeholders, each >= 0) and uses only arange,
+    ones/zeros/full, + - * with scalars, comparisons, logical and/or/not, indexing by
+    None and slices, and views and expands (which keep the values). A comparison whose
+    ranges decide it gives [1, 1] or [0, 0]: transformers' `arange(s) >= 0` is all true
+    for every s. Raises _Unknown for anything else."""
+    memo = {}
+
+    def rng(a):
+        if isinstance(a, torch.fx.Node):
+            if a not in memo:
+                memo[a] = node_range(a)
+            return memo[a]
+        if isinstance(a, bool) or isinstance(a, (int, float)):
+            return (float(a), float(a))
+        raise _Unknown(a)
+
+    def node_range(n):
+        val = n.meta.get("example_value", n.meta.get("val"))
+        if n.op == "placeholder":
+            if isinstance(val, torch.SymInt):
+                return (0.0, _INF)
+            raise _Unknown(n)
+        if n.op not in ("call_function", "call_method"):
+            raise _Unknown(n)
+        name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
+        args = n.args
+        if n.op == "call_method" and name in _SAME_VALUES:
+            return rng(args[0])
+        is_bool = isinstance(val, torch.Tensor) and val.dtype == torch.bool
+        if name == "to" and n.op == "call_method":
+            lo, hi = rng(args[0])
+            if is_bool:
+                return (1.0, 1.0) if lo > 0 or hi < 0 else (0.0, 0.0) if (lo, hi) == (0, 0) else (0.0, 1.0)
+            if isinstance(val, torch.Tensor) and val.dtype.is_floating_point:
+                return (lo, hi)
+            raise _Unknown(n)  # a conversion to integers rounds
+        if name == "arange" and not n.kwargs.get("step") and 1 <= len(args) <= 2:
+            start, end = (rng(0), rng(args[0])) if len(args) == 1 else (rng(args[0]), rng(args[1]))
+            # Elements start, start + 1, ... below end: at most end - 1 when they are integers.
+            integral = isinstance(val, torch.Tensor) and not val.dtype.is_floating_point
+            return (start[0], end[1] - 1 if integral else end[1])
+        if name in ("ones", "zeros"):
+            v = 1.0 if name == "ones" else 0.0
+            return (v, v)
+        if name == "getitem":
+            index = args[1] if isinstance(args[1], tuple) else (args[1],)
+            if all(i is None or i is Ellipsis or isinstance(i, (slice, int)) for i in index):
+                return rng(args[0])
+            raise _Unknown(n)
+        if name in ("add", "sub", "mul") and len(args) == 2:
+            (a0, a1), (b0, b1) = rng(args[0]), rng(args[1])
+            if name == "add":
+                return (a0 + b0, a1 + b1)
+            if name == "sub":
+                return (a0 - b1, a1 - b0)
+            products = [x * y for x in (a0, a1) for y in (b0, b1)]
+            if any(p != p for p in products):  # inf * 0
+                raise _Unknown(n)
+            return (min(products), max(products))
+        if name in _COMPARE and len(args) == 2:
+            always, never = _COMPARE[name](rng(args[0]), rng(args[1]))
+            return (1.0, 1.0) if always else (0.0, 0.0) if never else (0.0, 1.0)
+        if name in ("and_", "or_") and len(args) == 2 and is_bool:
+            (a0, a1), (b0, b1) = rng(args[0]), rng(args[1])
+            return (min(a0, b0), min(a1, b1)) if name == "and_" else (max(a0, b0), max(a1, b1))
+        if name == "invert" and len(args) == 1 and is_bool:
+            lo, hi = rng(args[0])
+            return (1.0 - hi, 1.0 - lo)
+        raise _Unknown(n)
+
+    return rng(node)
 
 
 def drop_no_op_masks(gm: torch.fx.GraphModule) -> int:

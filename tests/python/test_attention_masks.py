@@ -1,6 +1,7 @@
 """Attention masks that keep every position and depend on no graph input are dropped
 before AOTAutograd (ember.attention.drop_no_op_masks): transformers' BERT builds one from
-torch.ones whenever it is traced. Anything else keeps its mask."""
+torch.ones whenever it is traced, or, with symbolic sizes, from arange over the sequence
+(all true for every size by its value ranges). Anything else keeps its mask."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -45,3 +46,45 @@ def test_no_op_attention_masks_are_dropped(case, dropped):
     assert counts == [1 if dropped else 0]
     if case != "random":
         torch.testing.assert_close(out, fn(q, k, v, keep))
+
+
+@pytest.mark.parametrize("case, dropped", [
+    ("arange_ge_0", True),       # transformers' padding-free SDPA mask: arange(s) >= 0, expanded
+    ("arange_plus_1_gt_0", True),
+    ("causal", False),           # q >= kv: masks the upper triangle
+    ("arange_lt_100", False),    # true only for sequences up to 100
+    ("float_arange_ge_0", True),
+])
+def test_size_dependent_masks_by_their_ranges(case, dropped):
+    """dynamic=True: the mask depends on the sequence length (a SymInt) only; it is dropped
+    when its value ranges show it keeps every position at every length."""
+    from ember.attention import drop_no_op_masks
+
+    def make(q, keep):
+        s = q.shape[2]
+        if case == "arange_ge_0":
+            m = (torch.arange(s) + 0)[None, None, :, None] >= 0
+        elif case == "arange_plus_1_gt_0":
+            m = (torch.arange(s) + 1)[None, None, :, None] > 0
+        elif case == "causal":
+            m = torch.arange(s)[:, None] >= torch.arange(s)[None, :]
+        elif case == "arange_lt_100":
+            m = torch.arange(s)[None, None, :, None] < 100
+        else:
+            m = torch.arange(0.5, s)[None, None, :, None] >= 0
+        return m.expand(q.shape[0], 1, s, s)
+
+    fn = _sdpa_with_mask(make)
+    counts = []
+
+    def backend(gm, example_inputs):
+        counts.append(drop_no_op_masks(gm))
+        return gm.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=backend, dynamic=True)
+    for seq in (8, 13):
+        q, k, v = (torch.randn(2, 3, seq, 16) for _ in range(3))
+        keep = torch.rand(2, seq) > 0.3
+        torch.testing.assert_close(compiled(q, k, v, keep), fn(q, k, v, keep))
+    assert counts and all(c == (1 if dropped else 0) for c in counts), counts
