@@ -4,12 +4,22 @@ namespace ember {
 
 namespace {
 
-// Whether `e` is a size: no loop var, no load, an integer type throughout.
+// Whether `e` is a size: integers, symbols and the ops size expressions are made of
+// (canonical_size's), no loop var, no load.
 bool is_size(const Expr& e) {
-  if (e->op == ExprOp::Var || e->op == ExprOp::Load || is_float(e->dtype)) return false;
-  for (const auto& a : e->args)
-    if (!is_size(a)) return false;
-  return true;
+  switch (e->op) {
+    case ExprOp::Const: return !is_float(e->dtype);
+    case ExprOp::Sym: return true;
+    case ExprOp::Add:
+    case ExprOp::Sub:
+    case ExprOp::Mul:
+    case ExprOp::FloorDiv:
+    case ExprOp::Mod:
+    case ExprOp::Max:
+    case ExprOp::Min:
+      return !is_float(e->dtype) && is_size(e->args[0]) && is_size(e->args[1]);
+    default: return false;
+  }
 }
 
 void add_scaled(SymbolicAffine& into, const SymbolicAffine& f, const Dim& scale) {

@@ -172,6 +172,9 @@ TEST(symbolic_affine_form_keeps_symbolic_coefficients) {
   // A var under a division by a symbol, or a product of vars: not affine.
   CHECK(!symbolic_affine_form(binary(ExprOp::FloorDiv, var(o0), s1, DType::I64)).has_value());
   CHECK(!symbolic_affine_form(mul(var(o0), var(o1))).has_value());
+  // A var-free term that is no size expression (a select): not affine, never a throw.
+  Expr sel = where(binary(ExprOp::Lt, s1, int_const(3), DType::Bool), s1, int_const(3));
+  CHECK(!symbolic_affine_form(add(mul(var(o0), sel), var(i0))).has_value());
   // Terms cancel: o0 * s1 - o0 * s1 leaves no coefficient.
   auto g = symbolic_affine_form(binary(ExprOp::Sub, mul(var(o0), s1), mul(s1, var(o0)), DType::I64));
   CHECK(g.has_value() && g->coef.empty());
