@@ -281,7 +281,7 @@ class EmberOutputCode(_OutputCodeBase):
             if not isinstance(self._state, GraphState):
                 raise ValueError("entry without a graph state")
             payload = self._state.open(cache_tag(cfg, mode))
-            self._runner = load_graph(payload, cfg)
+            self._runner = load_graph(payload, cfg, mode)
         except Exception as e:
             logs.logger("cache").info("AOTAutograd cache entry not used, compiling instead: %s: %s",
                                       type(e).__name__, e)

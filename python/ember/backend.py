@@ -143,7 +143,8 @@ def build_runner(imported, attr_tensors: list, device: torch.device | None, cfg:
     return cg, GraphRunner(cg, imported, attr_tensors)
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: str = "forward"):
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: str = "forward",
+                  mode: str | None = None):
     record, summary = _new_record(kind)
     if _recorders:
         record.ops = [str(n.target) for n in gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
@@ -165,6 +166,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
             _kernels_loaded(cfg, record, summary)
         else:
             runner.wait_for_kernels(lambda: _finish_background_compile(gm, cfg, record, summary))
+        _use_cuda_graphs(runner, kind, mode, record.name)
         return runner
     except UnsupportedGraph as e:
         stats.count_graph(kind, time.perf_counter() - t0)
@@ -223,7 +225,26 @@ def _compile_failed(cfg: Config, record: GraphRecord, e: Exception):
     )
 
 
-def load_graph(payload: dict, cfg: Config):
+def _use_cuda_graphs(runner, kind: str, mode: str | None, name: str):
+    """mode="reduce-overhead": a CUDA inference graph replays CUDA graph recordings
+    (python/ember/cudagraphs.py); training graphs run as usual, logged once."""
+    from .cuda import CudaGraphRunner
+
+    if mode != "reduce-overhead" or not isinstance(runner, CudaGraphRunner):
+        return
+    if kind == "inference":
+        # AOTAutograd's parameter indices, as Inductor's cudagraphs read them (None where
+        # its metadata is not at hand: the replay then tells parameters by identity).
+        context = torch._guards.TracingContext.try_get()
+        meta = getattr(context, "fw_metadata", None) if context is not None else None
+        runner.use_cuda_graphs(name, getattr(meta, "static_input_indices", None))
+    else:
+        logs.logger("fallback").info("graph %s (%s) runs without CUDA graph recordings: reduce-overhead records "
+                                     "inference graphs only (a training graph's saved activations would be "
+                                     "copied out of the recording on every call)", name, kind)
+
+
+def load_graph(payload: dict, cfg: Config, mode: str | None = None):
     """The runner of a graph from an AOTAutograd cache entry (aot_cache.GraphState's
     payload): no AOTAutograd and no import, only the C++ pipeline from the stored text,
     whose libraries come from ember's disk cache (or the C compiler, if missing there).
@@ -246,6 +267,7 @@ def load_graph(payload: dict, cfg: Config):
     if logs.enabled("cache"):
         logs.logger("cache").info("graph %s: loaded from the AOTAutograd cache (kernels: cache %s %s)",
                                   record.name, cg.cache_status, cg.cache_key[:16])
+    _use_cuda_graphs(runner, kind, mode, record.name)
     return runner
 
 
@@ -342,7 +364,7 @@ def _aot_autograd(cfg: Config, mode: str | None, cached: bool):
 
     def compiler(kind):
         def compile(gm, example_inputs):
-            return compile_graph(gm, example_inputs, cfg, kind)
+            return compile_graph(gm, example_inputs, cfg, kind, mode)
 
         return aot_cache.serializable(compile, cfg, mode, kind) if cached else compile
 

@@ -29,6 +29,8 @@ _aot: dict[str, int] = {}
 # Dynamo compilations that reached ember: [first compilations of a frame, recompilations].
 # Counted per call, not by compile id: torch._dynamo.reset() restarts Dynamo's ids.
 _dynamo = [0, 0]
+# mode="reduce-overhead" (cudagraphs.py): [CUDA graph recordings made, replays].
+_cuda_graphs = [0, 0]
 
 
 def count_graph(kind: str, seconds: float) -> None:
@@ -78,6 +80,12 @@ def count_fallback(why: str) -> None:
         _fallbacks[why] = _fallbacks.get(why, 0) + 1
 
 
+def count_cuda_graph(recorded: bool) -> None:
+    """A CUDA graph recording made (recorded) or replayed."""
+    with _lock:
+        _cuda_graphs[0 if recorded else 1] += 1
+
+
 def count_dynamo_compile() -> None:
     """Called once per graph Dynamo hands to ember's backend."""
     from torch._guards import CompileContext
@@ -108,6 +116,8 @@ def stats() -> dict:
     recompiles           of those, recompilations: a frame compiled again after a guard failed
     compile_seconds      time inside ember's compile of each graph (import + C++ pipeline)
     load_seconds         time rebuilding the loaded graphs (C++ pipeline, kernel cache)
+    cuda_graph_recordings  mode="reduce-overhead": CUDA graph recordings made (cudagraphs.py)
+    cuda_graph_replays   and calls that replayed one
     """
     core = _core.compile_counts()
     with _lock:
@@ -127,6 +137,8 @@ def stats() -> dict:
             "recompiles": _dynamo[1],
             "compile_seconds": round(_compile_seconds[0], 6),
             "load_seconds": round(_load_seconds[0], 6),
+            "cuda_graph_recordings": _cuda_graphs[0],
+            "cuda_graph_replays": _cuda_graphs[1],
         }
 
 
@@ -138,6 +150,7 @@ def reset_stats() -> None:
         _loaded.clear()
         _aot.clear()
         _load_seconds[0] = 0.0
+        _cuda_graphs[0] = _cuda_graphs[1] = 0
         _dynamo[0] = _dynamo[1] = 0
         _compile_seconds[0] = 0.0
 

@@ -80,7 +80,30 @@ class CudaGraphRunner(GraphRunner):
 
     def __init__(self, cg, imported, attr_tensors: list, device: torch.device):
         self.device = device
+        self._replay = None  # mode="reduce-overhead": a CudaGraphReplay (cudagraphs.py)
         super().__init__(cg, imported, attr_tensors)
+
+    def use_cuda_graphs(self, name: str, static_inputs: list[int] | None = None):
+        """Calls from now on replay CUDA graph recordings (python/ember/cudagraphs.py);
+        `static_inputs`: the indices of parameters, read in place."""
+        from .cudagraphs import CudaGraphReplay
+
+        self._replay = CudaGraphReplay(self, name, static_inputs)
+
+    def __call__(self, args):
+        return self._replay(args) if self._replay is not None else GraphRunner.__call__(self, args)
+
+    def run(self, args):
+        """One call of the graph's kernels and ATen calls, never a recording's replay."""
+        return GraphRunner.__call__(self, args)
+
+    def workspaces_of_stream(self, stream: int):
+        """A function that takes away, and returns, the free workspaces of every plan on
+        `stream` (a recording's memory, which no other call may use)."""
+        def take():
+            plans = [self._plan] if self._plan is not None else list(self._plans.values())
+            return [w for plan in plans for w in plan.stream_workspaces.pop(stream, [])]
+        return take
 
     def _call_context(self, plan):
         stream = torch.cuda.current_stream(self.device).cuda_stream

@@ -179,6 +179,68 @@ def test_symbolic_training_step_matches_eager(dtype):
         assert _counts() == counts, (rows, counts, _counts())
 
 
+def _new_inputs(args):
+    """Tensors like `args` at new addresses with new values (integers in the same range)."""
+    return tuple(torch.randn_like(a) if a.is_floating_point() else torch.randint_like(a, 0, int(a.max()) + 1)
+                 for a in args)
+
+
+def _cuda_graph_counts():
+    st = ember.stats()
+    return st["cuda_graph_recordings"], st["cuda_graph_replays"]
+
+
+def test_reduce_overhead_replays_a_recording():
+    """mode="reduce-overhead": an inference graph runs as usual on its first call, is
+    recorded in a CUDA graph on its second and replayed after, its weights read in place
+    and new inputs copied in. Every call matches eager, and an output kept from an
+    earlier call is not overwritten by later replays (callers get copies)."""
+    fn, args = CASES["tiny_gpt2_bf16"]("cuda")
+    rtol, atol = TOLERANCE.get("tiny_gpt2_bf16", (None, None))
+    compiled = compile_fresh(fn, backend="ember", fullgraph=False, mode="reduce-overhead")
+    before = _cuda_graph_counts()
+    with torch.no_grad():
+        kept = None
+        for call in range(4):
+            out = check_call(compiled, fn, *(args if call == 0 else _new_inputs(args)), rtol=rtol, atol=atol)
+            if call == 2:
+                kept, kept_values = out, out.clone()
+    torch.cuda.synchronize()
+    recorded, replays = (a - b for a, b in zip(_cuda_graph_counts(), before))
+    assert (recorded, replays) == (1, 3), (recorded, replays)
+    assert torch.equal(kept, kept_values)
+
+
+def test_reduce_overhead_records_each_size_of_a_symbolic_graph():
+    """dynamic=True with reduce-overhead: one compiled graph, one recording per size."""
+    fn, arg_sets = DYNAMIC["softmax_bf16"]("cuda")
+    compiled = compile_fresh(fn, backend="ember", fullgraph=False, dynamic=True, mode="reduce-overhead")
+    before = _cuda_graph_counts()
+    graphs = _counts()
+    with torch.no_grad():
+        for args in arg_sets:
+            for _ in range(3):
+                check_call(compiled, fn, *_new_inputs(args))
+    torch.cuda.synchronize()
+    recorded, replays = (a - b for a, b in zip(_cuda_graph_counts(), before))
+    assert (recorded, replays) == (len(arg_sets), 2 * len(arg_sets)), (recorded, replays)
+    assert _counts()[0] - graphs[0] == 1  # one CUDA graph compiled for every size
+
+
+def test_reduce_overhead_runs_training_graphs_as_usual():
+    """Training graphs are not recorded (their saved activations would be copied out on
+    every call); the step still matches eager."""
+    fn, args = TRAINING["layer_norm_train_f32"]("cuda")
+    compiled = compile_fresh(fn, backend="ember", fullgraph=False, mode="reduce-overhead")
+    before = _cuda_graph_counts()
+    for _ in range(3):
+        expected = _training_step(fn, args)
+        actual = _training_step(compiled, args)
+        for a, e in zip(actual, expected):
+            torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5 * max(1.0, e.abs().max().item()))
+    assert _cuda_graph_counts() == before
+
+
 def test_runs_on_current_stream():
     """Kernels follow torch's current stream: work queued on a side stream is ordered."""
     fn, args = CASES["softmax_3000"]("cuda")
