@@ -39,6 +39,19 @@ def test_backend_registered_without_importing_ember(tmp_path):
     assert "ember loaded by the entry point: True" in r.stdout
 
 
+def test_reduce_overhead_on_the_cpu_compiles_as_the_default():
+    """CUDA graphs are a CUDA mode: CPU graphs compile and run as usual, nothing recorded."""
+    x = torch.randn(6, 10)
+    before = ember.stats()
+    f = ember.compile(lambda t: torch.softmax(t, -1) * 2, mode="reduce-overhead")
+    for _ in range(3):
+        torch.testing.assert_close(f(x), torch.softmax(x, -1) * 2)
+    after = ember.stats()
+    assert after["graphs_compiled"] > before["graphs_compiled"]
+    assert after["cuda_graph_recordings"] == before["cuda_graph_recordings"]
+    assert after["cuda_graph_replays"] == before["cuda_graph_replays"]
+
+
 def test_ember_compile_arguments():
     x = torch.randn(6, 10)
     f = ember.compile(lambda t: torch.softmax(t, -1), mode="max-autotune", options={"fuse": False})
