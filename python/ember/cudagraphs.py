@@ -15,6 +15,8 @@ memory pool and a stream of its own), and later calls replay the recording:
   gets copies, storage by storage, so outputs that are views of one another stay so.
 - A graph with symbols records once per set of symbol values, at most MAX_RECORDINGS;
   calls at further sizes run without a recording (logged once per graph).
+- Calls are serialized (one set of static buffers), and a replay on another stream than
+  the last one waits for it.
 - A recording that fails (an op that cannot be captured), or whose outputs alias its
   inputs, leaves the graph running as usual (logged once per graph).
 
@@ -24,6 +26,7 @@ outputs include the saved activations, which would be copied on every call.
 from __future__ import annotations
 
 import collections
+import threading
 import weakref
 
 import torch
@@ -56,6 +59,9 @@ class CudaGraphReplay:
         self._first: dict = {}  # symbol values -> (weak reference, address) of each argument of the first call
         self._recordings: collections.OrderedDict = collections.OrderedDict()
         self._off_reason: str | None = None  # set: every call runs without a recording
+        self._full_logged = False
+        self._lock = threading.Lock()
+        self._last_stream = None  # the stream of the last replay
         self.recorded = 0  # recordings made (tests and logs)
         self.replays = 0
 
@@ -65,6 +71,10 @@ class CudaGraphReplay:
     def __call__(self, args):
         if self._off_reason is not None:
             return self._runner.run(args)
+        with self._lock:
+            return self._call(args)
+
+    def _call(self, args):
         key = self._key(args)
         rec = self._recordings.get(key)
         if rec is not None and all(args[i].data_ptr() == ptr for i, ptr in rec.in_place):
@@ -74,7 +84,10 @@ class CudaGraphReplay:
             self._first[key] = _identities(args)
             return self._runner.run(args)
         if rec is None and len(self._recordings) >= MAX_RECORDINGS:
-            self._off(f"more than {MAX_RECORDINGS} sizes")
+            if not self._full_logged:
+                self._full_logged = True
+                logs.logger("fallback").info("graph %s: sizes beyond the first %d run without CUDA graph "
+                                             "recordings (reduce-overhead)", self._name, MAX_RECORDINGS)
             return self._runner.run(args)
         return self._record(key, args)
 
@@ -124,6 +137,10 @@ class CudaGraphReplay:
         return self._replay(rec, args)
 
     def _replay(self, rec: _Recording, args):
+        stream = torch.cuda.current_stream(self._runner.device)
+        if self._last_stream is not None and self._last_stream != stream:
+            stream.wait_stream(self._last_stream)  # the static buffers' last readers
+        self._last_stream = stream
         for i in rec.copied:
             rec.static_args[i].copy_(args[i])
         rec.graph.replay()

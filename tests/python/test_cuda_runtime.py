@@ -227,6 +227,24 @@ def test_reduce_overhead_records_each_size_of_a_symbolic_graph():
     assert _counts()[0] - graphs[0] == 1  # one CUDA graph compiled for every size
 
 
+def test_reduce_overhead_sizes_beyond_the_limit_run_as_usual(monkeypatch):
+    """Past MAX_RECORDINGS sizes, further sizes run without a recording (still correct),
+    and the sizes recorded keep replaying."""
+    from ember import cudagraphs
+
+    monkeypatch.setattr(cudagraphs, "MAX_RECORDINGS", 2)
+    fn, arg_sets = DYNAMIC["softmax_bf16"]("cuda")
+    compiled = compile_fresh(fn, backend="ember", fullgraph=False, dynamic=True, mode="reduce-overhead")
+    before = _cuda_graph_counts()
+    with torch.no_grad():
+        for args in arg_sets + arg_sets[:1]:
+            for _ in range(3):
+                check_call(compiled, fn, *_new_inputs(args))
+    torch.cuda.synchronize()
+    recorded, replays = (a - b for a, b in zip(_cuda_graph_counts(), before))
+    assert (recorded, replays) == (2, 2 * 2 + 3), (recorded, replays)
+
+
 def test_reduce_overhead_runs_training_graphs_as_usual():
     """Training graphs are not recorded (their saved activations would be copied out on
     every call); the step still matches eager."""
