@@ -144,7 +144,7 @@ class _Symbols:
         return self._print(expr)
 
     def _print(self, e) -> str:
-        from torch.utils._sympy.functions import FloorDiv, Max, Min, Mod, PythonMod
+        from torch.utils._sympy.functions import CeilToInt, FloorDiv, FloorToInt, IntTrueDiv, Max, Min, Mod, PythonMod
 
         if e.is_Integer:
             return str(int(e))
@@ -160,6 +160,11 @@ class _Symbols:
             return "(" + "*".join([self._print(e.base)] * int(e.exp)) + ")"
         if isinstance(e, FloorDiv):
             return f"({self._print(e.args[0])}//{self._print(e.args[1])})"
+        if isinstance(e, (CeilToInt, FloorToInt)) and isinstance(e.args[0], IntTrueDiv):
+            # ceil(a / b) and floor(a / b) of integers (math.ceil(s / 32); CUDA attention
+            # kernels' padded sizes): Python's floor division, exact for any sign.
+            a, b = (self._print(x) for x in e.args[0].args)
+            return f"({a}//{b})" if isinstance(e, FloorToInt) else f"(0-((0-{a})//{b}))"
         if isinstance(e, (PythonMod, Mod)):
             return f"({self._print(e.args[0])}%{self._print(e.args[1])})"
         if isinstance(e, (Max, Min)):

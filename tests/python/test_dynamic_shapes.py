@@ -55,6 +55,20 @@ def test_views_slices_and_extern_matmuls_with_symbolic_sizes():
     assert_compiled_once(first, last)
 
 
+def test_sizes_rounded_up_by_a_true_division():
+    """math.ceil(s / 32) (sympy's CeilToInt(IntTrueDiv(s, 32)); CUDA attention kernels
+    pad sequences so) and its floor: sizes printed as floor divisions, exact at every size."""
+    import math
+
+    def fn(x):
+        up = math.ceil(x.shape[-1] / 32) * 32
+        down = math.floor(x.shape[-1] / 8)
+        return F.pad(x, (0, up - x.shape[-1])) * 2, x[..., :down] + 1
+
+    first, last = run_sizes(fn, lambda n: (torch.randn(3, n),), [33, 64, 70, 95])
+    assert_compiled_once(first, last)
+
+
 def test_mark_dynamic_batch_of_an_mlp_block():
     torch.manual_seed(0)
     block = torch.nn.Sequential(torch.nn.LayerNorm(32), torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32))
