@@ -34,7 +34,7 @@ struct CudaLaunch {
   int per_thread = 1;  // elements per thread per step (elementwise)
   bool wide = false;   // 64-bit loop indices
   std::optional<TransposePlan> transpose;  // the Transpose shape's tiles
-  // A graph with symbols: the general form of the shape (cuda_kernel.h), and `rows` and
+  // A graph with symbols (cuda_kernel.h says what its kernels print), and `rows` and
   // `total` as sizes that may be symbolic (their hints are the fields above).
   bool symbolic = false;
   Dim rows_dim = 1;
