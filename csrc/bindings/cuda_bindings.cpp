@@ -40,16 +40,7 @@ void define_cuda(nb::module_& m) {
       .def_prop_ro("externs", [](const CudaCompiledGraph& g) { return externs_at(g.graph(), g.program(), g.hints()); })
       .def_prop_ro("outputs", [](const CudaCompiledGraph& g) { return outputs_at(g.program(), g.hints()); })
       .def_prop_ro("num_symbols", &CudaCompiledGraph::num_symbols)
-      .def("layout", [](const CudaCompiledGraph& g, const Symbols& s) {
-        if (s.size() != static_cast<size_t>(g.num_symbols())) throw std::invalid_argument("wrong number of symbol values");
-        ember::MemoryPlan arena = g.arena_at(s);
-        nb::dict d;
-        d["buffers"] = buffers_at(g.program(), g.code().buffer_in_memory, s, arena);
-        d["externs"] = externs_at(g.graph(), g.program(), s);
-        d["outputs"] = outputs_at(g.program(), s);
-        d["arena_bytes"] = arena.arena_bytes;
-        return d;
-      }, nb::arg("symbols"), "Buffers, extern views, outputs and the arena plan for these symbol values.")
+      .def("layout", &layout_at<CudaCompiledGraph>, nb::arg("symbols"), "Buffers, extern views, outputs and the arena plan for these symbol values.")
       .def_prop_ro("kernel_resources", [](const CudaCompiledGraph& g) {
         nb::list out;
         const auto res = g.kernel_resources();

@@ -5,6 +5,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/vector.h>
 
+#include <stdexcept>
 #include <vector>
 
 #include "ir/graph.h"
@@ -109,6 +110,20 @@ MemoryPlan arena_of(const G& g) {
   arena.arena_bytes = g.arena_bytes();
   for (size_t b = 0; b < g.program().buffers.size(); ++b) arena.offset.push_back(g.arena_offset(static_cast<int>(b)));
   return arena;
+}
+
+// Buffers, extern views, outputs and the arena plan of graph `g` (a CompiledGraph or a
+// CudaCompiledGraph) at symbol values `s`: the runner's plan for those sizes.
+template <class G>
+nb::dict layout_at(const G& g, const Symbols& s) {
+  if (s.size() != static_cast<size_t>(g.num_symbols())) throw std::invalid_argument("wrong number of symbol values");
+  MemoryPlan arena = g.arena_at(s);
+  nb::dict d;
+  d["buffers"] = buffers_at(g.program(), g.code().buffer_in_memory, s, arena);
+  d["externs"] = externs_at(g.graph(), g.program(), s);
+  d["outputs"] = outputs_at(g.program(), s);
+  d["arena_bytes"] = arena.arena_bytes;
+  return d;
 }
 
 }  // namespace ember::bindings

@@ -30,16 +30,7 @@ void define_runtime(nb::module_& m) {
       .def_prop_ro("externs", [](const CompiledGraph& g) { return externs_at(g.graph(), g.program(), g.hints()); })
       .def_prop_ro("outputs", [](const CompiledGraph& g) { return outputs_at(g.program(), g.hints()); })
       .def_prop_ro("num_symbols", &CompiledGraph::num_symbols)
-      .def("layout", [](const CompiledGraph& g, const Symbols& s) {
-        if (s.size() != static_cast<size_t>(g.num_symbols())) throw std::invalid_argument("wrong number of symbol values");
-        ember::MemoryPlan arena = g.arena_at(s);
-        nb::dict d;
-        d["buffers"] = buffers_at(g.program(), g.code().buffer_in_memory, s, arena);
-        d["externs"] = externs_at(g.graph(), g.program(), s);
-        d["outputs"] = outputs_at(g.program(), s);
-        d["arena_bytes"] = arena.arena_bytes;
-        return d;
-      }, nb::arg("symbols"), "Buffers, extern views, outputs and the arena plan for these symbol values.")
+      .def("layout", &layout_at<CompiledGraph>, nb::arg("symbols"), "Buffers, extern views, outputs and the arena plan for these symbol values.")
       .def_prop_ro("kernels", [](const CompiledGraph& g) {
         nb::list out;
         for (const auto& k : g.code().kernels) {

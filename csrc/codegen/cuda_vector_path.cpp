@@ -21,13 +21,7 @@ namespace {
 // A lane whose branch is taken reads inside (the guarded-load rule), so its word is
 // inside; a word read clamped into the buffer feeds only lanes whose branch is not.
 bool guarded_vector_index(const Program& p, const Expr& index, int b, int v, int lanes) {
-  auto af = affine_form(index);
-  if (!af || p.buffers[b].extent().hint() % lanes != 0) return false;
-  auto it = af->coef.find(v);
-  if (it == af->coef.end() || it->second != 1 || af->constant % lanes != 0) return false;
-  for (const auto& [var_id, c] : af->coef)
-    if (var_id != v && c % lanes != 0) return false;
-  return true;
+  return p.buffers[b].extent().hint() % lanes == 0 && symbolic_vector_index(index, v, lanes);
 }
 
 std::unordered_map<int, int64_t> var_extents(const Kernel& k, const Stage& stage) {

@@ -99,6 +99,12 @@ int Graph::num_inputs() const {
   return n;
 }
 
+std::vector<int64_t> Graph::hints() const {
+  std::vector<int64_t> h;
+  for (const auto& s : symbols) h.push_back(s.hint);
+  return h;
+}
+
 // ---- printing ----------------------------------------------------------------
 
 namespace {
@@ -216,8 +222,7 @@ class Parser {
       } while (try_consume(','));
       expect(')');
     }
-    hints_.clear();
-    for (const auto& sym : g.symbols) hints_.push_back(sym.hint);
+    hints_ = g.hints();
     expect('{');
     while (true) {
       skip_ws();

@@ -119,6 +119,7 @@ struct Graph {
   std::vector<Node> nodes;
   std::vector<Arg> outputs;
   int num_inputs() const;
+  std::vector<int64_t> hints() const;  // the symbols' hints, in order
 
   const TensorType& type_of(ValueRef r) const { return nodes.at(r.node).outputs.at(r.index); }
 };

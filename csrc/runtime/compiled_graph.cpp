@@ -144,12 +144,6 @@ void CompiledGraph::plan_memory() {
   arena_ = arena_at(hints());
 }
 
-std::vector<int64_t> CompiledGraph::hints() const {
-  std::vector<int64_t> h;
-  for (const auto& s : graph_.symbols) h.push_back(s.hint);
-  return h;
-}
-
 MemoryPlan CompiledGraph::arena_at(const std::vector<int64_t>& symbols) const {
   return place_arena(lifetimes_, static_cast<int>(program_.buffers.size()), symbols);
 }

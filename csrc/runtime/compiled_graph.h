@@ -76,7 +76,7 @@ class CompiledGraph {
   MemoryPlan arena_at(const std::vector<int64_t>& symbols) const;
   // The graph's symbols (docs/dynamic_shapes.md): how many, and their hints.
   int num_symbols() const { return static_cast<int>(graph_.symbols.size()); }
-  std::vector<int64_t> hints() const;
+  std::vector<int64_t> hints() const { return graph_.hints(); }
   // "memory", "disk" or "miss" (compiled now); "none" when there are no kernels.
   const std::string& cache_status() const { return cache_status_; }
   const std::string& cache_note() const { return cache_note_; }  // why the disk cache was bypassed

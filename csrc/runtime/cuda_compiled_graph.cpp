@@ -131,12 +131,6 @@ void CudaCompiledGraph::plan_memory() {
   arena_ = arena_at(hints());
 }
 
-std::vector<int64_t> CudaCompiledGraph::hints() const {
-  std::vector<int64_t> h;
-  for (const auto& s : graph_.symbols) h.push_back(s.hint);
-  return h;
-}
-
 MemoryPlan CudaCompiledGraph::arena_at(const std::vector<int64_t>& symbols) const {
   return place_arena(lifetimes_, static_cast<int>(program_.buffers.size()), symbols);
 }

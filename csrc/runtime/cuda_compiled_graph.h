@@ -63,7 +63,7 @@ class CudaCompiledGraph {
   MemoryPlan arena_at(const std::vector<int64_t>& symbols) const;
   // The graph's symbols (docs/dynamic_shapes.md): how many, and their hints.
   int num_symbols() const { return static_cast<int>(graph_.symbols.size()); }
-  std::vector<int64_t> hints() const;
+  std::vector<int64_t> hints() const { return graph_.hints(); }
   // One cubin per part of the source (the prelude and up to 6 kernels; compiled in parallel).
   const std::vector<std::string>& cubins() const { return cubins_; }
   std::string program_text() const;

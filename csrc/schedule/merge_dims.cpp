@@ -13,39 +13,20 @@ bool mergeable(const Stage& stage, int k) {
   const int a = inner_var(k), b = inner_var(k + 1);
   if (!stage.inner[k + 1].is_static()) return false;  // affine coefficients are static
   const int64_t size_b = stage.inner[k + 1].hint();
-  bool ok = true;
-  auto check_index = [&](const Expr& index) {
+  auto index_ok = [&](const Expr& index) {
     auto f = affine_form(index);
-    if (!f) {
-      ok = ok && !depends_on(index, a) && !depends_on(index, b);
-      return;
-    }
+    if (!f) return !depends_on(index, a) && !depends_on(index, b);
     int64_t ca = f->coef.count(a) ? f->coef.at(a) : 0;
     int64_t cb = f->coef.count(b) ? f->coef.at(b) : 0;
-    ok = ok && ca == cb * size_b;
-  };
-  // Vars may appear only inside memory indices (not in bounds tests or values).
-  std::function<void(const Expr&)> walk = [&](const Expr& e) {
-    if (!ok) return;
-    if (e->op == ExprOp::Var && (e->ival == a || e->ival == b)) {
-      ok = false;
-      return;
-    }
-    if (e->op == ExprOp::Load) {
-      check_index(e->args[0]);
-      // The index itself may read memory (gather): look inside for stray uses.
-      for (const auto& x : e->args[0]->args)
-        if (x->op == ExprOp::Load) walk(x);
-      return;
-    }
-    for (const auto& x : e->args) walk(x);
+    return ca == cb * size_b;
   };
   for (const auto& item : stage.items) {
-    walk(item.value);
-    if (!item.is_reduction) check_index(item.store_index);
-    else ok = ok && !depends_on(item.store_index, a) && !depends_on(item.store_index, b);
+    if (!vars_only_in_indices(item.value, a, b, index_ok)) return false;
+    if (!item.is_reduction ? !index_ok(item.store_index)
+                           : depends_on(item.store_index, a) || depends_on(item.store_index, b))
+      return false;
   }
-  return ok;
+  return true;
 }
 
 // Rewrites vars after merging dims k and k+1: a := 0, b := merged, later dims shift down.
@@ -63,6 +44,27 @@ void apply_merge(Stage& stage, int k) {
 }
 
 }  // namespace
+
+bool vars_only_in_indices(const Expr& value, int a, int b, const std::function<bool(const Expr&)>& index_ok) {
+  bool ok = true;
+  std::function<void(const Expr&)> walk = [&](const Expr& e) {
+    if (!ok) return;
+    if (e->op == ExprOp::Var && (e->ival == a || e->ival == b)) {
+      ok = false;
+      return;
+    }
+    if (e->op == ExprOp::Load) {
+      ok = index_ok(e->args[0]);
+      // The index itself may read memory (a gather): look inside for stray uses.
+      for (const auto& x : e->args[0]->args)
+        if (x->op == ExprOp::Load) walk(x);
+      return;
+    }
+    for (const auto& x : e->args) walk(x);
+  };
+  walk(value);
+  return ok;
+}
 
 void merge_inner_dims(Schedule& s) {
   for (auto& kernel : s.kernels)

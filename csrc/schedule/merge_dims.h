@@ -1,4 +1,6 @@
 #pragma once
+#include <functional>
+
 #include "schedule/kernel.h"
 
 namespace ember {
@@ -8,5 +10,10 @@ namespace ember {
 // the inner dim's stride times its size (the dims are contiguous together).
 // A [16,16] reduction over H and W becomes one 256-long vectorizable loop.
 void merge_inner_dims(Schedule& s);
+
+// Whether loop vars a and b appear in `value` only inside memory indices (not in bounds
+// tests or values), each of which passes `index_ok`: what merging two dims needs
+// (merge_inner_dims, merge_symbolic_outer_dims).
+bool vars_only_in_indices(const Expr& value, int a, int b, const std::function<bool(const Expr&)>& index_ok);
 
 }  // namespace ember

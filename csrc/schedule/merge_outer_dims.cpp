@@ -1,9 +1,9 @@
 #include "schedule/merge_outer_dims.h"
 
-#include <functional>
 #include <unordered_map>
 
 #include "ir/symbolic_affine.h"
+#include "schedule/merge_dims.h"
 
 namespace ember {
 
@@ -14,39 +14,17 @@ bool mergeable(const Kernel& kernel, int k) {
   const int a = outer_var(k), b = outer_var(k + 1);
   const Dim size_b = kernel.outer[k + 1];
   const Dim zero = int64_t{0};
-  bool ok = true;
-  auto check_index = [&](const Expr& index) {
+  auto index_ok = [&](const Expr& index) {
     auto f = symbolic_affine_form(index);
-    if (!f) {
-      ok = ok && !depends_on(index, a) && !depends_on(index, b);
-      return;
-    }
+    if (!f) return !depends_on(index, a) && !depends_on(index, b);
     const Dim ca = f->coef.count(a) ? f->coef.at(a) : zero;
     const Dim cb = f->coef.count(b) ? f->coef.at(b) : zero;
-    ok = ok && ca == cb * size_b;
-  };
-  // Vars may appear only inside memory indices (not in bounds tests or values).
-  std::function<void(const Expr&)> walk = [&](const Expr& e) {
-    if (!ok) return;
-    if (e->op == ExprOp::Var && (e->ival == a || e->ival == b)) {
-      ok = false;
-      return;
-    }
-    if (e->op == ExprOp::Load) {
-      check_index(e->args[0]);
-      // The index itself may read memory (a gather): look inside for stray uses.
-      for (const auto& x : e->args[0]->args)
-        if (x->op == ExprOp::Load) walk(x);
-      return;
-    }
-    for (const auto& x : e->args) walk(x);
+    return ca == cb * size_b;
   };
   for (const auto& stage : kernel.stages)
-    for (const auto& item : stage.items) {
-      walk(item.value);
-      check_index(item.store_index);
-    }
-  return ok;
+    for (const auto& item : stage.items)
+      if (!vars_only_in_indices(item.value, a, b, index_ok) || !index_ok(item.store_index)) return false;
+  return true;
 }
 
 // Rewrites vars after merging dims k and k+1: a := 0, b := merged, later dims shift down.
