@@ -7,6 +7,7 @@ void define_graph(nb::module_& m);
 void define_runtime(nb::module_& m);
 void define_tools(nb::module_& m);
 void define_cuda(nb::module_& m);
+void define_cache(nb::module_& m);
 
 NB_MODULE(_core, m) {
   m.doc() = "ember's C++ compiler core";
@@ -16,4 +17,5 @@ NB_MODULE(_core, m) {
   define_runtime(m);
   define_tools(m);
   define_cuda(m);
+  define_cache(m);
 }

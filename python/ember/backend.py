@@ -1,10 +1,12 @@
-"""The torch.compile backend: Dynamo graph -> AOTAutograd -> ember's C++ compiler.
+"""The torch.compile backend: Dynamo graph -> ATen graph(s) -> ember's C++ compiler.
 
 `torch.compile(model, backend="ember")` finds `ember_backend` through the
-`torch_dynamo_backends` entry point. AOTAutograd traces forward (and backward)
-to ATen with ember's decomposition table; each resulting graph goes to
-`compile_graph`, which imports it into the C++ IR, compiles it and returns a
-runner. Any failure there warns once per graph and runs that graph eagerly
+`torch_dynamo_backends` entry point. An inference graph (no autograd, no mutation,
+static sizes) is traced to ATen by ember itself (aten_trace.py) and kept in ember's
+graph cache (graph_cache.py); every other graph goes through AOTAutograd, which traces
+forward (and backward) with ember's decomposition table. Each resulting graph goes to
+`compile_graph`, which imports it into the C++ IR, compiles it and returns a runner.
+Any failure there warns once per graph and runs that graph eagerly
 (config.fallback_on_error=False makes it raise instead).
 """
 from __future__ import annotations
@@ -18,7 +20,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import _core, aot_cache, counters as stats, logs
+from . import _core, aot_cache, aten_trace, counters as stats, graph_cache, logs
 from .cse import eliminate_common_subexpressions
 from .attention import drop_no_op_masks, fuse_masked_attention
 from .config import Config, config as global_config
@@ -103,7 +105,10 @@ class GraphRecord:
         self.imported = None
         self.times = {}
         self.fallback_reason = None
-        self.loaded = False  # rebuilt from an AOTAutograd cache entry, not compiled
+        self.loaded = False  # rebuilt from a cache entry, not compiled
+        # Who traced it to ATen: "ember" (aten_trace.py) or "AOTAutograd (why)"; for a loaded
+        # graph, the cache it came from ("AOTAutograd cache", "graph cache").
+        self.front_end = ""
         self.ops: list[str] = []  # the graph's ATen ops, in order
 
 
@@ -144,14 +149,18 @@ def build_runner(imported, attr_tensors: list, device: torch.device | None, cfg:
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: str = "forward",
-                  mode: str | None = None):
+                  mode: str | None = None, front_end: str = "AOTAutograd", imported=None,
+                  static_inputs: list[int] | None = None):
+    """The runner of an ATen graph (`imported`: its import, when the caller made it)."""
     record, summary = _new_record(kind)
+    record.front_end = summary["front_end"] = front_end
     if _recorders:
         record.ops = [str(n.target) for n in gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
     t0 = time.perf_counter()
     try:
         device = graph_device(example_inputs)  # None: a CPU graph
-        imported = import_graph(gm, "cpu" if device is None else str(device))
+        if imported is None:
+            imported = import_graph(gm, "cpu" if device is None else str(device))
         record.imported = imported
         t1 = time.perf_counter()
         attrs = [getattr(gm, name) for name in imported.attr_inputs]
@@ -166,7 +175,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
             _kernels_loaded(cfg, record, summary)
         else:
             runner.wait_for_kernels(lambda: _finish_background_compile(gm, cfg, record, summary))
-        _use_cuda_graphs(runner, kind, mode, record.name)
+        _use_cuda_graphs(runner, kind, mode, record.name, static_inputs)
         return runner
     except UnsupportedGraph as e:
         stats.count_graph(kind, time.perf_counter() - t0)
@@ -225,32 +234,38 @@ def _compile_failed(cfg: Config, record: GraphRecord, e: Exception):
     )
 
 
-def _use_cuda_graphs(runner, kind: str, mode: str | None, name: str):
+def _use_cuda_graphs(runner, kind: str, mode: str | None, name: str, static_inputs: list[int] | None = None):
     """mode="reduce-overhead": a CUDA inference graph replays CUDA graph recordings
-    (python/ember/cudagraphs.py); training graphs run as usual, logged once."""
+    (python/ember/cudagraphs.py); training graphs run as usual, logged once.
+    `static_inputs`: the parameters' indices (ember's front end knows them from Dynamo)."""
     from .cuda import CudaGraphRunner
 
     if mode != "reduce-overhead" or not isinstance(runner, CudaGraphRunner):
         return
     if kind == "inference":
-        # AOTAutograd's parameter indices, as Inductor's cudagraphs read them (None where
-        # its metadata is not at hand: the replay then tells parameters by identity).
-        context = torch._guards.TracingContext.try_get()
-        meta = getattr(context, "fw_metadata", None) if context is not None else None
-        runner.use_cuda_graphs(name, getattr(meta, "static_input_indices", None))
+        if static_inputs is None:
+            # AOTAutograd's parameter indices, as Inductor's cudagraphs read them (None where
+            # its metadata is not at hand: the replay then tells parameters by identity).
+            context = torch._guards.TracingContext.try_get()
+            meta = getattr(context, "fw_metadata", None) if context is not None else None
+            static_inputs = getattr(meta, "static_input_indices", None)
+        runner.use_cuda_graphs(name, static_inputs)
     else:
         logs.logger("fallback").info("graph %s (%s) runs without CUDA graph recordings: reduce-overhead records "
                                      "inference graphs only (a training graph's saved activations would be "
                                      "copied out of the recording on every call)", name, kind)
 
 
-def load_graph(payload: dict, cfg: Config, mode: str | None = None):
-    """The runner of a graph from an AOTAutograd cache entry (aot_cache.GraphState's
-    payload): no AOTAutograd and no import, only the C++ pipeline from the stored text,
-    whose libraries come from ember's disk cache (or the C compiler, if missing there).
-    Errors propagate: the caller (torch) then compiles the graph as usual."""
+def load_graph(payload: dict, cfg: Config, mode: str | None = None, static_inputs: list[int] | None = None,
+               source: str = "AOTAutograd cache"):
+    """The runner of a graph from a cache entry (aot_cache.GraphState's payload, from
+    torch's AOTAutogradCache or ember's graph cache): no tracing and no import, only the
+    C++ pipeline from the stored text, whose libraries come from ember's disk cache (or
+    the C compiler, if missing there). Errors propagate: the caller then compiles the
+    graph as usual."""
     kind = payload["kind"]
     record, summary = _new_record(kind)
+    record.front_end = summary["front_end"] = source
     t0 = time.perf_counter()
     imported = payload["imported"]
     device = None if payload["device"] == "cpu" else torch.device(payload["device"])
@@ -265,9 +280,9 @@ def load_graph(payload: dict, cfg: Config, mode: str | None = None):
     summary.update(cache=cg.cache_status, times=record.times, kernels=len(cg.kernels), cache_note=cg.cache_note,
                    loaded=True)
     if logs.enabled("cache"):
-        logs.logger("cache").info("graph %s: loaded from the AOTAutograd cache (kernels: cache %s %s)",
-                                  record.name, cg.cache_status, cg.cache_key[:16])
-    _use_cuda_graphs(runner, kind, mode, record.name)
+        logs.logger("cache").info("graph %s: loaded from the %s (kernels: cache %s %s)",
+                                  record.name, source, cg.cache_status, cg.cache_key[:16])
+    _use_cuda_graphs(runner, kind, mode, record.name, static_inputs)
     return runner
 
 
@@ -345,11 +360,20 @@ def make_backend(mode: str | None = None, options: dict | None = None):
             drop_no_op_masks(gm)  # an all-true mask: attention runs unmasked, as in eager
             if not torch.is_grad_enabled():
                 fuse_masked_attention(gm)  # CUDA inference: masked attention stays one fused call
+        reason = "ember.config.trace_inference is off"
+        if cfg.trace_inference:
+            compiled, reason = _compile_inference(gm, example_inputs, cfg, mode)
+            if compiled is not None:
+                return compiled
+        stats.count_front_end("AOTAutograd")
+        logs.logger("front_end").info("Dynamo graph %s: AOTAutograd traces it: %s",
+                                      torch._guards.CompileContext.current_compile_id(), reason)
+        front_end = f"AOTAutograd ({reason})"
         if aot_cache.note_unused(cfg):
-            return _aot_autograd(cfg, mode, cached=False)(gm, example_inputs)
+            return _aot_autograd(cfg, mode, cached=False, front_end=front_end)(gm, example_inputs)
         before = stats.aot_cache_counts()
         with aot_cache.enabled(cfg, mode):
-            compiled = _aot_autograd(cfg, mode, cached=True)(gm, example_inputs)
+            compiled = _aot_autograd(cfg, mode, cached=True, front_end=front_end)(gm, example_inputs)
         stats.count_aot_lookup(before)
         return compiled
 
@@ -357,14 +381,55 @@ def make_backend(mode: str | None = None, options: dict | None = None):
     return backend
 
 
-def _aot_autograd(cfg: Config, mode: str | None, cached: bool):
+def _compile_inference(gm, example_inputs, cfg: Config, mode: str | None):
+    """ember's own front end (aten_trace.py) and graph cache (graph_cache.py) for an
+    inference graph: (what Dynamo calls, None) or (None, why AOTAutograd must trace it)."""
+    reason = aten_trace.ineligible_reason(gm, example_inputs)
+    if reason is not None:
+        return None, reason
+    static_inputs = aten_trace.static_inputs(gm)
+    key = graph_cache.key(gm, example_inputs, cfg, mode)
+    runner = graph_cache.load(key, cfg, mode, static_inputs) if key is not None else None
+    if runner is not None:
+        stats.count_front_end("cache")
+        return _unboxed(runner), None
+    t0 = time.perf_counter()
+    try:
+        traced = aten_trace.trace(gm, example_inputs, decomposition_table())
+        device = graph_device(example_inputs)
+        imported = import_graph(traced.gm, "cpu" if device is None else str(device))
+    except (aten_trace.NotTraced, UnsupportedGraph) as e:
+        return None, str(e)
+    except Exception as e:  # an ember bug: AOTAutograd's path may still compile the graph
+        if not cfg.fallback_on_error:
+            raise
+        return None, f"ember's trace failed ({type(e).__name__}: {e})"
+    stats.count_front_end("ember", time.perf_counter() - t0)
+    if key is not None:
+        stats.count_graph_cache("miss")
+    runner = compile_graph(traced.gm, example_inputs, cfg, "inference", mode, front_end="ember",
+                           imported=imported, static_inputs=static_inputs)
+    if key is not None and isinstance(runner, GraphRunner):
+        graph_cache.save(key, runner, cfg, mode)
+    return _unboxed(runner), None
+
+
+def _unboxed(runner):
+    """A runner (called with one list of arguments) as Dynamo calls a compiled graph."""
+    def call(*args):
+        return runner(args)
+
+    return call
+
+
+def _aot_autograd(cfg: Config, mode: str | None, cached: bool, front_end: str = "AOTAutograd"):
     """AOTAutograd with ember's compilers, made per Dynamo graph: torch's AotAutograd wraps
     a SerializableAOTDispatchCompiler's backward compiler again on every call, so a shared
     one would nest one more torch._dynamo.disable around every backward per graph compiled."""
 
     def compiler(kind):
         def compile(gm, example_inputs):
-            return compile_graph(gm, example_inputs, cfg, kind, mode)
+            return compile_graph(gm, example_inputs, cfg, kind, mode, front_end)
 
         return aot_cache.serializable(compile, cfg, mode, kind) if cached else compile
 

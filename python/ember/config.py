@@ -30,6 +30,10 @@ class Config:
     # Keep compiled graphs in torch's AOTAutogradCache too, so that a warm start skips
     # AOTAutograd and ember's import (python/ember/aot_cache.py). Needs disk_cache.
     aot_cache: bool = True
+    # Trace inference graphs (no autograd, no mutation, no symbolic sizes) to ATen with
+    # ember's own front end (python/ember/aten_trace.py) instead of AOTAutograd, and keep
+    # them in ember's graph cache (graph_cache.py). False: AOTAutograd traces every graph.
+    trace_inference: bool = True
     # Run the C compiler on a thread while AOTAutograd and Dynamo go on (the backward is
     # traced and lowered, the next frame traced); a graph waits for its kernels at its
     # first call, where a failed compile falls back (or raises) as it would have here.

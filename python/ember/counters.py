@@ -29,6 +29,12 @@ _aot: dict[str, int] = {}
 # Dynamo compilations that reached ember: [first compilations of a frame, recompilations].
 # Counted per call, not by compile id: torch._dynamo.reset() restarts Dynamo's ids.
 _dynamo = [0, 0]
+# Dynamo graphs by who traced them to ATen: "ember" (aten_trace.py), "cache" (ember's
+# graph cache: not traced), "AOTAutograd"; and the seconds ember's tracing took.
+_front_end: dict[str, int] = {}
+_trace_seconds = [0.0]
+# ember's graph cache (graph_cache.py): lookups by outcome (hit, miss) and graphs written.
+_graph_cache: dict[str, int] = {}
 # mode="reduce-overhead" (cudagraphs.py): [CUDA graph recordings made, replays].
 _cuda_graphs = [0, 0]
 
@@ -49,6 +55,18 @@ def count_loaded(kind: str, seconds: float) -> None:
     with _lock:
         _loaded[kind] = _loaded.get(kind, 0) + 1
         _load_seconds[0] += seconds
+
+
+def count_front_end(which: str, seconds: float = 0.0) -> None:
+    with _lock:
+        _front_end[which] = _front_end.get(which, 0) + 1
+        _trace_seconds[0] += seconds
+
+
+def count_graph_cache(outcome: str) -> None:
+    """'hit', 'miss', or 'saved_graphs'."""
+    with _lock:
+        _graph_cache[outcome] = _graph_cache.get(outcome, 0) + 1
 
 
 def count_aot_save() -> None:
@@ -106,6 +124,11 @@ def stats() -> dict:
                          no AOTAutograd, no import; python/ember/aot_cache.py)
     aot_cache            Dynamo graphs looked up there: {"hit", "miss", "bypass"}, and
                          "saved_graphs": ember graphs written to it
+    front_end            Dynamo graphs by who traced them to ATen: {"ember", "cache" (ember's
+                         graph cache, not traced), "AOTAutograd"}
+    trace_seconds        time in ember's own tracing (aten_trace.py)
+    graph_cache          ember's graph cache (graph_cache.py): {"hit", "miss"} lookups and
+                         "saved_graphs" written
     codegen_runs         C source generations (the core's generate_c)
     c_compiler_runs      system C compiler invocations
     memory_cache_hits    graphs whose kernels were already loaded in this process
@@ -126,6 +149,9 @@ def stats() -> dict:
             "graphs_by_kind": dict(_graphs),
             "graphs_loaded": sum(_loaded.values()),
             "aot_cache": dict(_aot),
+            "front_end": dict(_front_end),
+            "trace_seconds": round(_trace_seconds[0], 6),
+            "graph_cache": dict(_graph_cache),
             "codegen_runs": core["codegen_runs"],
             "c_compiler_runs": core["c_compiler_runs"],
             "memory_cache_hits": core["memory_cache_hits"],
@@ -149,6 +175,9 @@ def reset_stats() -> None:
         _fallbacks.clear()
         _loaded.clear()
         _aot.clear()
+        _front_end.clear()
+        _graph_cache.clear()
+        _trace_seconds[0] = 0.0
         _load_seconds[0] = 0.0
         _cuda_graphs[0] = _cuda_graphs[1] = 0
         _dynamo[0] = _dynamo[1] = 0

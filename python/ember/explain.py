@@ -34,7 +34,7 @@ def _op_name(imported, node_id):
 def _graph_dict(record, frame: dict | None) -> dict:
     d = {"name": record.name, "frame": frame, "fallback_reason": record.fallback_reason, "kernels": [],
          "externs": [], "steps": 0, "times_s": {k: round(v, 6) for k, v in record.times.items()}, "cache": None,
-         "loaded": record.loaded}
+         "loaded": record.loaded, "front_end": record.front_end}
     cg, imported = record.cg, record.imported
     if cg is None:
         if imported is not None:
@@ -110,9 +110,9 @@ class Report:
             t = g["times_s"]
             phases = ", ".join(f"{k} {1000 * v:.1f} ms" for k, v in t.items() if k != "total")
             if g.get("loaded"):
-                lines.append(f"  loaded from the AOTAutograd cache in {1000 * t.get('total', 0):.1f} ms ({phases})")
+                lines.append(f"  loaded from the {g['front_end']} in {1000 * t.get('total', 0):.1f} ms ({phases})")
             else:
-                lines.append(f"  compile {1000 * t.get('total', 0):.1f} ms ({phases})")
+                lines.append(f"  traced to ATen by {g['front_end']}; compile {1000 * t.get('total', 0):.1f} ms ({phases})")
             lines.append(f"  {len(g['kernels'])} ember kernel(s):")
             for k in g["kernels"]:
                 ops = _summarize(k["ops"]) or "layout copy (for an ATen op's preferred layout)"
@@ -136,7 +136,7 @@ def format_stats(s: dict) -> str:
     """ember.stats() (or a difference of two) on one line."""
     fallbacks = s.get("eager_fallbacks", 0)
     why = ", ".join(f"{k} {v}" for k, v in s.get("eager_fallbacks_by_reason", {}).items())
-    loaded = f"{s['graphs_loaded']} loaded from the AOTAutograd cache, " if s.get("graphs_loaded") else ""
+    loaded = f"{s['graphs_loaded']} loaded from a cache, " if s.get("graphs_loaded") else ""
     return (f"{s.get('graphs_compiled', 0)} graph(s) compiled, {loaded}{s.get('codegen_runs', 0)} code generation(s), "
             f"{s.get('c_compiler_runs', 0)} C compiler run(s), cache hits {s.get('memory_cache_hits', 0)} in memory / "
             f"{s.get('disk_cache_hits', 0)} on disk, {fallbacks} eager fallback(s)" + (f" ({why})" if why else "")

@@ -293,6 +293,9 @@ def _schema_args(node: torch.fx.Node) -> list:
 
 def _source_op(node):
     """The call in the user's program (Dynamo's graph) that `node` is part of, or None."""
+    source = node.meta.get("ember_source")  # a graph ember's front end traced (aten_trace.py)
+    if source is not None:
+        return source
     sources = node.meta.get("from_node")
     if sources:
         return tuple((getattr(s, "name", None), getattr(s, "graph_id", None)) for s in sources)

@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 
-CHANNELS = ("output_code", "fusion", "cache", "fallback", "perf_hints")
+CHANNELS = ("output_code", "fusion", "cache", "fallback", "perf_hints", "front_end")
 
 _handler = logging.StreamHandler(sys.stderr)
 _handler.setFormatter(logging.Formatter("[ember.%(channel)s] %(message)s"))

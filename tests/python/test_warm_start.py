@@ -1,13 +1,18 @@
-"""Warm starts through torch's AOTAutogradCache (python/ember/aot_cache.py).
+"""Warm starts: through torch's AOTAutogradCache (python/ember/aot_cache.py) for graphs
+AOTAutograd traces, through ember's graph cache (python/ember/graph_cache.py) for the
+inference graphs ember's front end traces.
 
 Each end-to-end test runs tests/python/warm_start_child.py in fresh processes sharing a
 cache: the first compiles (cold), the next finds its entries (warm) and must rebuild every
-graph without AOTAutograd or the C compiler, with outputs and gradients equal to eager's
+graph without tracing or the C compiler, with outputs and gradients equal to eager's
 (the child checks them). Entries that are truncated, tampered with, from another ember
 build or option set, or whose kernel library is gone must never crash a warm process nor
-change its results: they are compiled again.
+change its results: they are compiled again. Those tests run once per cache: "aot" with
+ember's front end off (trace_inference=False), "ember" with it on.
 """
+import collections
 import copy
+import hashlib
 import json
 import os
 import pickle
@@ -37,21 +42,31 @@ def run_child(caches, scenario, *flags, options=None, env=None):
     return json.loads(line.split(" ", 1)[1]), r
 
 
-def entry_files(caches):
-    root = caches / "torch" / "aotautograd"
-    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+def entry_files(caches, front="aot"):
+    """The cache entries of one front end's graphs: torch's AOTAutogradCache files, or the
+    artifacts of ember's graph cache."""
+    root = caches / "torch" / "aotautograd" if front == "aot" else caches / "ember"
+    pattern = "*" if front == "aot" else "*.graph"
+    return sorted(p for p in root.rglob(pattern) if p.is_file()) if root.exists() else []
+
+
+def count(stats, outcome):
+    """Lookups (hit, miss) or graphs written (saved_graphs), in both caches."""
+    return stats["aot_cache"].get(outcome, 0) + stats["graph_cache"].get(outcome, 0)
 
 
 @pytest.mark.parametrize("scenario", ["inference", "training", "dynamic"])
 def test_warm_process_loads_every_graph_and_matches_eager(tmp_path, scenario):
     cold, _ = run_child(tmp_path, scenario)
     assert cold["graphs_compiled"] > 0 and cold["graphs_loaded"] == 0, cold
-    assert cold["aot_cache"]["saved_graphs"] == cold["graphs_compiled"], cold
+    assert count(cold, "saved_graphs") == cold["graphs_compiled"], cold
+    if scenario == "inference":  # both front ends: a graph with an input mutation is AOTAutograd's
+        assert cold["front_end"].get("ember") and cold["front_end"].get("AOTAutograd"), cold
     warm, _ = run_child(tmp_path, scenario)
-    # Every graph comes from the cache: no AOTAutograd, no import, no C compiler.
+    # Every graph comes from a cache: no tracing, no import, no C compiler.
     assert warm["graphs_compiled"] == 0, warm
     assert warm["graphs_loaded"] == cold["graphs_compiled"], warm
-    assert warm["aot_cache"].get("hit") == cold["aot_cache"]["miss"] and "miss" not in warm["aot_cache"], warm
+    assert count(warm, "hit") == count(cold, "miss") and count(warm, "miss") == 0, warm
     assert warm["c_compiler_runs"] == 0 and warm["disk_cache_hits"] == warm["graphs_loaded"], warm
 
 
@@ -59,12 +74,12 @@ def test_warm_process_loads_every_graph_and_matches_eager(tmp_path, scenario):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_cuda_warm_process_loads_every_graph(tmp_path):
     cold, _ = run_child(tmp_path, "cuda")
-    assert cold["graphs_compiled"] == 3 and cold["aot_cache"]["saved_graphs"] == 3, cold
+    assert cold["graphs_compiled"] == 3 and count(cold, "saved_graphs") == 3, cold
     warm, _ = run_child(tmp_path, "cuda")
-    # No AOTAutograd, no import; the cubins come from ember's disk cache (counted by
+    # No tracing, no import; the cubins come from ember's disk cache (counted by
     # _core.cuda_compile_counts, not in stats' disk_cache_hits, which are the CPU's).
     assert warm["graphs_compiled"] == 0 and warm["graphs_loaded"] == 3, warm
-    assert warm["aot_cache"].get("hit") == cold["aot_cache"]["miss"] and "miss" not in warm["aot_cache"], warm
+    assert count(warm, "hit") == count(cold, "miss") and count(warm, "miss") == 0, warm
 
 
 def test_eager_graphs_are_not_cached_and_runtime_fallback_works_after_a_load(tmp_path):
@@ -72,26 +87,43 @@ def test_eager_graphs_are_not_cached_and_runtime_fallback_works_after_a_load(tmp
     warm, _ = run_child(tmp_path, "fallbacks")
     # The complex graph runs eagerly and is compiled (attempted) again; embedding_bag's
     # graph is loaded, and its eager fallback (EagerReplay, no FX graph) gives eager's result.
-    assert cold["aot_cache"]["saved_graphs"] == 1, cold
+    assert count(cold, "saved_graphs") == 1, cold
     assert warm["graphs_loaded"] == 1 and warm["graphs_compiled"] == 1, warm
     assert warm["eager_fallbacks_by_reason"] == {"unsupported": 1, "runtime": 1}, warm
 
 
-@pytest.fixture(scope="module")
-def filled(tmp_path_factory):
-    """Caches that a cold process filled with one graph."""
-    caches = tmp_path_factory.mktemp("filled")
-    stats, _ = run_child(caches, "small")
-    assert stats["graphs_compiled"] == 1 and stats["aot_cache"]["saved_graphs"] == 1, stats
-    assert len(entry_files(caches)) == 1
-    return caches
+FRONTS = {"aot": {"trace_inference": False}, "ember": {}}
+
+
+@pytest.fixture(scope="module", params=sorted(FRONTS))
+def filled(tmp_path_factory, request):
+    """(caches that a cold process filled with one graph, the front end that traced it)."""
+    front = request.param
+    caches = tmp_path_factory.mktemp(f"filled_{front}")
+    stats, _ = run_child(caches, "small", options=FRONTS[front])
+    assert stats["graphs_compiled"] == 1 and count(stats, "saved_graphs") == 1, stats
+    assert len(entry_files(caches, front)) == 1 and len(entry_files(caches, "ember" if front == "aot" else "aot")) == 0
+    return caches, front
+
+
+class Caches(collections.namedtuple("Caches", "path front")):
+    """Cache directories, and the front end whose entries they hold."""
+
+    def __truediv__(self, name):
+        return self.path / name
 
 
 @pytest.fixture
 def caches(filled, tmp_path):
+    """A copy of the filled caches; `small` runs the small scenario with their front end."""
+    source, front = filled
     copy = tmp_path / "caches"
-    shutil.copytree(filled, copy)
-    return copy
+    shutil.copytree(source, copy)
+    return Caches(copy, front)
+
+
+def small(caches, *flags, options=None, env=None):
+    return run_child(caches.path, "small", *flags, options={**FRONTS[caches.front], **(options or {})}, env=env)
 
 
 def assert_compiled_again(stats):
@@ -99,24 +131,36 @@ def assert_compiled_again(stats):
 
 
 def test_filled_cache_is_hit(caches):
-    stats, _ = run_child(caches, "small")
+    stats, _ = small(caches)
     assert stats["graphs_loaded"] == 1 and stats["graphs_compiled"] == 0, stats
 
 
 def test_truncated_entry_is_compiled_again(caches):
-    for path in entry_files(caches):
+    for path in entry_files(caches.path, caches.front):
         path.write_bytes(path.read_bytes()[:200])
-    assert_compiled_again(run_child(caches, "small")[0])
+    assert_compiled_again(small(caches)[0])
 
 
 def _rewrite_states(caches, change):
-    """Applies change(GraphState) to every ember graph in the cache's entries."""
-    for path in entry_files(caches):
-        entry = pickle.loads(path.read_bytes())
-        for part in (entry.compiled_fw, entry.compiled_bw):
-            if part is not None:
-                change(part.result._state)
-        path.write_bytes(pickle.dumps(entry))
+    """Applies change(GraphState) to every ember graph in the cache's entries. A graph
+    cache entry is rewritten with its index, as only its owner could: the disk cache's
+    own hash check passes, and GraphState's checks must catch the change."""
+    for path in entry_files(caches.path, caches.front):
+        if caches.front == "aot":
+            entry = pickle.loads(path.read_bytes())
+            for part in (entry.compiled_fw, entry.compiled_bw):
+                if part is not None:
+                    change(part.result._state)
+            path.write_bytes(pickle.dumps(entry))
+            continue
+        state = pickle.loads(path.read_bytes())
+        change(state)
+        data = pickle.dumps(state)
+        digest = hashlib.sha256(data).hexdigest()
+        key = path.name.split("-")[0]
+        path.unlink()
+        (path.parent / f"{key}-{digest}.graph").write_bytes(data)
+        (path.parent / f"{key}.graph.idx").write_text(f"ember-cache-v1\n{digest}\n{len(data)}\n")
 
 
 def test_tampered_payload_is_compiled_again(caches):
@@ -127,7 +171,7 @@ def test_tampered_payload_is_compiled_again(caches):
         state.payload = bytes(payload)
 
     _rewrite_states(caches, flip)
-    assert_compiled_again(run_child(caches, "small")[0])
+    assert_compiled_again(small(caches)[0])
 
 
 def test_entry_of_another_build_under_the_same_key_is_compiled_again(caches):
@@ -135,49 +179,53 @@ def test_entry_of_another_build_under_the_same_key_is_compiled_again(caches):
         state.tag = "ember-of-another-build"
 
     _rewrite_states(caches, retag)
-    assert_compiled_again(run_child(caches, "small")[0])
+    assert_compiled_again(small(caches)[0])
 
 
 def test_another_build_or_options_never_find_the_entry(caches):
-    other, _ = run_child(caches, "small", "--other-build")
+    other, _ = small(caches, "--other-build")
     assert_compiled_again(other)
-    assert other["aot_cache"].get("miss") == 1, other
-    unfused, _ = run_child(caches, "small", options={"fuse": False})
+    assert count(other, "miss") == 1, other
+    unfused, _ = small(caches, options={"fuse": False})
     assert_compiled_again(unfused)
 
 
 def test_missing_kernel_library_is_compiled_by_the_c_compiler(caches):
-    shutil.rmtree(caches / "ember")
-    stats, _ = run_child(caches, "small")
+    for path in (caches / "ember").rglob("*"):
+        if path.is_file() and (path.suffix == ".so" or path.name.endswith(".so.idx")):
+            path.unlink()
+    stats, _ = small(caches)
     assert stats["graphs_loaded"] == 1 and stats["graphs_compiled"] == 0, stats
     assert stats["c_compiler_runs"] == 1, stats
 
 
-def test_failing_c_compiler_runs_eagerly_cold_and_warm_then_a_working_one_loads(tmp_path):
-    # The entry is written while the C compiler still runs (aot_cache.prepare_for_serialization).
-    # Here that compile fails: the first call runs the graph eagerly. The next process
-    # loads the entry, fails to build it the same way, and torch compiles the graph afresh
-    # (eagerly again); with a working compiler the entry loads and its kernels build.
+@pytest.mark.parametrize("front", sorted(FRONTS))
+def test_failing_c_compiler_runs_eagerly_cold_and_warm_then_a_working_one_loads(tmp_path, front):
+    # The entry is written while the C compiler still runs (aot_cache.prepare_for_serialization,
+    # graph_cache.save). Here that compile fails: the first call runs the graph eagerly. The
+    # next process loads the entry, fails to build it the same way, and compiles the graph
+    # afresh (eagerly again); with a working compiler the entry loads and its kernels build.
     failing = {"EMBER_CC": "/bin/false", "EMBER_FALLBACK_ON_ERROR": "1"}
-    cold, _ = run_child(tmp_path, "small", env=failing)
+    cold, _ = run_child(tmp_path, "small", options=FRONTS[front], env=failing)
     assert cold["eager_fallbacks"] == 1 and cold["graphs_compiled"] == 1, cold
-    warm, _ = run_child(tmp_path, "small", env=failing)
+    warm, _ = run_child(tmp_path, "small", options=FRONTS[front], env=failing)
     assert warm["eager_fallbacks"] == 1 and warm["graphs_loaded"] == 0, warm
-    fixed, _ = run_child(tmp_path, "small")
+    fixed, _ = run_child(tmp_path, "small", options=FRONTS[front])
     assert fixed["graphs_loaded"] == 1 and fixed["eager_fallbacks"] == 0 and fixed["c_compiler_runs"] == 1, fixed
 
 
 def test_aot_cache_off_writes_nothing(tmp_path):
     stats, _ = run_child(tmp_path, "small", options={"aot_cache": False})
-    assert stats["aot_cache"] == {} and stats["graphs_compiled"] == 1, stats
-    assert entry_files(tmp_path) == []
+    assert stats["aot_cache"] == {} and stats["graph_cache"] == {} and stats["graphs_compiled"] == 1, stats
+    assert entry_files(tmp_path, "aot") == [] and entry_files(tmp_path, "ember") == []
 
 
 def test_explain_in_a_warm_process_reports_loaded_graphs(caches):
-    _, r = run_child(caches, "small", "--explain")
+    _, r = small(caches, "--explain")
     graphs = json.loads(next(ln for ln in r.stdout.splitlines() if ln.startswith("EXPLAIN "))[8:])
     assert len(graphs) == 1 and graphs[0]["loaded"] and graphs[0]["kernels"], graphs
-    assert "loaded from the AOTAutograd cache" in r.stdout
+    where = "AOTAutograd cache" if caches.front == "aot" else "graph cache"
+    assert graphs[0]["front_end"] == where and f"loaded from the {where}" in r.stdout
 
 
 # ---- in process -----------------------------------------------------------------------------

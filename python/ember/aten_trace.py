@@ -1,0 +1,320 @@
+"""Inference graphs to ATen without AOTAutograd: ember's own front end.
+
+AOTAutograd traces a Dynamo graph twice under functionalization and fake tensors (once
+for its metadata, once for the graph), and its cache key hashes torch's sources: about
+1.4 s of a GPT-2 124M's 4.2 s cold first call on the CPU. An inference graph that
+mutates no tensor and returns no view of an input needs none of what that buys (an
+autograd.Function, input mutations written back, aliased outputs regenerated), so
+ember traces it itself.
+
+Each call of the Dynamo graph is traced to ATen on its own (make_fx, ember's
+decomposition table, fake inputs with the call's metadata) once per distinct call in
+the graph -- the same function, constants, and input shapes, strides and dtypes -- and
+the ATen template is copied for every repeat: a transformer's layers repeat every call
+of its first one, so a deep model costs about what one layer does. Each copied node records
+the Dynamo node it came from (`ember_source`): fx_import tells a decomposition's
+intermediates by it, as it does by `from_node` in AOTAutograd's graphs.
+
+trace() raises NotTraced, and AOTAutograd traces the graph as before, for a graph
+that needs autograd, has symbolic sizes, runs under autocast, takes a tensor subclass
+or a non-tensor input, calls a higher-order op, mutates a tensor (an in-place op
+anywhere in its ATen form), or returns a view of an input.
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+
+# Calls that return no tensor but read tensors: their value (Dynamo's example value,
+# fixed by the input metadata in a graph without symbols) replaces them.
+_QUERY_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "stride", "storage_offset",
+                            "is_contiguous", "element_size", "get_device", "is_floating_point", "is_complex",
+                            "__len__"})
+_QUERY_FUNCTIONS = (getattr, len, torch.numel, torch.is_floating_point, torch.is_complex)
+# Functions of Python values only (size arithmetic): their example value replaces them.
+# Anything else that returns no tensor (autocast's enter and exit, say) is left to
+# AOTAutograd: it may change how the graph computes.
+_PURE_MODULES = ("_operator", "operator", "math", "builtins")
+# Global state a graph's value does not depend on when nothing needs autograd.
+_DROPPED_CALLS = (torch._C._set_grad_enabled,)
+
+
+class NotTraced(Exception):
+    """The graph is left to AOTAutograd; the message says why."""
+
+
+@dataclasses.dataclass
+class Traced:
+    gm: torch.fx.GraphModule  # ATen ops; placeholders in the Dynamo graph's order
+    templates_traced: int  # distinct calls traced with make_fx (the rest were copies)
+
+
+def static_inputs(gm: torch.fx.GraphModule) -> list[int]:
+    """The placeholders Dynamo marks static (parameters and buffers), as AOTAutograd
+    reads them for CUDA graphs."""
+    return [i for i, node in enumerate(gm.graph.find_nodes(op="placeholder"))
+            if node.meta.get("tensor_dict", {}).get("_dynamo_static_input_type")]
+
+
+def ineligible_reason(gm: torch.fx.GraphModule, example_inputs) -> str | None:
+    """Why the graph needs AOTAutograd, or None."""
+    grad = torch.is_grad_enabled()
+    for x in example_inputs:
+        if not isinstance(x, torch.Tensor):
+            return f"a non-tensor input ({type(x).__name__})"
+        if type(x) not in (torch.Tensor, torch.nn.Parameter):
+            return f"a tensor subclass input ({type(x).__name__})"
+        if x.layout != torch.strided:
+            return f"a {x.layout} input"
+        if grad and x.requires_grad:
+            return "it needs autograd"
+    if torch._C._is_any_autocast_enabled():
+        return "autocast is on"
+    for node in gm.graph.find_nodes(op="placeholder"):
+        val = node.meta.get("example_value")
+        if isinstance(val, torch.Tensor) and not _static(val):
+            return "it has symbolic sizes"
+    return None
+
+
+def trace(gm: torch.fx.GraphModule, example_inputs, decompositions) -> Traced:
+    """The ATen graph of an inference Dynamo graph (ineligible_reason() is None)."""
+    from torch._guards import TracingContext
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    context = TracingContext.try_get()
+    fake_mode = context.fake_mode if context is not None and context.fake_mode is not None else FakeTensorMode()
+    with torch.no_grad():
+        return _Tracer(gm, example_inputs, decompositions, fake_mode).run()
+
+
+def _static(t) -> bool:
+    return all(isinstance(s, int) for s in t.shape) and all(isinstance(s, int) for s in t.stride()) and \
+        isinstance(t.storage_offset(), int)
+
+
+def global_state() -> tuple:
+    """What else decides an ATen trace: the default dtype (torch.tensor(1.0)), determinism
+    (some decompositions), and which attention kernels may run (SDPA picks one)."""
+    cuda = torch.backends.cuda
+    sdpa = tuple(getattr(cuda, f, lambda: None)() for f in ("flash_sdp_enabled", "mem_efficient_sdp_enabled",
+                                                           "math_sdp_enabled", "cudnn_sdp_enabled"))
+    return (torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(), sdpa)
+
+
+def const_key(v):
+    """A hashable, exact key for a constant argument, or None for a value ember does not
+    key (the call is then traced without sharing)."""
+    if v is None or v is Ellipsis or isinstance(v, (bool, int, str)):
+        return (type(v).__name__, v)
+    if isinstance(v, float):
+        return ("float", v.hex())  # tells -0.0 from 0.0 and keeps NaN equal to itself
+    if isinstance(v, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return (type(v).__name__, str(v))
+    if isinstance(v, torch.Size):
+        return ("Size", tuple(v))
+    if isinstance(v, slice):
+        parts = (const_key(v.start), const_key(v.stop), const_key(v.step))
+        return None if None in parts else ("slice", parts)
+    if isinstance(v, complex):
+        return ("complex", v.real.hex(), v.imag.hex())
+    return None
+
+
+def tensor_key(t) -> tuple:
+    return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.device)
+
+
+def _has_tensor_or_symbol(value) -> bool:
+    return any(isinstance(x, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool))
+               for x in pytree.tree_leaves(value))
+
+
+def _is_view(op) -> bool:
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns)
+
+
+class _Tracer:
+    def __init__(self, gm, example_inputs, decompositions, fake_mode):
+        self.src = gm
+        self.inputs = list(example_inputs)
+        self.decompositions = decompositions
+        self.fake_mode = fake_mode
+        self.graph = torch.fx.Graph()
+        self.attrs: dict[str, torch.Tensor] = {}
+        self.attr_names: dict[int, str] = {}  # id(tensor) -> its attribute
+        self.env: dict[torch.fx.Node, object] = {}  # Dynamo node -> new node(s) or a constant
+        # New node -> the placeholder or attribute whose memory it views, or itself.
+        self.root: dict[torch.fx.Node, torch.fx.Node] = {}
+        self.state = global_state()
+        # Templates by call key, for this graph only: a process that compiles many graphs
+        # keeps none of them (distinct graphs rarely share calls of the same shapes).
+        self.templates: dict = {}
+        self.traced = 0
+
+    def run(self) -> Traced:
+        placeholders = 0
+        for node in self.src.graph.nodes:
+            if node.op == "placeholder":
+                x = self.inputs[placeholders]
+                placeholders += 1
+                new = self.graph.placeholder(node.name)
+                new.meta["val"] = self._fake(x)
+                self.env[node] = self.root[new] = new
+            elif node.op == "get_attr":
+                value = _attr(self.src, node.target)
+                if not isinstance(value, torch.Tensor):
+                    raise NotTraced(f"attribute {node.target} is a {type(value).__name__}")
+                new = self.graph.get_attr(self._add_attr(value))
+                new.meta["val"] = self._fake(value)
+                self.env[node] = self.root[new] = new
+            elif node.op in ("call_function", "call_method"):
+                self.env[node] = self._call(node)
+            elif node.op == "output":
+                self._output(node)
+            else:
+                raise NotTraced(f"an FX {node.op} node")
+        gm = torch.fx.GraphModule(self.attrs, self.graph)
+        return Traced(gm, self.traced)
+
+    def _fake(self, t):
+        """A fake tensor with t's metadata, on memory of its own."""
+        sizes, strides, offset = tuple(t.shape), tuple(t.stride()), t.storage_offset()
+        with self.fake_mode:
+            if offset == 0:
+                return torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
+            extent = 1 + sum((n - 1) * s for n, s in zip(sizes, strides) if n > 0) if all(sizes) else 0
+            base = torch.empty(offset + extent, dtype=t.dtype, device=t.device)
+            return base.as_strided(sizes, strides, offset)
+
+    def _add_attr(self, value: torch.Tensor) -> str:
+        name = self.attr_names.get(id(value))
+        if name is None:
+            name = self.attr_names[id(value)] = f"_ember_constant{len(self.attrs)}"
+            self.attrs[name] = value
+        return name
+
+    def _output(self, node):
+        def leaf(v):
+            if not isinstance(v, torch.fx.Node):
+                raise NotTraced(f"a graph output that is not a tensor ({type(v).__name__})")
+            if self.root[v].op in ("placeholder", "get_attr"):
+                raise NotTraced("an output is an input or a view of one")
+            return v
+
+        outs = pytree.tree_map(lambda v: self.env[v] if isinstance(v, torch.fx.Node) else v, node.args[0])
+        self.graph.output(pytree.tree_map(leaf, outs))
+
+    def _call(self, node):
+        target = node.target
+        if isinstance(target, torch._ops.HigherOrderOperator):
+            raise NotTraced(f"a higher-order op ({target})")
+        if node.op == "call_function" and target in _DROPPED_CALLS:
+            return None
+        args = pytree.tree_map(lambda v: self.env[v] if isinstance(v, torch.fx.Node) else v, (node.args, node.kwargs))
+        flat, spec = pytree.tree_flatten(args)
+        if target is operator.getitem and isinstance(args[0][0], (list, tuple)):
+            return args[0][0][args[0][1]]  # an element of a multi-output call, or of a size
+        distinct = list(dict.fromkeys(x for x in flat if isinstance(x, torch.fx.Node)))
+        if "example_value" not in node.meta:  # Dynamo records one for every value it computes
+            raise NotTraced(f"{_name(node)} has no example value")
+        example = node.meta["example_value"]
+        if not _has_tensor_or_symbol(example):
+            if node.op == "call_method":
+                if target in _QUERY_METHODS or not distinct:
+                    return example
+            elif target in _QUERY_FUNCTIONS or (not distinct and getattr(target, "__module__", None) in _PURE_MODULES):
+                return example
+            raise NotTraced(f"{_name(node)} returns no tensor")
+        slot = {n: i for i, n in enumerate(distinct)}
+        key = [node.op, target, str(spec), self.state]
+        for x in flat:
+            k = ("t", slot[x], tensor_key(x.meta["val"])) if isinstance(x, torch.fx.Node) else const_key(x)
+            if k is None:
+                key = None
+                break
+            key.append(k)
+        key = tuple(key) if key is not None else None
+        template = self.templates.get(key) if key is not None else None
+        if template is None:
+            template = self._trace_call(node, flat, spec, distinct)
+            if key is not None:
+                self.templates[key] = template
+        return self._copy(template, distinct, node.name)
+
+    def _trace_call(self, node, flat, spec, distinct):
+        """make_fx of one call, over fake inputs with the metadata of its distinct tensor
+        arguments: (graph module, output spec, output leaves: index of a traced output
+        or a constant)."""
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        self.traced += 1
+        position = {n: i for i, n in enumerate(distinct)}
+        target, is_method = node.target, node.op == "call_method"
+        out_info = {}
+
+        def call(*tensors):
+            leaves = [tensors[position[x]] if isinstance(x, torch.fx.Node) else x for x in flat]
+            args, kwargs = pytree.tree_unflatten(leaves, spec)
+            out = getattr(args[0], target)(*args[1:], **kwargs) if is_method else target(*args, **kwargs)
+            out_flat, out_spec = pytree.tree_flatten(out)
+            out_info["spec"] = out_spec
+            out_info["leaves"] = [("t", None) if isinstance(o, torch.Tensor) else ("c", o) for o in out_flat]
+            return [o for o in out_flat if isinstance(o, torch.Tensor)]
+
+        fakes = [self._fake(n.meta["val"]) for n in distinct]
+        try:
+            with self.fake_mode:
+                tgm = make_fx(call, decomposition_table=self.decompositions, tracing_mode="real",
+                              pre_dispatch=False)(*fakes)
+        except Exception as e:  # AOTAutograd may still trace it, or report the error itself
+            raise NotTraced(f"tracing {_name(node)} failed ({type(e).__name__}: {e})") from e
+        for n in tgm.graph.nodes:
+            if n.op != "call_function" or n.target is operator.getitem:
+                continue
+            if not isinstance(n.target, torch._ops.OpOverload):
+                raise NotTraced(f"{_name(node)} traces to {n.target}, not an ATen op")
+            if n.target._schema.is_mutable:
+                raise NotTraced(f"{_name(node)} mutates a tensor ({n.target})")
+        return tgm, out_info["spec"], out_info["leaves"]
+
+    def _copy(self, template, inputs, source):
+        """The template's nodes appended to the graph over `inputs`; the call's value."""
+        tgm, out_spec, out_leaves = template
+        vmap = {}
+        args = iter(inputs)
+        outs = []
+        for n in tgm.graph.nodes:
+            if n.op == "placeholder":
+                vmap[n] = next(args)
+            elif n.op == "get_attr":
+                new = self.graph.get_attr(self._add_attr(_attr(tgm, n.target)))
+                new.meta = dict(n.meta)
+                vmap[n] = self.root[new] = new
+            elif n.op == "output":
+                outs = list(n.args[0])
+            else:
+                new = self.graph.node_copy(n, lambda a: vmap[a])
+                new.meta["ember_source"] = source
+                base = n.args[0] if n.args and isinstance(n.args[0], torch.fx.Node) else None
+                views = base is not None and (n.target is operator.getitem or _is_view(n.target))
+                self.root[new] = self.root[vmap[base]] if views else new
+                vmap[n] = new
+        traced = iter(vmap[o] for o in outs)
+        return pytree.tree_unflatten([next(traced) if kind == "t" else c for kind, c in out_leaves], out_spec)
+
+
+def _attr(module, target: str):
+    for part in target.split("."):
+        module = getattr(module, part)
+    return module
+
+
+def _name(node) -> str:
+    if node.op == "call_method":
+        return f"Tensor.{node.target}"
+    return getattr(node.target, "__name__", str(node.target))

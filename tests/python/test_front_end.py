@@ -1,0 +1,216 @@
+"""ember's own front end for inference graphs (python/ember/aten_trace.py) and its graph
+cache (python/ember/graph_cache.py): which graphs it takes, which it leaves to
+AOTAutograd (and that those stay correct), that repeated calls are traced once, and
+that a warm process loads what a cold one stored, never another graph's entry."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn as nn
+
+import ember
+from ember import aten_trace
+from ember.backend import decomposition_table
+
+from helpers import check_compiled, compile_fresh
+
+
+def front_ends_of(fn, *args):
+    """Calls fn(*args) compiled once; (the outputs, each graph's front end)."""
+    report = ember.explain(fn, *args)
+    return report, [g["front_end"] for g in report.graphs]
+
+
+def block(width=32):
+    return nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width), nn.LayerNorm(width))
+
+
+def test_inference_graphs_are_traced_by_ember_and_match_eager():
+    model = nn.Sequential(*[block() for _ in range(3)]).eval()
+    x = torch.randn(4, 7, 32)
+    before = ember.stats()
+    with torch.no_grad():
+        check_compiled(model, x)
+    s = ember.stats()
+    assert s["front_end"].get("ember", 0) - before["front_end"].get("ember", 0) == 1, s
+    assert s["front_end"].get("AOTAutograd", 0) == before["front_end"].get("AOTAutograd", 0), s
+
+
+def capture(fn, *args):
+    """(Dynamo's graph, its example inputs) of fn(*args)."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append((gm, list(example_inputs)))
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(fn, backend=backend, fullgraph=True)(*args)
+    return graphs[0]
+
+
+def test_repeated_calls_are_traced_once():
+    x = torch.randn(4, 32)
+    traced = {}
+    for depth in (1, 6):
+        model = nn.Sequential(*[block() for _ in range(depth)]).eval()
+        gm, inputs = capture(model, x)
+        with torch.no_grad():
+            t = aten_trace.trace(gm, inputs, decomposition_table())
+            torch.testing.assert_close(t.gm(*inputs)[0], model(x))
+        traced[depth] = t.templates_traced
+        calls = sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method"))
+        assert t.templates_traced < calls or depth == 1
+    # Six layers cost what one does: every layer after the first is copied.
+    assert traced[6] == traced[1], traced
+
+
+def test_a_template_depends_on_its_constants_and_metadata():
+    def fn(x, y):
+        return x * 2 + 1, x * 3 + 1, y * 2 + 1, x.t() * 2 + 1
+
+    x, y = torch.randn(4, 6), torch.randn(4, 6, dtype=torch.float64)
+    gm, inputs = capture(fn, x, y)
+    with torch.no_grad():
+        out = aten_trace.trace(gm, inputs, decomposition_table()).gm(*inputs)
+    for a, e in zip(out, fn(x, y)):
+        assert a.dtype == e.dtype
+        torch.testing.assert_close(a, e)
+
+
+def mutates_input(x):
+    x.add_(1)
+    return x * 2
+
+
+def mutates_intermediate(x):
+    y = x * 2
+    y.add_(1)
+    return y
+
+
+def views_input(x):
+    return x.t(), x[1:], x * 2
+
+
+@pytest.mark.parametrize("fn, why", [(mutates_input, "mutates"), (mutates_intermediate, "mutates"),
+                                     (views_input, "view of")])
+def test_graphs_ember_does_not_trace_go_to_aot_autograd_and_stay_correct(fn, why):
+    x = torch.randn(5, 6)
+    report, front_ends = front_ends_of(fn, x.clone())
+    assert len(front_ends) == 1 and front_ends[0].startswith("AOTAutograd") and why in front_ends[0], front_ends
+    xe, xc = x.clone(), x.clone()
+    expected = fn(xe)
+    actual = compile_fresh(fn)(xc)
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(xc, xe)  # the input mutated as eagerly
+    if fn is views_input:
+        assert actual[0]._base is xc and actual[1]._base is xc  # real views, as eager returns
+
+
+def test_autograd_autocast_and_symbolic_sizes_go_to_aot_autograd():
+    x = torch.randn(6, 8, requires_grad=True)
+    _, front_ends = front_ends_of(lambda t: (t * 2).tanh(), x)
+    assert "autograd" in front_ends[0], front_ends
+
+    def autocast(t):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return t @ t.t()
+
+    _, front_ends = front_ends_of(autocast, x.detach())
+    assert front_ends and all(f.startswith("AOTAutograd") for f in front_ends), front_ends
+    assert check_compiled(autocast, x.detach()).dtype == torch.bfloat16  # the autocast region kept
+    f = compile_fresh(lambda t: torch.softmax(t, -1) * 3, dynamic=True)
+    before = ember.stats()["front_end"].get("AOTAutograd", 0)
+    for n in (3, 5, 9):
+        y = torch.randn(n, 4)
+        torch.testing.assert_close(f(y), torch.softmax(y, -1) * 3)
+    assert ember.stats()["front_end"].get("AOTAutograd", 0) > before
+
+
+def test_multi_output_calls_constants_and_sizes():
+    def fn(x):
+        a, b = x.split([2, 4], dim=1)
+        values, indices = x.max(dim=1)
+        n = x.size(0) * x.shape[1]
+        c = torch.tensor([1.5, -2.0, 0.5, 4.0, 1.0, 3.0]) + torch.arange(6)
+        return a.sum(1) + values, b * c[2:] + n, indices, x.chunk(3, 1)[2] * 2
+
+    check_compiled(fn, torch.randn(5, 6))
+
+
+def test_inference_mode_and_odd_layouts():
+    model = block(16).eval()
+    x = torch.randn(3, 16, 5).transpose(1, 2)  # not contiguous
+    with torch.inference_mode():
+        expected = model(x)
+        actual = compile_fresh(model)(x)
+    torch.testing.assert_close(actual, expected)
+    check_compiled(lambda t: (t.sum(), t * 2), torch.randn(0, 4))
+    check_compiled(lambda t: t.relu() + 1, torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last))
+
+
+# ---- the graph cache, across processes --------------------------------------------------------
+
+def run(code, cache):
+    env = {**os.environ, "EMBER_CACHE_DIR": str(cache / "ember"), "TORCHINDUCTOR_CACHE_DIR": str(cache / "torch"),
+           "EMBER_FALLBACK_ON_ERROR": "0"}
+    prelude = "import json, torch, ember\ntorch.manual_seed(0)\n"
+    epilogue = "\nprint('STATS ' + json.dumps(ember.stats()))\n"
+    r = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code) + epilogue], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    import json
+    return json.loads(next(ln for ln in r.stdout.splitlines() if ln.startswith("STATS "))[6:])
+
+
+AFFINE = """
+    x = torch.linspace(-2, 2, 48).reshape(6, 8)
+    f = lambda t: torch.softmax(t * {scale}, -1) + torch.tensor([{shift}] * 8)
+    torch.testing.assert_close(torch.compile(f, backend="ember")(x), f(x))
+"""
+
+
+def graph_entries(cache):
+    return sorted((cache / "ember").rglob("*.graph"))
+
+
+def test_warm_process_loads_the_graph_without_tracing_or_compiling(tmp_path):
+    cold = run(AFFINE.format(scale=2.0, shift=0.5), tmp_path)
+    assert cold["front_end"] == {"ember": 1} and cold["graph_cache"] == {"miss": 1, "saved_graphs": 1}, cold
+    assert len(graph_entries(tmp_path)) == 1
+    warm = run(AFFINE.format(scale=2.0, shift=0.5), tmp_path)
+    assert warm["front_end"] == {"cache": 1} and warm["graph_cache"] == {"hit": 1}, warm
+    assert warm["graphs_loaded"] == 1 and warm["graphs_compiled"] == 0 and warm["c_compiler_runs"] == 0, warm
+
+
+@pytest.mark.parametrize("first, second", [((2.0, 0.5), (3.0, 0.5)), ((2.0, 0.5), (2.0, -0.5)),
+                                           ((0.0, 0.5), (-0.0, 0.5))])
+def test_another_constant_is_another_graph(tmp_path, first, second):
+    run(AFFINE.format(scale=first[0], shift=first[1]), tmp_path)
+    other = run(AFFINE.format(scale=second[0], shift=second[1]), tmp_path)  # asserts its own result
+    assert other["front_end"] == {"ember": 1} and "hit" not in other["graph_cache"], other
+
+
+def test_tampered_graph_entry_is_traced_again(tmp_path):
+    run(AFFINE.format(scale=2.0, shift=0.5), tmp_path)
+    for path in graph_entries(tmp_path):
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0x40
+        path.write_bytes(bytes(data))
+    again = run(AFFINE.format(scale=2.0, shift=0.5), tmp_path)
+    assert again["front_end"] == {"ember": 1} and again["graph_cache"].get("miss") == 1, again
+
+
+def test_graph_cache_off_with_the_aot_cache_option(tmp_path):
+    stats = run("""
+        ember.config.aot_cache = False
+        x = torch.randn(4, 4)
+        torch.testing.assert_close(torch.compile(lambda t: t.exp() * 2, backend="ember")(x), x.exp() * 2)
+    """, tmp_path)
+    assert stats["front_end"] == {"ember": 1} and stats["graph_cache"] == {}, stats
+    assert graph_entries(tmp_path) == []
