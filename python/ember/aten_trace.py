@@ -15,10 +15,13 @@ of its first one, so a deep model costs about what one layer does. Each copied n
 the Dynamo node it came from (`ember_source`): fx_import tells a decomposition's
 intermediates by it, as it does by `from_node` in AOTAutograd's graphs.
 
+An in-place op on an intermediate (`nn.ReLU(inplace=True)`, `out += identity`: every
+torchvision ResNet) becomes its functional form, whose result every later read sees.
+
 trace() raises NotTraced, and AOTAutograd traces the graph as before, for a graph
 that needs autograd, has symbolic sizes, runs under autocast, takes a tensor subclass
-or a non-tensor input, calls a higher-order op, mutates a tensor (an in-place op
-anywhere in its ATen form), or returns a view of an input.
+or a non-tensor input, calls a higher-order op, mutates an input or a view, reads a
+mutated tensor through a view made before the mutation, or returns a view of an input.
 """
 from __future__ import annotations
 
@@ -134,6 +137,27 @@ def _has_tensor_or_symbol(value) -> bool:
                for x in pytree.tree_leaves(value))
 
 
+def _functional(op):
+    """The functional form of an in-place ATen op (add_.Tensor -> add.Tensor), or None:
+    the op writes its first argument only, and the form without the underscore takes the
+    same arguments and writes nothing."""
+    schema = op._schema
+    arguments = schema.arguments
+    writes = [a.alias_info is not None and a.alias_info.is_write for a in arguments]
+    if not writes or not writes[0] or any(writes[1:]):
+        return None
+    namespace, name = schema.name.split("::")
+    if not name.endswith("_"):
+        return None
+    packet = getattr(getattr(torch.ops, namespace), name[:-1], None)
+    functional = getattr(packet, schema.overload_name or "default", None) if packet is not None else None
+    if functional is None or functional._schema.is_mutable:
+        return None
+    if [a.name for a in functional._schema.arguments] != [a.name for a in arguments]:
+        return None
+    return functional
+
+
 def _is_view(op) -> bool:
     return any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns)
 
@@ -155,6 +179,9 @@ class _Tracer:
         # keeps none of them (distinct graphs rarely share calls of the same shapes).
         self.templates: dict = {}
         self.traced = 0
+        self.views: dict[torch.fx.Node, list] = {}  # root -> the views of it
+        self.latest: dict[torch.fx.Node, torch.fx.Node] = {}  # a value mutated in place -> its new value
+        self.mutations: list[tuple[torch.fx.Node, torch.fx.Node]] = []
 
     def run(self) -> Traced:
         placeholders = 0
@@ -178,6 +205,7 @@ class _Tracer:
                 self._output(node)
             else:
                 raise NotTraced(f"an FX {node.op} node")
+        self._check_mutations()
         gm = torch.fx.GraphModule(self.attrs, self.graph)
         return Traced(gm, self.traced)
 
@@ -207,7 +235,8 @@ class _Tracer:
             return v
 
         outs = pytree.tree_map(lambda v: self.env[v] if isinstance(v, torch.fx.Node) else v, node.args[0])
-        self.graph.output(pytree.tree_map(leaf, outs))
+        self.graph.output(pytree.tree_map(lambda v: leaf(self._current(v) if isinstance(v, torch.fx.Node) else v),
+                                          outs))
 
     def _call(self, node):
         target = node.target
@@ -216,6 +245,7 @@ class _Tracer:
         if node.op == "call_function" and target in _DROPPED_CALLS:
             return None
         args = pytree.tree_map(lambda v: self.env[v] if isinstance(v, torch.fx.Node) else v, (node.args, node.kwargs))
+        args = pytree.tree_map(lambda v: self._current(v) if isinstance(v, torch.fx.Node) else v, args)
         flat, spec = pytree.tree_flatten(args)
         if target is operator.getitem and isinstance(args[0][0], (list, tuple)):
             return args[0][0][args[0][1]]  # an element of a multi-output call, or of a size
@@ -278,7 +308,7 @@ class _Tracer:
                 continue
             if not isinstance(n.target, torch._ops.OpOverload):
                 raise NotTraced(f"{_name(node)} traces to {n.target}, not an ATen op")
-            if n.target._schema.is_mutable:
+            if n.target._schema.is_mutable and _functional(n.target) is None:
                 raise NotTraced(f"{_name(node)} mutates a tensor ({n.target})")
         return tgm, out_info["spec"], out_info["leaves"]
 
@@ -297,15 +327,66 @@ class _Tracer:
                 vmap[n] = self.root[new] = new
             elif n.op == "output":
                 outs = list(n.args[0])
+            elif isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable:
+                vmap[n] = vmap[n.args[0]] = self._functionalize(n, vmap, source)
             else:
                 new = self.graph.node_copy(n, lambda a: vmap[a])
                 new.meta["ember_source"] = source
                 base = n.args[0] if n.args and isinstance(n.args[0], torch.fx.Node) else None
-                views = base is not None and (n.target is operator.getitem or _is_view(n.target))
-                self.root[new] = self.root[vmap[base]] if views else new
+                if base is not None and (n.target is operator.getitem or _is_view(n.target)):
+                    root = self.root[new] = self.root[vmap[base]]
+                    self.views.setdefault(root, []).append(new)
+                else:
+                    self.root[new] = new
                 vmap[n] = new
         traced = iter(vmap[o] for o in outs)
         return pytree.tree_unflatten([next(traced) if kind == "t" else c for kind, c in out_leaves], out_spec)
+
+    def _functionalize(self, n, vmap, source):
+        """An in-place op (relu_, add_ of `out += identity`) on an intermediate, as its
+        functional form: the result replaces the mutated value for every later read.
+        A mutated input, or a mutated view, is AOTAutograd's to functionalize."""
+        mutated = vmap[n.args[0]]
+        root = self.root[mutated]
+        if root.op in ("placeholder", "get_attr"):
+            raise NotTraced(f"it mutates an input ({n.target})")
+        if root is not mutated:
+            raise NotTraced(f"it mutates a view in place ({n.target})")
+        op = _functional(n.target)
+        args = torch.fx.node.map_arg(n.args, lambda a: vmap[a])
+        kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: vmap[a])
+        vals = torch.fx.node.map_arg((args, kwargs), lambda a: a.meta["val"])
+        with self.fake_mode:
+            val = op(*vals[0], **vals[1])
+        new = self.graph.call_function(op, args, kwargs)
+        new.meta.update(val=val, ember_source=source)
+        want = mutated.meta["val"]
+        if val.dtype != want.dtype:  # the in-place op kept the mutated tensor's dtype
+            new = self.graph.call_function(torch.ops.prims.convert_element_type.default, (new, want.dtype))
+            with self.fake_mode:
+                new.meta.update(val=torch.ops.prims.convert_element_type.default(val, want.dtype),
+                                ember_source=source)
+        self.root[new] = new
+        self.latest[mutated] = new
+        self.mutations.append((mutated, new))
+        return new
+
+    def _current(self, value):
+        """A value as later reads see it: after the in-place ops applied to it so far."""
+        while value in self.latest:
+            value = self.latest[value]
+        return value
+
+    def _check_mutations(self):
+        """No read of a mutated value, or of a view of it, may come after the mutation:
+        such a read wants the new value, which the view does not see here."""
+        if not self.mutations:
+            return
+        order = {node: i for i, node in enumerate(self.graph.nodes)}
+        for old, new in self.mutations:
+            for v in [old] + self.views.get(old, []):
+                if any(order[u] > order[new] for u in v.users):
+                    raise NotTraced("a tensor mutated in place is read through a view made before the mutation")
 
 
 def _attr(module, target: str):

@@ -87,18 +87,25 @@ def mutates_input(x):
     return x * 2
 
 
-def mutates_intermediate(x):
+def mutates_a_view(x):
     y = x * 2
-    y.add_(1)
+    y[1:].add_(1)
     return y
+
+
+def reads_a_stale_view(x):
+    y = x * 2
+    v = y.view(-1)
+    y.add_(1)
+    return v * 3  # eager's view sees the add
 
 
 def views_input(x):
     return x.t(), x[1:], x * 2
 
 
-@pytest.mark.parametrize("fn, why", [(mutates_input, "mutates"), (mutates_intermediate, "mutates"),
-                                     (views_input, "view of")])
+@pytest.mark.parametrize("fn, why", [(mutates_input, "mutates an input"), (mutates_a_view, "mutates a view"),
+                                     (reads_a_stale_view, "view made before"), (views_input, "view of")])
 def test_graphs_ember_does_not_trace_go_to_aot_autograd_and_stay_correct(fn, why):
     x = torch.randn(5, 6)
     report, front_ends = front_ends_of(fn, x.clone())
@@ -110,6 +117,46 @@ def test_graphs_ember_does_not_trace_go_to_aot_autograd_and_stay_correct(fn, why
     torch.testing.assert_close(xc, xe)  # the input mutated as eagerly
     if fn is views_input:
         assert actual[0]._base is xc and actual[1]._base is xc  # real views, as eager returns
+
+
+class Bottleneck(nn.Module):
+    """torchvision's pattern: in-place ReLUs and `out += identity` on intermediates."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        identity = x
+        out = self.relu(self.bn(self.conv(x)))
+        out += identity
+        out.mul_(0.5)
+        return self.relu(out), out.sum()
+
+
+def test_in_place_ops_on_intermediates_are_traced_by_ember():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(inplace=True), Bottleneck(8)).eval()
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 3, 10, 10)
+    with torch.no_grad():
+        _, front_ends = front_ends_of(model, x)
+    assert front_ends == ["ember"], front_ends
+    with torch.no_grad():
+        check_compiled(model, x)
+
+    def promotes(t):
+        y = t * 2
+        y.add_(torch.ones(5, dtype=torch.float64))  # stays f32, as in place
+        return y
+
+    _, front_ends = front_ends_of(promotes, torch.randn(4, 5))
+    assert front_ends == ["ember"], front_ends
+    check_compiled(promotes, torch.randn(4, 5))
 
 
 def test_autograd_autocast_and_symbolic_sizes_go_to_aot_autograd():
