@@ -30,6 +30,7 @@ void define_cuda(nb::module_& m) {
       })
       .def_prop_ro("cache_status", &CudaCompiledGraph::cache_status)
       .def_prop_ro("cache_note", &CudaCompiledGraph::cache_note)
+      .def_prop_ro("nvrtc_seconds", &CudaCompiledGraph::nvrtc_seconds)
       .def_prop_ro("cache_key", &CudaCompiledGraph::cache_key)
       .def_prop_ro("passes", [](const CudaCompiledGraph& g) { return passes_list(g); })
       .def_prop_ro("arena_bytes", &CudaCompiledGraph::arena_bytes)
@@ -86,8 +87,9 @@ void define_cuda(nb::module_& m) {
       "compile_cuda",
       [](const std::string& text, const std::string& arch, int device, bool fuse, bool disk_cache,
          const std::string& cache_dir, const std::string& debug_dir, const std::vector<std::string>& nvrtc_dirs,
-         bool pad_matmuls, bool emulate_precision_casts) {
+         bool pad_matmuls, bool emulate_precision_casts, int kernels_per_part) {
         ember::CudaCompileOptions o;
+        o.kernels_per_part = kernels_per_part;
         o.arch = arch;
         o.device = device;
         o.fuse = fuse;
@@ -103,7 +105,7 @@ void define_cuda(nb::module_& m) {
       nb::arg("graph_text"), nb::arg("arch") = "sm_90", nb::arg("device") = -1, nb::arg("fuse") = true,
       nb::arg("disk_cache") = true, nb::arg("cache_dir") = "", nb::arg("debug_dir") = "",
       nb::arg("nvrtc_dirs") = std::vector<std::string>{}, nb::arg("pad_matmuls") = true,
-      nb::arg("emulate_precision_casts") = false,
+      nb::arg("emulate_precision_casts") = false, nb::arg("kernels_per_part") = 1,
       "Compile graph text to a cubin for `arch`; load it on CUDA device `device` unless it is -1.");
   m.def(
       "nvrtc_info",

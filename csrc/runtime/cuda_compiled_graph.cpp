@@ -137,11 +137,12 @@ MemoryPlan CudaCompiledGraph::arena_at(const std::vector<int64_t>& symbols) cons
 
 namespace {
 
-// NVRTC's time goes per kernel (~40 ms each on a server core), and a model's graph has
-// 40 to 170 of them: a graph compiles in parts of a few kernels, each with the prelude,
-// on threads of their own. Parts are fixed runs of kernels, not a function of the
-// machine's core count, so their cache keys are the same on every machine.
-constexpr size_t kKernelsPerPart = 6;
+// NVRTC's time goes per kernel (50 to 400 ms each on an H100 host's core), and a model's
+// graph has 8 to 30 distinct ones: a graph compiles in parts of `kernels_per_part`
+// kernels, each with the prelude (~20 ms), on threads of their own. One kernel per part
+// gave the shortest walls on a 16-core host (benchmarks/nvrtc_parts.py; docs/gpu.md).
+// Parts are fixed runs of kernels, not a function of the machine's core count, so their
+// cache keys are the same on every machine.
 
 struct CubinPart {
   std::string source, key, cubin;
@@ -151,12 +152,12 @@ struct CubinPart {
 };
 
 // Parts over the kernels with functions of their own (KernelInfo::function == name).
-std::vector<CubinPart> split_parts(const CudaCode& code, const std::string& salt) {
+std::vector<CubinPart> split_parts(const CudaCode& code, const std::string& salt, size_t kernels_per_part) {
   std::vector<CubinPart> parts;
   size_t own = 0;
   for (size_t k = 0; k < code.kernels.size(); ++k) {
     if (code.kernels[k].function != code.kernels[k].name) continue;
-    if (own++ % kKernelsPerPart == 0) parts.push_back({code.prelude, "", "", {}, false, {}});
+    if (own++ % kernels_per_part == 0) parts.push_back({code.prelude, "", "", {}, false, {}});
     parts.back().source += code.kernel_sources[k];
     parts.back().kernels.push_back(static_cast<int>(k));
   }
@@ -199,7 +200,8 @@ void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
   const Nvrtc* nvrtc = Nvrtc::load(opts.nvrtc_dirs, &why);
   if (!nvrtc) throw std::runtime_error("ember: " + why);
   std::vector<CubinPart> parts =
-      split_parts(code_, "\n/* ember " EMBER_VERSION " */\n" + nvrtc->identity() + "\n" + opts.arch);
+      split_parts(code_, "\n/* ember " EMBER_VERSION " */\n" + nvrtc->identity() + "\n" + opts.arch,
+                  static_cast<size_t>(std::max(1, opts.kernels_per_part)));
   std::string keys;
   for (const auto& p : parts) keys += p.key;
   key_ = sha256_hex(keys);
@@ -240,6 +242,7 @@ void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
     compile_parts(*nvrtc, todo, opts.arch);
     times_.compile = seconds_since(tc);
     for (CubinPart* p : todo) {
+      nvrtc_seconds_.push_back(p->result.seconds);
       if (!p->result.ok) throw_nvrtc_failure(*p);
       p->cubin = std::move(p->result.cubin);
       if (disk) {

@@ -38,6 +38,7 @@ struct CudaCompileOptions {
   std::string cache_dir;               // empty: default_cache_dir()
   std::string debug_dir;               // non-empty: write the IR after each pass and the source here
   std::vector<std::string> nvrtc_dirs; // where to look for libnvrtc first (nvrtc.h)
+  int kernels_per_part = 1;            // kernels per NVRTC program (cuda_compiled_graph.cpp, split_parts)
 };
 
 class CudaCompiledGraph {
@@ -55,6 +56,8 @@ class CudaCompiledGraph {
   const std::string& cache_key() const { return key_; }
   const std::string& cache_status() const { return cache_status_; }
   const std::string& cache_note() const { return cache_note_; }
+  // NVRTC's seconds for each program this compile ran (none on a cache hit), in part order.
+  const std::vector<double>& nvrtc_seconds() const { return nvrtc_seconds_; }
   const std::vector<PassDump>& passes() const { return passes_; }
   // For a graph with symbols these are the plan at the hints; arena_at() plans for
   // other symbol values.
@@ -101,6 +104,7 @@ class CudaCompiledGraph {
   std::string key_;
   std::string cache_status_ = "none";
   std::string cache_note_;
+  std::vector<double> nvrtc_seconds_;
   std::vector<std::string> cubins_;
   std::vector<std::shared_ptr<CudaModule>> modules_;
   std::vector<void*> fns_;
