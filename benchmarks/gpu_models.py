@@ -17,7 +17,8 @@ compiled backend after torch._dynamo.reset() with a fresh, empty cache directory
   ember          graphs, eager fallbacks (with reasons) and the ATen ops ember called (by count)
 
 --processes adds fresh-process first calls: per backend, a new process with an empty cache
-(cold) and then one more on the cache that process filled (warm), as the anchors measured.
+(cold) and then one more on the cache that process filled (warm), as the anchors measured;
+for eager, one process: the model's first run, which every backend's first call includes.
 
     python benchmarks/gpu_models.py [--quick] [--models gpt2,bert] [--processes] [--json out.json]
     python benchmarks/gpu_models.py child MODEL BACKEND CACHE_DIR [--quick]   (internal)
@@ -163,6 +164,8 @@ class EmberRecorder:
 
 
 def compiled(backend, model, cache_dir):
+    if backend == "eager":
+        return model
     torch._dynamo.reset()
     # A fresh torch cache for both: ember's graphs also go to torch's AOTAutogradCache, and
     # an entry from an earlier run would make this in-process first call a warm one.
@@ -218,18 +221,26 @@ def run_workload(name, backends, quick, warmup, iters):
 
 
 def child(name, backend, cache_dir, quick):
-    """A fresh process's first call (imports and model build excluded), for --processes."""
+    """A fresh process's first call (the model's build excluded; the backend's imports
+    included, as torch.compile makes them), for --processes."""
     model, inputs, train = build(name, quick)
+    t0 = time.perf_counter()
     if backend == "ember":
         import ember
-    t0 = time.perf_counter()
     fn = compiled(backend, model, cache_dir)
     make_step(fn, model, inputs, train)()
     torch.cuda.synchronize()
     row = {"first_call_s": round(time.perf_counter() - t0, 3)}
+    # Where the first call went: Dynamo's phases (both backends), and ember's own.
+    from torch._dynamo.utils import compilation_time_metrics
+    row["dynamo_s"] = {k: round(sum(v), 3) for k, v in compilation_time_metrics.items()
+                       if k in ("bytecode_tracing", "build_guards", "OutputGraph.call_user_compiler",
+                                "create_aot_dispatcher_function", "inductor_codecache_torch_key")}
     if backend == "ember":  # whether a warm process loaded its graphs instead of compiling them
         st = ember.stats()
-        row.update(graphs_compiled=st["graphs_compiled"], graphs_loaded=st["graphs_loaded"], aot_cache=st["aot_cache"])
+        row.update(graphs_compiled=st["graphs_compiled"], graphs_loaded=st["graphs_loaded"], aot_cache=st["aot_cache"],
+                   front_end=st["front_end"], trace_s=st["trace_seconds"], compile_s=st["compile_seconds"],
+                   load_s=st["load_seconds"])
     print(RESULT_TAG + json.dumps(row), flush=True)
 
 
@@ -237,7 +248,9 @@ def process_first_calls(name, backends, quick):
     out = {}
     for backend in backends:
         cache = tempfile.mkdtemp(prefix=f"{backend}_proc_")
-        for tag in ("cold", "warm"):
+        # eager: the model's first run in a fresh process (CUDA libraries, kernels loaded),
+        # which every backend's first call includes.
+        for tag in ("cold",) if backend == "eager" else ("cold", "warm"):
             cmd = [sys.executable, os.path.abspath(__file__), "child", name, backend, cache] + (["--quick"] if quick else [])
             t0 = time.perf_counter()
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
@@ -248,7 +261,10 @@ def process_first_calls(name, backends, quick):
             value = row.get("first_call_s")
             out[f"{backend}_{tag}_s"] = value
             if "graphs_loaded" in row:
-                out[f"{backend}_{tag}_graphs"] = {k: row[k] for k in ("graphs_compiled", "graphs_loaded", "aot_cache")}
+                out[f"{backend}_{tag}_graphs"] = {k: row[k] for k in ("graphs_compiled", "graphs_loaded", "aot_cache",
+                                                                      "front_end", "trace_s", "compile_s", "load_s")}
+            if "dynamo_s" in row:
+                out[f"{backend}_{tag}_dynamo_s"] = row["dynamo_s"]
             out[f"{backend}_{tag}_process_s"] = round(time.perf_counter() - t0, 2)
             if value is None:
                 out[f"{backend}_{tag}_error"] = p.stderr[-600:]
@@ -298,12 +314,12 @@ def main():
     for name in a.models.split(","):
         results[name] = run_workload(name, backends, a.quick, warmup, iters)
         if a.processes:
-            first_calls[name] = process_first_calls(name, [b for b in a.processes.split(",") if b != "eager"], a.quick)
+            first_calls[name] = process_first_calls(name, a.processes.split(","), a.quick)
             print(f"{name} fresh-process first calls: {first_calls[name]}", flush=True)
+        if a.json:  # after every workload: a run cut short keeps what it measured
+            with open(a.json, "w") as f:
+                json.dump({"info": info, "results": results, "process_first_calls": first_calls}, f, indent=1)
     print(table(results), flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"info": info, "results": results, "process_first_calls": first_calls}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -2,14 +2,16 @@
 
   cold   a new process with empty caches (a new TORCHINDUCTOR_CACHE_DIR and EMBER_CACHE_DIR)
   warm   a new process with the caches the cold one filled: Inductor's FX graph and
-         AOTAutograd caches; ember's AOTAutogradCache entries (python/ember/aot_cache.py)
-         and its kernel cache
+         AOTAutograd caches; ember's graph cache (python/ember/graph_cache.py) or its
+         AOTAutogradCache entries (python/ember/aot_cache.py), and its kernel cache
 
 The first call is timed in the process (Dynamo, AOTAutograd or its cache, the compiler or
 its cache, and the call itself); for training it is the first forward + backward (train
 mode, dropout off, loss = mean of the squared outputs). Backends:
-inductor, ember, and ember-noaot (ember with aot_cache off: its warm start before the
-AOTAutogradCache, which re-ran AOTAutograd and ember's import). Warm processes run
+inductor, ember, ember-noaot (ember with aot_cache off: no AOTAutogradCache and no graph
+cache, so a warm start traces and imports again, with the kernels from the kernel cache),
+and ember-aot (ember with trace_inference off: AOTAutograd traces inference graphs too,
+and its cache serves their warm starts, as before ember had its own front end). Warm processes run
 round-robin over the backends, `--warm-runs` times, and the median is reported, so that
 the load of a shared machine falls on every backend alike. Each process also checks its
 result against eager on the same inputs (max relative error of the output; in training, of
@@ -17,7 +19,7 @@ the loss, and the relative L2 error of all gradients together).
 
 Usage:
   python benchmarks/warm_start.py [--models gpt2,small_cnn] [--modes inference,training]
-                                  [--backends inductor,ember,ember-noaot] [--warm-runs 3]
+                                  [--backends inductor,ember,ember-aot,ember-noaot] [--warm-runs 3]
                                   [--json out.json]
   python benchmarks/warm_start.py child MODEL MODE BACKEND     # one process (internal)
 """
@@ -67,6 +69,8 @@ def child(model_name, mode, backend):
     reference = copy.deepcopy(model)
     if backend == "ember-noaot":
         backend_fn = ember.make_backend(None, {"aot_cache": False})
+    elif backend == "ember-aot":
+        backend_fn = ember.make_backend(None, {"trace_inference": False})
     else:
         backend_fn = backend
     fn = torch.compile(model, backend=backend_fn)
@@ -96,8 +100,9 @@ def child(model_name, mode, backend):
               "in_backend_s": _in_backend_seconds(), "max_rel_err": err}
     if backend.startswith("ember"):
         s = ember.stats()
-        result["ember"] = {k: s[k] for k in ("graphs_compiled", "graphs_loaded", "aot_cache", "c_compiler_runs",
-                                             "compile_seconds", "load_seconds")}
+        result["ember"] = {k: s[k] for k in ("graphs_compiled", "graphs_loaded", "aot_cache", "graph_cache",
+                                             "front_end", "trace_seconds", "c_compiler_runs", "compile_seconds",
+                                             "load_seconds")}
     print(RESULT_TAG + json.dumps(result), flush=True)
 
 
