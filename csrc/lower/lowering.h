@@ -60,6 +60,11 @@ struct LowerOptions {
   // Off: a fused chain of ops computes in f32 and rounds only what it stores, as Inductor
   // does by default; explicit conversions (.to(bf16)) round either way.
   bool emulate_precision_casts = false;
+  // A layout copy whose loads step wide along the output's innermost dim iterates along
+  // the input's contiguous dim instead (prefer_contiguous_loads in lowering.cpp): GCC
+  // cannot vectorize such loads, and strided stores cost little. The CUDA target, whose
+  // tiled transposes handle layout changes (cuda_transpose.h), turns it off.
+  bool loads_lead_layout_copies = true;
 };
 
 class LowerCtx {

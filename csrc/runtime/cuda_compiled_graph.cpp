@@ -79,6 +79,7 @@ std::shared_ptr<CudaCompiledGraph> CudaCompiledGraph::compile(const std::string&
   fo.lower.emulate_precision_casts = opts.emulate_precision_casts;
   fo.dump = dump;
   fo.lower.channels_last_activations = true;
+  fo.lower.loads_lead_layout_copies = false;
   fo.merge_symbolic_outer_dims = true;
   FrontEnd fe = run_front_end(graph_text, fo);  // no split_reductions: a CPU pass
   cg->graph_ = std::move(fe.graph);
