@@ -20,8 +20,8 @@ the loss, and the relative L2 error of all gradients together).
 Usage:
   python benchmarks/warm_start.py [--models gpt2,small_cnn] [--modes inference,training]
                                   [--backends inductor,ember,ember-aot,ember-noaot] [--warm-runs 3]
-                                  [--json out.json]
-  python benchmarks/warm_start.py child MODEL MODE BACKEND     # one process (internal)
+                                  [--dynamic] [--json out.json]
+  python benchmarks/warm_start.py child MODEL MODE BACKEND static|dynamic   # one process (internal)
 """
 import argparse
 import copy
@@ -53,7 +53,7 @@ def _in_backend_seconds():
     return float(sum(compilation_time_metrics.get("OutputGraph.call_user_compiler", [])))
 
 
-def child(model_name, mode, backend):
+def child(model_name, mode, backend, dynamic="static"):
     import torch
 
     if backend.startswith("ember"):
@@ -73,7 +73,7 @@ def child(model_name, mode, backend):
         backend_fn = ember.make_backend(None, {"trace_inference": False})
     else:
         backend_fn = backend
-    fn = torch.compile(model, backend=backend_fn)
+    fn = torch.compile(model, backend=backend_fn, dynamic=True if dynamic == "dynamic" else None)
 
     t0 = time.perf_counter()
     if mode == "inference":
@@ -106,12 +106,13 @@ def child(model_name, mode, backend):
     print(RESULT_TAG + json.dumps(result), flush=True)
 
 
-def run_child(model, mode, backend, cache_dir, timeout):
+def run_child(model, mode, backend, cache_dir, timeout, dynamic=False):
     env = dict(os.environ, PYTHONUNBUFFERED="1", TORCHINDUCTOR_CACHE_DIR=os.path.join(cache_dir, "torch"),
                EMBER_CACHE_DIR=os.path.join(cache_dir, "ember"))
     env.pop("TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE", None)
     env.pop("TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE", None)
-    cmd = [sys.executable, os.path.abspath(__file__), "child", model, mode, backend]
+    cmd = [sys.executable, os.path.abspath(__file__), "child", model, mode, backend,
+           "dynamic" if dynamic else "static"]
     t0 = time.perf_counter()
     try:
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -125,17 +126,17 @@ def run_child(model, mode, backend, cache_dir, timeout):
     return {"error": f"exit {r.returncode}: " + (r.stderr or r.stdout)[-1500:]}
 
 
-def measure(model, mode, backends, warm_runs, timeout):
+def measure(model, mode, backends, warm_runs, timeout, dynamic=False):
     dirs = {b: tempfile.mkdtemp(prefix=f"warm_{model}_{mode}_{b}_") for b in backends}
     rows = {b: {"model": model, "mode": mode, "backend": b, "warm": []} for b in backends}
     try:
         for b in backends:
             print(f"# {model} {mode} {b}: cold", file=sys.stderr, flush=True)
-            rows[b]["cold"] = run_child(model, mode, b, dirs[b], timeout)
+            rows[b]["cold"] = run_child(model, mode, b, dirs[b], timeout, dynamic)
         for i in range(warm_runs):
             for b in backends:
                 print(f"# {model} {mode} {b}: warm {i + 1}/{warm_runs}", file=sys.stderr, flush=True)
-                rows[b]["warm"].append(run_child(model, mode, b, dirs[b], timeout))
+                rows[b]["warm"].append(run_child(model, mode, b, dirs[b], timeout, dynamic))
     finally:
         for d in dirs.values():
             shutil.rmtree(d, ignore_errors=True)
@@ -178,17 +179,19 @@ def main():
     parser.add_argument("--backends", default="inductor,ember,ember-noaot")
     parser.add_argument("--warm-runs", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=1800)
+    parser.add_argument("--dynamic", action="store_true", help="compile with dynamic=True")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     backends = args.backends.split(",")
     rows = []
     for model in args.models.split(","):
         for mode in args.modes.split(","):
-            rows += measure(model, mode, backends, args.warm_runs, args.timeout)
+            rows += measure(model, mode, backends, args.warm_runs, args.timeout, args.dynamic)
     import torch
 
     out = {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cpu_count": os.cpu_count(),
            "torch": torch.__version__, "python": platform.python_version(), "warm_runs": args.warm_runs,
+           "dynamic": args.dynamic,
            "rows": rows}
     print(table(rows))
     if args.json:
@@ -198,6 +201,6 @@ def main():
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "child":
-        child(*sys.argv[2:5])
+        child(*sys.argv[2:6])
     else:
         main()

@@ -18,10 +18,16 @@ intermediates by it, as it does by `from_node` in AOTAutograd's graphs.
 An in-place op on an intermediate (`nn.ReLU(inplace=True)`, `out += identity`: every
 torchvision ResNet) becomes its functional form, whose result every later read sees.
 
+Symbolic sizes (dynamic=True, automatic dynamic) are traced over Dynamo's own symbols:
+the inputs keep their symbolic metadata, templates are keyed by size expressions, a size
+passed between calls is a template input, and size arithmetic (`x.size(0) * 12`) stays a
+node holding its symbolic value, whose expression fx_import writes where it is used.
+
 trace() raises NotTraced, and AOTAutograd traces the graph as before, for a graph
-that needs autograd, has symbolic sizes, runs under autocast, takes a tensor subclass
-or a non-tensor input, calls a higher-order op, mutates an input or a view, reads a
-mutated tensor through a view made before the mutation, or returns a view of an input.
+that needs autograd, runs under autocast, takes a tensor subclass or a non-size
+non-tensor input, calls a higher-order op or a runtime check, mutates an input or a
+view, reads a mutated tensor through a view made before the mutation, or returns a view
+of an input or a size.
 """
 from __future__ import annotations
 
@@ -37,7 +43,8 @@ import torch.utils._pytree as pytree
 _QUERY_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "stride", "storage_offset",
                             "is_contiguous", "element_size", "get_device", "is_floating_point", "is_complex",
                             "__len__"})
-_QUERY_FUNCTIONS = (getattr, len, torch.numel, torch.is_floating_point, torch.is_complex)
+_QUERY_FUNCTIONS = (getattr, len, torch.numel, torch.is_floating_point, torch.is_complex, torch.Size, torch.sym_int,
+                    torch.sym_float, torch.sym_max, torch.sym_min)
 # Functions of Python values only (size arithmetic): their example value replaces them.
 # Anything else that returns no tensor (autocast's enter and exit, say) is left to
 # AOTAutograd: it may change how the graph computes.
@@ -66,8 +73,10 @@ def static_inputs(gm: torch.fx.GraphModule) -> list[int]:
 def ineligible_reason(gm: torch.fx.GraphModule, example_inputs) -> str | None:
     """Why the graph needs AOTAutograd, or None."""
     grad = torch.is_grad_enabled()
-    for x in example_inputs:
+    for node, x in zip(gm.graph.find_nodes(op="placeholder"), example_inputs):
         if not isinstance(x, torch.Tensor):
+            if isinstance(node.meta.get("example_value"), torch.SymInt):
+                continue  # a size Dynamo made symbolic, passed as an int
             return f"a non-tensor input ({type(x).__name__})"
         if type(x) not in (torch.Tensor, torch.nn.Parameter):
             return f"a tensor subclass input ({type(x).__name__})"
@@ -77,11 +86,16 @@ def ineligible_reason(gm: torch.fx.GraphModule, example_inputs) -> str | None:
             return "it needs autograd"
     if torch._C._is_any_autocast_enabled():
         return "autocast is on"
+    return None
+
+
+def is_symbolic(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph has symbolic sizes (dynamic=True, or Dynamo's automatic dynamic)."""
     for node in gm.graph.find_nodes(op="placeholder"):
         val = node.meta.get("example_value")
-        if isinstance(val, torch.Tensor) and not _static(val):
-            return "it has symbolic sizes"
-    return None
+        if isinstance(val, torch.SymInt) or isinstance(val, torch.Tensor) and not _static(val):
+            return True
+    return False
 
 
 def trace(gm: torch.fx.GraphModule, example_inputs, decompositions) -> Traced:
@@ -128,8 +142,18 @@ def const_key(v):
     return None
 
 
+def _size_key(s):
+    """An int, or a symbolic value's expression over Dynamo's symbols."""
+    return s.node.expr if _symbolic(s) else s
+
+
 def tensor_key(t) -> tuple:
-    return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.device)
+    return (tuple(_size_key(s) for s in t.shape), tuple(_size_key(s) for s in t.stride()),
+            _size_key(t.storage_offset()), t.dtype, t.device)
+
+
+def _symbolic(v) -> bool:
+    return isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool))
 
 
 def _has_tensor_or_symbol(value) -> bool:
@@ -156,6 +180,50 @@ def _functional(op):
     if [a.name for a in functional._schema.arguments] != [a.name for a in arguments]:
         return None
     return functional
+
+
+def _pure(fn) -> bool:
+    """A function of Python numbers only: operator's, math's, builtins, torch's sym_* (what
+    Dynamo puts in a graph for math.sqrt of a symbolic float)."""
+    if getattr(fn, "__module__", None) in _PURE_MODULES:
+        return True
+    name = getattr(fn, "__name__", "")
+    return getattr(fn, "__module__", None) == "torch" and (name.startswith("sym_") or name.startswith("_sym_"))
+
+
+class _Slice(tuple):
+    """A slice's (start, stop, step) while its parts are mapped and flattened (pytree
+    keeps a slice whole; a symbolic stop is a graph value like any other)."""
+
+
+pytree.register_pytree_node(_Slice, lambda s: (list(s), None), lambda parts, _: _Slice(parts))
+
+
+def _slices(v, flat: bool):
+    """v with its slice objects as _Slice (flat) or _Slice back as slices, recursively."""
+    if flat and isinstance(v, slice):
+        return _Slice((_slices(v.start, flat), _slices(v.stop, flat), _slices(v.step, flat)))
+    if not flat and isinstance(v, _Slice):
+        return slice(*(_slices(x, flat) for x in v))
+    if isinstance(v, dict):
+        return {k: _slices(x, flat) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        parts = [_slices(x, flat) for x in v]
+        return type(v)(*parts) if hasattr(v, "_fields") else type(v)(parts)
+    return v
+
+
+def _specialized(value):
+    """The Python number a symbolic scalar holds (Dynamo makes a module's float attributes,
+    a LayerNorm's eps, symbolic 0-d inputs read by .item() under dynamic=True). Reading it
+    adds a guard on it to Dynamo's ShapeEnv, as AOTAutograd's trace does: another value is
+    a recompilation, never a stale constant. A value computed from data raises: such a
+    graph is AOTAutograd's."""
+    try:
+        return float(value) if isinstance(value, torch.SymFloat) else \
+            bool(value) if isinstance(value, torch.SymBool) else int(value)
+    except Exception as e:
+        raise NotTraced(f"a data-dependent scalar ({type(e).__name__})") from e
 
 
 def _is_view(op) -> bool:
@@ -190,10 +258,15 @@ class _Tracer:
                 x = self.inputs[placeholders]
                 placeholders += 1
                 new = self.graph.placeholder(node.name)
-                new.meta["val"] = self._fake(x)
+                example = node.meta.get("example_value")
+                # A symbolic graph's inputs keep Dynamo's symbols (sizes, and size inputs).
+                if isinstance(example, torch.SymInt):
+                    new.meta["val"] = example
+                else:
+                    new.meta["val"] = self._fake(example if isinstance(example, torch.Tensor) else x)
                 self.env[node] = self.root[new] = new
             elif node.op == "get_attr":
-                value = _attr(self.src, node.target)
+                value = attribute(self.src, node.target)
                 if not isinstance(value, torch.Tensor):
                     raise NotTraced(f"attribute {node.target} is a {type(value).__name__}")
                 new = self.graph.get_attr(self._add_attr(value))
@@ -244,26 +317,41 @@ class _Tracer:
             raise NotTraced(f"a higher-order op ({target})")
         if node.op == "call_function" and target in _DROPPED_CALLS:
             return None
-        args = pytree.tree_map(lambda v: self.env[v] if isinstance(v, torch.fx.Node) else v, (node.args, node.kwargs))
+        args = _slices((node.args, node.kwargs), flat=True)
+        args = pytree.tree_map(lambda v: self.env[v] if isinstance(v, torch.fx.Node) else v, args)
         args = pytree.tree_map(lambda v: self._current(v) if isinstance(v, torch.fx.Node) else v, args)
         flat, spec = pytree.tree_flatten(args)
         if target is operator.getitem and isinstance(args[0][0], (list, tuple)):
-            return args[0][0][args[0][1]]  # an element of a multi-output call, or of a size
+            return args[0][0][_slices(args[0][1], flat=False)]  # an element of a multi-output call, or of a size
         distinct = list(dict.fromkeys(x for x in flat if isinstance(x, torch.fx.Node)))
         if "example_value" not in node.meta:  # Dynamo records one for every value it computes
             raise NotTraced(f"{_name(node)} has no example value")
         example = node.meta["example_value"]
-        if not _has_tensor_or_symbol(example):
+        if not any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(example)):
+            tensors = [x for x in distinct if isinstance(x.meta.get("val"), torch.Tensor)]
             if node.op == "call_method":
-                if target in _QUERY_METHODS or not distinct:
-                    return example
-            elif target in _QUERY_FUNCTIONS or (not distinct and getattr(target, "__module__", None) in _PURE_MODULES):
+                pure = target in _QUERY_METHODS or not tensors
+            else:
+                pure = target in _QUERY_FUNCTIONS or (not tensors and _pure(target))
+            if node.op == "call_method" and target == "item" and _symbolic(example):
+                return _specialized(example)
+            if not pure:
+                raise NotTraced(f"{_name(node)} returns no tensor")
+            if not _has_tensor_or_symbol(example):
                 return example
-            raise NotTraced(f"{_name(node)} returns no tensor")
+            if not distinct:  # arithmetic on values specialized above: compute it
+                call_args, kwargs = _slices(args, flat=False)
+                return target(*call_args, **kwargs) if node.op == "call_function" else \
+                    getattr(call_args[0], target)(*call_args[1:], **kwargs)
+            return self._size_value(node, _slices(args, flat=False), example)
         slot = {n: i for i, n in enumerate(distinct)}
         key = [node.op, target, str(spec), self.state]
         for x in flat:
-            k = ("t", slot[x], tensor_key(x.meta["val"])) if isinstance(x, torch.fx.Node) else const_key(x)
+            if isinstance(x, torch.fx.Node):
+                val = x.meta["val"]
+                k = ("t", slot[x], tensor_key(val)) if isinstance(val, torch.Tensor) else ("s", slot[x], _size_key(val))
+            else:
+                k = const_key(x)
             if k is None:
                 key = None
                 break
@@ -275,6 +363,28 @@ class _Tracer:
             if key is not None:
                 self.templates[key] = template
         return self._copy(template, distinct, node.name)
+
+    def _size_value(self, node, args, example):
+        """A size (or sizes) computed from symbolic ones: a node of the graph holding the
+        value as Dynamo traced it (fx_import writes its expression where it is used), or
+        for a tuple of sizes (x.size()) a tuple of such nodes and ints."""
+        new = self.graph.create_node(node.op, node.target, *args)
+        new.meta["val"] = example
+        self.root[new] = new
+        if _symbolic(example):
+            return new
+        if not isinstance(example, (tuple, list)) or not all(isinstance(v, (int, torch.SymInt)) for v in example):
+            raise NotTraced(f"{_name(node)} returns {type(example).__name__} of symbolic values")
+        parts = []
+        for i, v in enumerate(example):
+            if isinstance(v, torch.SymInt):
+                item = self.graph.call_function(operator.getitem, (new, i))
+                item.meta["val"] = v
+                self.root[item] = item
+                parts.append(item)
+            else:
+                parts.append(v)
+        return tuple(parts)
 
     def _trace_call(self, node, flat, spec, distinct):
         """make_fx of one call, over fake inputs with the metadata of its distinct tensor
@@ -289,23 +399,30 @@ class _Tracer:
 
         def call(*tensors):
             leaves = [tensors[position[x]] if isinstance(x, torch.fx.Node) else x for x in flat]
-            args, kwargs = pytree.tree_unflatten(leaves, spec)
+            args, kwargs = _slices(pytree.tree_unflatten(leaves, spec), flat=False)
             out = getattr(args[0], target)(*args[1:], **kwargs) if is_method else target(*args, **kwargs)
             out_flat, out_spec = pytree.tree_flatten(out)
             out_info["spec"] = out_spec
+            if any(_symbolic(o) for o in out_flat):
+                raise NotTraced(f"{_name(node)} returns a symbolic size")
             out_info["leaves"] = [("t", None) if isinstance(o, torch.Tensor) else ("c", o) for o in out_flat]
             return [o for o in out_flat if isinstance(o, torch.Tensor)]
 
-        fakes = [self._fake(n.meta["val"]) for n in distinct]
+        fakes = [self._fake(n.meta["val"]) if isinstance(n.meta["val"], torch.Tensor) else n.meta["val"]
+                 for n in distinct]
+        # Composite ops decompose through the Python dispatcher, as under AOTAutograd (which
+        # turns it on whenever Dynamo's ShapeEnv is there): the same ATen ops as its graphs
+        # (eval dropout a clone, not an alias), and sizes that stay symbolic, which a C++
+        # composite kernel would read as ints, specializing them.
         try:
-            with self.fake_mode:
+            with self.fake_mode, torch._dispatch.python.enable_python_dispatcher():
                 tgm = make_fx(call, decomposition_table=self.decompositions, tracing_mode="real",
                               pre_dispatch=False)(*fakes)
         except Exception as e:  # AOTAutograd may still trace it, or report the error itself
             raise NotTraced(f"tracing {_name(node)} failed ({type(e).__name__}: {e})") from e
         for n in tgm.graph.nodes:
-            if n.op != "call_function" or n.target is operator.getitem:
-                continue
+            if n.op != "call_function" or n.target is operator.getitem or _symbolic(n.meta.get("val")):
+                continue  # size arithmetic over symbols: fx_import writes its expression
             if not isinstance(n.target, torch._ops.OpOverload):
                 raise NotTraced(f"{_name(node)} traces to {n.target}, not an ATen op")
             if n.target._schema.is_mutable and _functional(n.target) is None:
@@ -322,7 +439,7 @@ class _Tracer:
             if n.op == "placeholder":
                 vmap[n] = next(args)
             elif n.op == "get_attr":
-                new = self.graph.get_attr(self._add_attr(_attr(tgm, n.target)))
+                new = self.graph.get_attr(self._add_attr(attribute(tgm, n.target)))
                 new.meta = dict(n.meta)
                 vmap[n] = self.root[new] = new
             elif n.op == "output":
@@ -333,7 +450,8 @@ class _Tracer:
                 new = self.graph.node_copy(n, lambda a: vmap[a])
                 new.meta["ember_source"] = source
                 base = n.args[0] if n.args and isinstance(n.args[0], torch.fx.Node) else None
-                if base is not None and (n.target is operator.getitem or _is_view(n.target)):
+                views = n.target is operator.getitem or isinstance(n.target, torch._ops.OpOverload) and _is_view(n.target)
+                if base is not None and views:
                     root = self.root[new] = self.root[vmap[base]]
                     self.views.setdefault(root, []).append(new)
                 else:
@@ -389,7 +507,8 @@ class _Tracer:
                     raise NotTraced("a tensor mutated in place is read through a view made before the mutation")
 
 
-def _attr(module, target: str):
+def attribute(module, target: str):
+    """The attribute a get_attr node names (a dotted path)."""
     for part in target.split("."):
         module = getattr(module, part)
     return module

@@ -274,6 +274,13 @@ class _Writer:
         return v
 
 
+def _sizes(val) -> bool:
+    """A tuple of sizes (x.size() in a graph ember's front end traced): its elements are
+    read by getitem nodes, each a size of its own."""
+    return isinstance(val, (tuple, list)) and len(val) > 0 and all(isinstance(v, (int, torch.SymInt)) for v in val) \
+        and not isinstance(val, bool)
+
+
 def _schema_args(node: torch.fx.Node) -> list:
     """The node's arguments in schema order, defaults filled in."""
     target = node.target
@@ -382,9 +389,12 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
             index = g.num_placeholders + len(g.attr_inputs)
             g.attr_inputs.append(node.target)
             w.ids[node] = (add_input(index, _type_text(val, w.symbols, device)), 0)
-        elif node.op == "call_function":
-            if isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat)):
+        elif node.op in ("call_function", "call_method"):
+            val = node.meta.get("val")
+            if isinstance(val, (torch.SymInt, torch.SymFloat)) or _sizes(val):
                 continue  # size arithmetic: an expression, or a scalar input, where it is used
+            if node.op == "call_method":
+                raise UnsupportedGraph(f"method call {node.target} is not an ATen op")
             if node.target is operator.getitem:
                 base, idx = node.args
                 if base not in w.ids or not isinstance(idx, int):

@@ -26,7 +26,7 @@ import torch
 import torch.fx
 
 from . import _core, aot_cache, counters as stats, logs
-from .aten_trace import const_key, global_state, tensor_key
+from .aten_trace import attribute, const_key, global_state, tensor_key
 
 SUFFIX = "graph"
 
@@ -38,6 +38,12 @@ _BUILTINS = frozenset({"getattr", "len", "abs", "min", "max", "int", "float", "b
 def key(gm: torch.fx.GraphModule, example_inputs, cfg, mode: str | None) -> str | None:
     """The cache key of an inference graph, or None when it is not cached."""
     if aot_cache.off_reason(cfg):
+        return None
+    from .aten_trace import is_symbolic
+
+    if is_symbolic(gm):
+        # Its key would have to hold the ShapeEnv's symbols and facts; ember's front end
+        # traces a symbolic graph again in every process (no AOTAutograd either way).
         return None
     from torch.fx.node import _get_qualified_name
 
@@ -63,7 +69,7 @@ def key(gm: torch.fx.GraphModule, example_inputs, cfg, mode: str | None) -> str 
             if node.op == "placeholder":
                 parts.append(("in", tensor_key(next(inputs))))
             elif node.op == "get_attr":
-                value = _attr(gm, node.target)
+                value = _tensor_attr(gm, node.target)
                 parts.append(("attr", tensor_key(value), _content_hash(value)))
             elif node.op == "call_function":
                 name = _get_qualified_name(node.target)
@@ -86,12 +92,11 @@ class _Unkeyed(Exception):
     pass
 
 
-def _attr(module, target: str):
-    for part in target.split("."):
-        module = getattr(module, part)
-    if not isinstance(module, torch.Tensor):
-        raise _Unkeyed(f"an attribute of type {type(module).__name__}")
-    return module
+def _tensor_attr(module, target: str) -> torch.Tensor:
+    value = attribute(module, target)
+    if not isinstance(value, torch.Tensor):
+        raise _Unkeyed(f"an attribute of type {type(value).__name__}")
+    return value
 
 
 def _content_hash(t: torch.Tensor) -> str:

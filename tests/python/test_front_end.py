@@ -159,7 +159,7 @@ def test_in_place_ops_on_intermediates_are_traced_by_ember():
     check_compiled(promotes, torch.randn(4, 5))
 
 
-def test_autograd_autocast_and_symbolic_sizes_go_to_aot_autograd():
+def test_autograd_and_autocast_go_to_aot_autograd():
     x = torch.randn(6, 8, requires_grad=True)
     _, front_ends = front_ends_of(lambda t: (t * 2).tanh(), x)
     assert "autograd" in front_ends[0], front_ends
@@ -171,12 +171,37 @@ def test_autograd_autocast_and_symbolic_sizes_go_to_aot_autograd():
     _, front_ends = front_ends_of(autocast, x.detach())
     assert front_ends and all(f.startswith("AOTAutograd") for f in front_ends), front_ends
     assert check_compiled(autocast, x.detach()).dtype == torch.bfloat16  # the autocast region kept
-    f = compile_fresh(lambda t: torch.softmax(t, -1) * 3, dynamic=True)
-    before = ember.stats()["front_end"].get("AOTAutograd", 0)
-    for n in (3, 5, 9):
-        y = torch.randn(n, 4)
-        torch.testing.assert_close(f(y), torch.softmax(y, -1) * 3)
-    assert ember.stats()["front_end"].get("AOTAutograd", 0) > before
+
+
+def test_symbolic_sizes_are_traced_by_ember_and_one_artifact_serves_every_size():
+    model = nn.Sequential(block(16), block(16)).eval()
+
+    def fn(t):
+        n, s, w = t.size()
+        flat = model(t).reshape(n * s, w)  # size arithmetic between calls
+        return flat.softmax(-1)[: n * s // 2], t.new_zeros(n, 2) + s
+
+    f = compile_fresh(fn, dynamic=True)
+    ember.reset_stats()
+    with torch.no_grad():
+        for n, s in ((2, 6), (3, 5), (4, 9), (2, 7)):
+            x = torch.randn(n, s, 16)
+            for a, e in zip(f(x), fn(x)):
+                torch.testing.assert_close(a, e)
+    st = ember.stats()
+    assert st["front_end"] == {"ember": 1} and st["codegen_runs"] == 1 and st["recompiles"] == 0, st
+
+
+def test_symbolic_float_attributes_are_specialized_with_a_guard():
+    # dynamic=True makes a module's float attributes symbolic inputs read by .item(); ember
+    # reads their value as AOTAutograd does, which guards it: a new value recompiles.
+    norm = nn.LayerNorm(8, eps=1e-5).eval()
+    f = compile_fresh(norm, dynamic=True)
+    x = torch.randn(3, 8) * 1e-3
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), norm(x))
+        norm.eps = 0.5
+        torch.testing.assert_close(f(x), norm(x))
 
 
 def test_multi_output_calls_constants_and_sizes():

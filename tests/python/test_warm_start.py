@@ -59,15 +59,20 @@ def count(stats, outcome):
 def test_warm_process_loads_every_graph_and_matches_eager(tmp_path, scenario):
     cold, _ = run_child(tmp_path, scenario)
     assert cold["graphs_compiled"] > 0 and cold["graphs_loaded"] == 0, cold
-    assert count(cold, "saved_graphs") == cold["graphs_compiled"], cold
+    uncached = cold["front_end"].get("ember", 0) if scenario == "dynamic" else 0  # symbolic, ember's
+    assert count(cold, "saved_graphs") == cold["graphs_compiled"] - uncached, cold
     if scenario == "inference":  # both front ends: a graph with an input mutation is AOTAutograd's
         assert cold["front_end"].get("ember") and cold["front_end"].get("AOTAutograd"), cold
     warm, _ = run_child(tmp_path, scenario)
-    # Every graph comes from a cache: no tracing, no import, no C compiler.
-    assert warm["graphs_compiled"] == 0, warm
-    assert warm["graphs_loaded"] == cold["graphs_compiled"], warm
+    # Every graph comes from a cache: no tracing, no import, no C compiler. Except that
+    # ember traces a symbolic inference graph again (graph_cache.py does not keep those);
+    # its kernels still come from the kernel cache.
+    retraced = warm["front_end"].get("ember", 0)
+    assert (retraced > 0) == (scenario == "dynamic"), warm
+    assert warm["graphs_compiled"] == retraced, warm
+    assert warm["graphs_loaded"] + retraced == cold["graphs_compiled"], warm
     assert count(warm, "hit") == count(cold, "miss") and count(warm, "miss") == 0, warm
-    assert warm["c_compiler_runs"] == 0 and warm["disk_cache_hits"] == warm["graphs_loaded"], warm
+    assert warm["c_compiler_runs"] == 0 and warm["disk_cache_hits"] == cold["graphs_compiled"], warm
 
 
 @pytest.mark.gpu
