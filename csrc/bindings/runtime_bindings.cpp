@@ -55,8 +55,9 @@ void define_runtime(nb::module_& m) {
   m.def(
       "compile",
       [](const std::string& text, bool fuse, bool disk_cache, const std::string& cache_dir, const std::string& debug_dir,
-         bool pad_matmuls, bool emulate_precision_casts, bool background) {
+         bool pad_matmuls, bool emulate_precision_casts, bool background, bool channels_last_activations) {
         ember::CompileOptions o;
+        o.channels_last_activations = channels_last_activations;
         o.fuse = fuse;
         o.pad_matmuls = pad_matmuls;
         o.emulate_precision_casts = emulate_precision_casts;
@@ -70,6 +71,7 @@ void define_runtime(nb::module_& m) {
       nb::arg("graph_text"), nb::arg("fuse") = true, nb::arg("disk_cache") = true, nb::arg("cache_dir") = "",
       nb::arg("debug_dir") = "", nb::arg("pad_matmuls") = false,
       nb::arg("emulate_precision_casts") = false, nb::arg("background") = false,
+      nb::arg("channels_last_activations") = false,
       "Compile graph text for the CPU. pad_matmuls runs the CUDA graphs' matmul padding (for tests); "
       "background runs the C compiler on a thread (wait_kernels() joins it).");
   m.def("default_cache_dir", &ember::default_cache_dir);

@@ -53,8 +53,9 @@ struct LowerOptions {
   // In a graph with 2-D convolutions (which run channels-last, extern_layouts.h), 4-D
   // values stored between ops take channels-last strides too, so that the BatchNorm,
   // ReLU and residual kernels between convolutions read and write one layout and no
-  // copy converts it (graph outputs keep their declared strides). The CUDA target sets
-  // it; on the CPU, training's backward kernels would mix layouts (docs/benchmarks.md).
+  // copy converts it (graph outputs keep their declared strides). The CUDA target and
+  // CPU inference graphs set it; on the CPU a training graph does not, since its backward
+  // kernels would mix layouts (docs/benchmarks.md).
   bool channels_last_activations = false;
   // Round every op's f16/bf16 result, as eager does (Inductor's emulate_precision_casts).
   // Off: a fused chain of ops computes in f32 and rounds only what it stores, as Inductor

@@ -92,6 +92,7 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_t
   fo.fuse = opts.fuse;
   fo.pad_matmuls = opts.pad_matmuls;
   fo.lower.emulate_precision_casts = opts.emulate_precision_casts;
+  fo.lower.channels_last_activations = opts.channels_last_activations;
   fo.dump = dump;
   FrontEnd fe = run_front_end(graph_text, fo);
   cg->graph_ = std::move(fe.graph);

@@ -41,6 +41,7 @@ struct CompileOptions {
   bool fuse = true;
   bool pad_matmuls = false;     // a CUDA pass (lower/pad_matmuls.h); on the CPU for tests only
   bool emulate_precision_casts = false;  // LowerOptions::emulate_precision_casts
+  bool channels_last_activations = false;  // LowerOptions::channels_last_activations (inference)
   bool disk_cache = true;
   std::string cache_dir;        // empty: the default (~/.cache/ember or $EMBER_CACHE_DIR)
   std::string debug_dir;        // non-empty: write the IR after each pass and the source here
