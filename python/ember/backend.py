@@ -1,9 +1,9 @@
 """The torch.compile backend: Dynamo graph -> ATen graph(s) -> ember's C++ compiler.
 
 `torch.compile(model, backend="ember")` finds `ember_backend` through the
-`torch_dynamo_backends` entry point. An inference graph (no autograd, no mutation,
-static sizes) is traced to ATen by ember itself (aten_trace.py) and kept in ember's
-graph cache (graph_cache.py); every other graph goes through AOTAutograd, which traces
+`torch_dynamo_backends` entry point. An inference graph (no autograd, no input
+mutation) is traced to ATen by ember itself (aten_trace.py) and, with static sizes, kept
+in ember's graph cache (graph_cache.py); every other graph goes through AOTAutograd, which traces
 forward (and backward) with ember's decomposition table. Each resulting graph goes to
 `compile_graph`, which imports it into the C++ IR, compiles it and returns a runner.
 Any failure there warns once per graph and runs that graph eagerly
@@ -390,7 +390,8 @@ def _compile_inference(gm, example_inputs, cfg: Config, mode: str | None):
     """ember's own front end (aten_trace.py) and graph cache (graph_cache.py) for an
     inference graph: (what Dynamo calls, None) or (None, why AOTAutograd must trace it)."""
     reason = aten_trace.ineligible_reason(gm, example_inputs)
-    if reason is None and graph_device(example_inputs) is not None and aten_trace.is_symbolic(gm):
+    device = graph_device(example_inputs)
+    if reason is None and device is not None and aten_trace.is_symbolic(gm):
         # Symbolic graphs through ember's front end are tested on the CPU only so far.
         reason = "a CUDA graph with symbolic sizes (ember's trace of those has not run on a GPU yet)"
     if reason is not None:
@@ -404,7 +405,6 @@ def _compile_inference(gm, example_inputs, cfg: Config, mode: str | None):
     t0 = time.perf_counter()
     try:
         traced = aten_trace.trace(gm, example_inputs, decomposition_table())
-        device = graph_device(example_inputs)
         imported = import_graph(traced.gm, "cpu" if device is None else str(device))
     except (aten_trace.NotTraced, UnsupportedGraph) as e:
         return None, str(e)
