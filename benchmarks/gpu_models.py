@@ -17,10 +17,17 @@ compiled backend after torch._dynamo.reset() with a fresh, empty cache directory
   ember          graphs, eager fallbacks (with reasons) and the ATen ops ember called (by count)
 
 --processes adds fresh-process first calls: per backend, a new process with an empty cache
-(cold) and then one more on the cache that process filled (warm), as the anchors measured;
-for eager, one process: the model's first run, which every backend's first call includes.
+(cold) and then one more on the cache that process filled (warm). first_call_s runs from
+before the backend's imports and torch.compile to the end of the first call; call_s is the
+first call alone, as the anchors measured it (their torch.compile ran before the timer).
+Floors, one process each: eager (the model's first run: CUDA libraries and kernels
+loaded, which every backend's first call includes), dynamo_eager (torch.compile with
+backend="eager": Dynamo and no compiler, the floor of every Dynamo backend) and aot_eager
+(Dynamo and AOTAutograd, no compiler: the floor of a backend that traces with AOTAutograd).
+--no-steady skips the in-process rows.
 
-    python benchmarks/gpu_models.py [--quick] [--models gpt2,bert] [--processes] [--json out.json]
+    python benchmarks/gpu_models.py [--quick] [--models gpt2,bert] [--processes ember,inductor]
+                                    [--no-steady] [--json out.json]
     python benchmarks/gpu_models.py child MODEL BACKEND CACHE_DIR [--quick]   (internal)
 """
 import argparse
@@ -163,9 +170,14 @@ class EmberRecorder:
                 "fallbacks": fallbacks, "aten_ops": dict(sorted(externs.items()))}
 
 
+FLOOR_BACKENDS = {"dynamo_eager": "eager", "aot_eager": "aot_eager"}  # no compiler: floors of first calls
+
+
 def compiled(backend, model, cache_dir):
     if backend == "eager":
         return model
+    if backend in FLOOR_BACKENDS:
+        return torch.compile(model, backend=FLOOR_BACKENDS[backend])
     torch._dynamo.reset()
     # A fresh torch cache for both: ember's graphs also go to torch's AOTAutogradCache, and
     # an entry from an earlier run would make this in-process first call a warm one.
@@ -228,9 +240,12 @@ def child(name, backend, cache_dir, quick):
     if backend == "ember":
         import ember
     fn = compiled(backend, model, cache_dir)
-    make_step(fn, model, inputs, train)()
+    step = make_step(fn, model, inputs, train)
+    t1 = time.perf_counter()
+    step()
     torch.cuda.synchronize()
-    row = {"first_call_s": round(time.perf_counter() - t0, 3)}
+    t2 = time.perf_counter()
+    row = {"first_call_s": round(t2 - t0, 3), "call_s": round(t2 - t1, 3)}
     # Where the first call went: Dynamo's phases (both backends), and ember's own.
     from torch._dynamo.utils import compilation_time_metrics
     row["dynamo_s"] = {k: round(sum(v), 3) for k, v in compilation_time_metrics.items()
@@ -248,9 +263,8 @@ def process_first_calls(name, backends, quick):
     out = {}
     for backend in backends:
         cache = tempfile.mkdtemp(prefix=f"{backend}_proc_")
-        # eager: the model's first run in a fresh process (CUDA libraries, kernels loaded),
-        # which every backend's first call includes.
-        for tag in ("cold",) if backend == "eager" else ("cold", "warm"):
+        # eager and the floors: one process (they keep nothing for a warm one).
+        for tag in ("cold",) if backend == "eager" or backend in FLOOR_BACKENDS else ("cold", "warm"):
             cmd = [sys.executable, os.path.abspath(__file__), "child", name, backend, cache] + (["--quick"] if quick else [])
             t0 = time.perf_counter()
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
@@ -260,6 +274,7 @@ def process_first_calls(name, backends, quick):
             row = json.loads(line[len(RESULT_TAG):]) if line else {}
             value = row.get("first_call_s")
             out[f"{backend}_{tag}_s"] = value
+            out[f"{backend}_{tag}_call_s"] = row.get("call_s")
             if "graphs_loaded" in row:
                 out[f"{backend}_{tag}_graphs"] = {k: row[k] for k in ("graphs_compiled", "graphs_loaded", "aot_cache",
                                                                       "front_end", "trace_s", "compile_s", "load_s")}
@@ -268,7 +283,7 @@ def process_first_calls(name, backends, quick):
             out[f"{backend}_{tag}_process_s"] = round(time.perf_counter() - t0, 2)
             if value is None:
                 out[f"{backend}_{tag}_error"] = p.stderr[-600:]
-            print(f"  {name} {backend} {tag} first call: {value} s", flush=True)
+            print(f"  {name} {backend} {tag} first call: {value} s (the call alone {row.get('call_s')} s)", flush=True)
     return out
 
 
@@ -300,6 +315,7 @@ def main():
     p.add_argument("--warmup", type=int)
     p.add_argument("--iters", type=int)
     p.add_argument("--processes", default="", help="backends whose first call to time in fresh processes")
+    p.add_argument("--no-steady", action="store_true", help="only the --processes first calls")
     p.add_argument("--json", default="")
     a = p.parse_args()
     warmup = a.warmup or (2 if a.quick else 5)
@@ -312,7 +328,8 @@ def main():
     print(json.dumps(info), flush=True)
     results, first_calls = {}, {}
     for name in a.models.split(","):
-        results[name] = run_workload(name, backends, a.quick, warmup, iters)
+        if not a.no_steady:
+            results[name] = run_workload(name, backends, a.quick, warmup, iters)
         if a.processes:
             first_calls[name] = process_first_calls(name, a.processes.split(","), a.quick)
             print(f"{name} fresh-process first calls: {first_calls[name]}", flush=True)
