@@ -44,7 +44,7 @@ import time
 import torch
 
 MODELS = ["gpt2", "bert", "resnet50", "vit", "gpt2_train"]
-BACKENDS = ["eager", "inductor", "ember"]  # also: inductor_ro, ember_ro (mode="reduce-overhead")
+BACKENDS = ["eager", "inductor", "ember"]  # also: *_ro (reduce-overhead), *_ma, *_mac (max-autotune, below)
 TOL = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-4}
 RESULT_TAG = "GPU_MODELS_RESULT "
 
@@ -165,9 +165,25 @@ class EmberRecorder:
                 for e in r.cg.externs:
                     externs[e["op"]] = externs.get(e["op"], 0) + 1
         seconds = {k: round(sum(r.times.get(k, 0.0) for r in self.records), 3) for k in ("total", "compile", "load")}
-        return {"graphs": len(self.records), "kernels": kernels, "eager_fallbacks": len(fallbacks),
-                "backend_s": seconds["total"], "nvrtc_s": seconds["compile"], "load_s": seconds["load"],
-                "fallbacks": fallbacks, "aten_ops": dict(sorted(externs.items()))}
+        out = {"graphs": len(self.records), "kernels": kernels, "eager_fallbacks": len(fallbacks),
+               "backend_s": seconds["total"], "nvrtc_s": seconds["compile"], "load_s": seconds["load"],
+               "fallbacks": fallbacks, "aten_ops": dict(sorted(externs.items()))}
+        # max-autotune: per kernel function, the launch kept and what timing measured.
+        tuned = [d for r in self.records if r.cg is not None for d in getattr(r.cg, "autotune_decisions", [])]
+        if tuned:
+            timed = [d for d in tuned if d["us"]]
+            choices = {}
+            for d in tuned:
+                c = d["choices"][d["chosen"]]
+                choices[c] = choices.get(c, 0) + 1
+            out["autotune"] = {"functions": len(tuned), "timed": len(timed),
+                               "changed": sum(d["chosen"] != 0 for d in tuned),
+                               "default_us": round(sum(d["us"][0] for d in timed), 1),
+                               "chosen_us": round(sum(d["us"][d["chosen"]] for d in timed), 1),
+                               "choices": choices,
+                               "kernels": [{"kernel": d["kernel"], "choices": d["choices"], "us": [round(u, 2) for u in d["us"]],
+                                            "chosen": d["chosen"]} for d in timed]}
+        return out
 
 
 FLOOR_BACKENDS = {"dynamo_eager": "eager", "aot_eager": "aot_eager"}  # no compiler: floors of first calls
@@ -182,8 +198,10 @@ def compiled(backend, model, cache_dir):
     # A fresh torch cache for both: ember's graphs also go to torch's AOTAutogradCache, and
     # an entry from an earlier run would make this in-process first call a warm one.
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
-    # "<backend>_ro": mode="reduce-overhead" (CUDA graphs).
-    mode = "reduce-overhead" if backend.endswith("_ro") else None
+    # "<backend>_ro": mode="reduce-overhead" (CUDA graphs); "_ma": "max-autotune-no-cudagraphs",
+    # "_mac": "max-autotune" (ember: tuned launches, and CUDA graphs for "_mac").
+    mode = {"_ro": "reduce-overhead", "_ma": "max-autotune-no-cudagraphs", "_mac": "max-autotune"}.get(
+        backend[backend.rfind("_"):] if "_" in backend else "", None)
     if backend.startswith("inductor"):
         return torch.compile(model, mode=mode)
     import ember

@@ -74,6 +74,7 @@ void define_cuda(nb::module_& m) {
           d["grid_units"] = ember::print_dim(k.grid_units);  // a graph with symbols: see grid_per_block
           d["grid_per_block"] = k.grid_per_block;
           d["args"] = nb::cast(k.args);
+          d["writes"] = nb::cast(k.writes);
           d["origins"] = nb::cast(k.origins);
           out.append(d);
         }
@@ -81,7 +82,28 @@ void define_cuda(nb::module_& m) {
       })
       .def_prop_ro("steps", [](const CudaCompiledGraph& g) { return steps_list(g.steps()); })
       .def("run_step", &CudaCompiledGraph::run_step, nb::arg("step"), nb::arg("ptrs"), nb::arg("stream"),
-           nb::arg("symbols") = Symbols{}, "Launch the kernel group of step `step` on `stream` (asynchronous).");
+           nb::arg("symbols") = Symbols{}, "Launch the kernel group of step `step` on `stream` (asynchronous).")
+      .def("prepare_autotune", &CudaCompiledGraph::prepare_autotune, nb::arg("tag"),
+           nb::call_guard<nb::gil_scoped_release>(),
+           "max-autotune: cached decisions applied, variants of the rest compiled; returns the scratch bytes "
+           "run_step_tuning needs (0: nothing left to time).")
+      .def_prop_ro("autotune_pending", &CudaCompiledGraph::autotune_pending)
+      .def("run_step_tuning", &CudaCompiledGraph::run_step_tuning, nb::arg("step"), nb::arg("ptrs"), nb::arg("stream"),
+           nb::arg("scratch"), nb::call_guard<nb::gil_scoped_release>(),
+           "run_step after timing the launch variants of its undecided kernels (stores sent to `scratch`).")
+      .def_prop_ro("autotune_decisions", [](const CudaCompiledGraph& g) {
+        nb::list out;
+        for (const auto& d : g.autotune_decisions()) {
+          nb::dict e;
+          e["kernel"] = d.kernel;
+          e["choices"] = nb::cast(d.choices);
+          e["us"] = nb::cast(d.us);
+          e["chosen"] = d.chosen;
+          e["cached"] = d.cached;
+          out.append(e);
+        }
+        return out;
+      }, "Per tuned kernel function: its candidate launches, microseconds each (empty: from a cache), the one kept.");
 
   m.def(
       "compile_cuda",

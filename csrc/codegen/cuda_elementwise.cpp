@@ -55,11 +55,11 @@ std::vector<std::string> elementwise_body(CudaPrinter& pr) {
   // with no bounds checks (its elements' loads issue together), the last partial tile
   // one element at a time. Elements are independent, so their order does not matter.
   const std::string U = std::to_string(per_thread);
-  const std::string block = std::to_string(kElementwiseBlock);
-  const std::string tile = std::to_string(int64_t{kElementwiseBlock} * per_thread);
+  const std::string block = std::to_string(pr.launch.block);
+  const std::string tile = std::to_string(int64_t{pr.launch.block} * per_thread);
   out.push_back("for (" + I + " t = (" + I + ")blockIdx.x * " + tile + " + threadIdx.x; t < " + total + "; t += (" + I +
                 ")gridDim.x * " + tile + ") {");
-  out.push_back("  if (t + " + std::to_string(int64_t{kElementwiseBlock} * (per_thread - 1)) + " < " + total + ") {");
+  out.push_back("  if (t + " + std::to_string(int64_t{pr.launch.block} * (per_thread - 1)) + " < " + total + ") {");
   out.push_back("    #pragma unroll");
   out.push_back("    for (int u = 0; u < " + U + "; ++u) {");
   out.push_back("      const " + I + " e = t + u * " + block + ";");

@@ -47,12 +47,15 @@ void refuse_unsupported(const Kernel& k, const Program& p) {
 // The kernel's parameters (the buffers it stores to memory, and those it reads other
 // than locally), in id order, and the graph nodes whose work it does.
 void collect_args(const Program& p, const Schedule& s, const Placement& m, int ki, CudaKernelInfo& info) {
-  std::set<int> args, origins;
+  std::set<int> args, writes, origins;
   const Kernel& k = s.kernels[ki];
   for (size_t st = 0; st < k.stages.size(); ++st)
     for (const auto& item : k.stages[st].items) {
       int b = p.computed[item.computed].buffer;
-      if (m.in_memory[b]) args.insert(b);
+      if (m.in_memory[b]) {
+        args.insert(b);
+        writes.insert(b);
+      }
       walk_loads(item.value, [&](const Expr& e) {
         if (!read_is_local(m.producer[e->ival], s, ki, static_cast<int>(st), VectorResults::InMemory))
           args.insert(static_cast<int>(e->ival));
@@ -60,6 +63,7 @@ void collect_args(const Program& p, const Schedule& s, const Placement& m, int k
       for (int o : p.computed[item.computed].origins) origins.insert(o);
     }
   info.args.assign(args.begin(), args.end());
+  info.writes.assign(writes.begin(), writes.end());
   info.origins.assign(origins.begin(), origins.end());
 }
 
@@ -67,12 +71,13 @@ void collect_args(const Program& p, const Schedule& s, const Placement& m, int k
 // each plan, then the body of its shape. Sets `scratch_bytes` to the bytes of scratch
 // buffer `scratch_id` it uses (0: none).
 std::string print_kernel(const Program& p, const Schedule& s, const Placement& m, int ki, int scratch_id,
-                         CudaKernelInfo& info, int64_t& scratch_bytes) {
+                         CudaKernelInfo& info, int64_t& scratch_bytes, const LaunchChoice& choice = {},
+                         const std::string& name = "") {
   const Kernel& k = s.kernels[ki];
   refuse_unsupported(k, p);
-  info.name = k.name;
+  info.name = name.empty() ? k.name : name;
   collect_args(p, s, m, ki, info);
-  CudaPrinter pr(p, s, m, ki, scratch_id, choose_launch(p, k, m.in_memory, info));
+  CudaPrinter pr(p, s, m, ki, scratch_id, choose_launch(p, k, m.in_memory, info, choice));
   // A graph with symbols: vector accesses and row tiles over static rows (symbolic
   // row counts), no hoisting or column splits (their grids are planned from sizes).
   VectorPlan vec = plan_vector(p, s, m, ki, pr.launch);
@@ -84,7 +89,7 @@ std::string print_kernel(const Program& p, const Schedule& s, const Placement& m
   }
   scratch_bytes = split.scratch_bytes;
 
-  std::string head = pr.signature(k.name, info.block, info.args, hoist_min_blocks(vec));
+  std::string head = pr.signature(info.name, info.block, info.args, hoist_min_blocks(vec, info.block));
   std::vector<std::string> body;
   if (pr.launch.shape == CudaKernelInfo::Shape::Transpose) {
     body = transpose_body(*pr.launch.transpose, p, k, m.in_memory, *pr.em);
@@ -158,6 +163,33 @@ const char* cuda_shape_name(CudaKernelInfo::Shape s) {
     case CudaKernelInfo::Shape::RowWarp: return "row_warp";
     default: return "row_block";
   }
+}
+
+std::vector<CudaKernelVariant> generate_cuda_variants(const Program& p, const Schedule& s, int k) {
+  Placement m = place_buffers(p, s, VectorResults::InMemory);
+  const int no_scratch = static_cast<int>(p.buffers.size());
+  CudaKernelInfo info;
+  int64_t scratch = 0;
+  const std::string text = print_kernel(p, s, m, k, no_scratch, info, scratch);
+  std::vector<CudaKernelVariant> out;
+  if (scratch > 0 || info.partial_grid > 0 || info.shape == CudaKernelInfo::Shape::Transpose) return out;
+  // Kernels that print the same (up to their names) are one variant: a choice the rules
+  // clamp back to the default, or two choices that meet.
+  std::set<std::string> seen = {sharing_key(text, info)};
+  CudaLaunch launch;
+  launch.shape = info.shape;
+  launch.symbolic = p.num_symbols > 0;
+  launch.threads = static_cast<int>(info.block);
+  for (const LaunchChoice& choice : launch_alternatives(launch)) {
+    CudaKernelVariant v;
+    v.choice_text = choice.text();
+    const std::string name = s.kernels[k].name + "_t" + std::to_string(out.size() + 1);
+    v.source = print_kernel(p, s, m, k, no_scratch, v.info, scratch, choice, name) + "\n";
+    v.info.function = name;
+    if (scratch > 0 || v.info.partial_grid > 0 || !seen.insert(sharing_key(v.source, v.info)).second) continue;
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 CudaCode generate_cuda(const Program& p, const Schedule& s) {

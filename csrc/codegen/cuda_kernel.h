@@ -70,6 +70,7 @@ struct CudaKernelInfo {
   uint32_t grid = 1;               // blocks; 0 when there is nothing to do
   uint32_t block = 1;              // threads per block
   std::vector<int> args;           // buffer ids, in parameter order (one pointer each)
+  std::vector<int> writes;         // the args it stores to, in id order
   std::vector<int> origins;        // graph nodes whose work the kernel does
   // A column split (cuda_column_split.h): <name>_partial runs first on partial_grid
   // blocks of partial_block threads, with the same parameters; 0 when there is none.
@@ -116,6 +117,18 @@ struct CudaCode {
 };
 
 CudaCode generate_cuda(const Program& p, const Schedule& s);
+
+// max-autotune's candidates (runtime/cuda_autotune.h): kernel `k` printed with a launch
+// other than the rules' (cuda_launch.h: LaunchChoice), named <kernel>_t<i>, without the
+// prelude. None for transposes, for kernels with a column split (its scratch is planned
+// for the default launch), and in graphs with symbols; a choice that prints the same
+// kernel as the default, or as an earlier choice, is left out.
+struct CudaKernelVariant {
+  std::string choice_text;  // LaunchChoice::text()
+  std::string source;
+  CudaKernelInfo info;
+};
+std::vector<CudaKernelVariant> generate_cuda_variants(const Program& p, const Schedule& s, int k);
 const char* cuda_shape_name(CudaKernelInfo::Shape s);
 
 }  // namespace ember

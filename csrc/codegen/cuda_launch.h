@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "codegen/cuda_kernel.h"
@@ -26,12 +27,31 @@ constexpr int64_t kMaxElementwiseGrid = 1 << 20;  // beyond this, threads loop (
 // else 4. (The measurement against one element per thread is in docs/benchmarks.md.)
 int elementwise_elems_per_thread(int64_t max_elem_bytes);
 
+// What choose_launch may be told to do otherwise than its rules say: the knobs that
+// max-autotune times (runtime/cuda_autotune.h). The default-constructed choice is the
+// rules' own launch; each field overrides one decision, for the shapes it applies to.
+struct LaunchChoice {
+  int elementwise_block = kElementwiseBlock;  // Elementwise: threads per block
+  int rows_per_warp_block = kRowsPerWarpBlock;  // RowWarp: rows (warps) per block
+  bool row_block = false;                     // a RowWarp kernel as RowBlock (a block per row)
+  int row_threads_shift = 0;                  // RowBlock: threads per row times 2^shift (64..1024)
+
+  bool operator==(const LaunchChoice& o) const {
+    return elementwise_block == o.elementwise_block && rows_per_warp_block == o.rows_per_warp_block &&
+           row_block == o.row_block && row_threads_shift == o.row_threads_shift;
+  }
+  // What it changes, for explain and the tuning cache ("default" for the rules' launch).
+  std::string text() const;
+};
+
 struct CudaLaunch {
   CudaKernelInfo::Shape shape = CudaKernelInfo::Shape::Elementwise;
   int64_t rows = 1;    // the kernel's outer iterations
   int64_t total = 1;   // Elementwise: elements (rows, when every stage is per-row)
   int threads = 32;    // threads per row (row shapes)
   int per_thread = 1;  // elements per thread per step (elementwise)
+  int block = kElementwiseBlock;           // Elementwise: threads per block
+  int rows_per_block = kRowsPerWarpBlock;  // RowWarp: rows (warps) per block
   bool wide = false;   // 64-bit loop indices
   std::optional<TransposePlan> transpose;  // the Transpose shape's tiles
   // A graph with symbols (cuda_kernel.h says what its kernels print), and `rows` and
@@ -45,6 +65,12 @@ struct CudaLaunch {
 // info.shape, info.grid and info.block (and, in a graph with symbols, info.grid_units,
 // grid_per_block and grid_cap). Throws CudaUnsupported for a RowBlock kernel of 2^31
 // rows or more (checked at each launch when the rows are symbolic).
-CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bool>& in_memory, CudaKernelInfo& info);
+CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bool>& in_memory, CudaKernelInfo& info,
+                         const LaunchChoice& choice = {});
+
+// The choices other than the default worth timing for a kernel the rules launched as
+// `info.shape` with `launch`: other block sizes, rows per block, threads per row, and a
+// short row as a block per row. Empty for transposes and for graphs with symbols.
+std::vector<LaunchChoice> launch_alternatives(const CudaLaunch& launch);
 
 }  // namespace ember

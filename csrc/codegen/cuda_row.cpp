@@ -128,7 +128,7 @@ std::vector<std::string> row_body(CudaPrinter& pr, const RowTile& tile, const Co
   const bool warp = pr.launch.shape == CudaKernelInfo::Shape::RowWarp;
   std::vector<std::string> out;
   if (warp) {
-    out.push_back("const " + I + " x = (" + I + ")blockIdx.x * " + std::to_string(kRowsPerWarpBlock) + " + (threadIdx.x >> 5);");
+    out.push_back("const " + I + " x = (" + I + ")blockIdx.x * " + std::to_string(pr.launch.rows_per_block) + " + (threadIdx.x >> 5);");
     out.push_back("if (x >= " + pr.size_text(pr.launch.rows_dim) + ") return;  /* the whole warp: its row does not exist */");
     out.push_back("const int tid = threadIdx.x & 31;");
   } else {

@@ -160,10 +160,13 @@ VectorPlan plan_vector(const Program& p, const Schedule& s, const Placement& m, 
 }
 
 void plan_hoist(VectorPlan& vec, const Program& p, const Schedule& s, const Placement& m, int ki, CudaKernelInfo& info) {
-  if (vec.lanes == 0 || info.grid <= kHoistBlocks) return;
-  const int64_t step = int64_t{kElementwiseBlock} * vec.lanes;
+  // kHoistBlocks is counted in blocks of kElementwiseBlock threads: the same threads in
+  // blocks of another size (a max-autotune variant).
+  const int64_t min_blocks = std::max<int64_t>(1, kHoistBlocks * kElementwiseBlock / info.block);
+  if (vec.lanes == 0 || info.grid <= min_blocks) return;
+  const int64_t step = int64_t{info.block} * vec.lanes;
   const int64_t multiple = vec.extent / std::gcd(vec.extent, step);
-  int64_t grid = std::max<int64_t>(kHoistBlocks, (info.grid + kHoistSteps - 1) / kHoistSteps);
+  int64_t grid = std::max<int64_t>(min_blocks, (info.grid + kHoistSteps - 1) / kHoistSteps);
   if (multiple * 8 > grid) return;  // rounding up would add more than an eighth
   grid = (grid + multiple - 1) / multiple * multiple;
 
@@ -196,7 +199,10 @@ void plan_hoist(VectorPlan& vec, const Program& p, const Schedule& s, const Plac
   info.hoisted_words = static_cast<uint32_t>(kept_words);
 }
 
-int hoist_min_blocks(const VectorPlan& vec) { return vec.hoisted_registers > kHoistMinBlocksAbove ? kHoistMinBlocks : 0; }
+int hoist_min_blocks(const VectorPlan& vec, uint32_t block) {
+  if (vec.hoisted_registers <= kHoistMinBlocksAbove) return 0;
+  return std::max<int>(1, kHoistMinBlocks * kElementwiseBlock / static_cast<int>(block));
+}
 
 std::vector<std::string> elementwise_vector_body(CudaPrinter& pr, const VectorPlan& vec) {
   if (vec.lanes == 0) return {};

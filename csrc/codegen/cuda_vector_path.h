@@ -29,7 +29,7 @@ namespace ember {
 // are loaded there too. At most kHoistWords 32-bit registers a thread. Only when the
 // grid would give threads several steps: it is then made at most 1/kHoistSteps of the
 // blocks the elements need, at least kHoistBlocks (a full H100 at 8 blocks an SM), and
-// a multiple of extent / gcd(extent, 256 x lanes) (no hoisting when that multiple
+// a multiple of extent / gcd(extent, block x lanes) (no hoisting when that multiple
 // exceeds an eighth of the grid).
 constexpr int64_t kHoistWords = 48;  // 32 left two of ResNet's six bf16 [C] words in the loop (73% vs 84%)
 constexpr int64_t kHoistSteps = 8;
@@ -74,9 +74,10 @@ VectorPlan plan_vector(const Program& p, const Schedule& s, const Placement& m, 
 // still reads, within the registers given; nothing unless some value is hoisted. Sets
 // info.grid, info.hoisted_values and info.hoisted_words when it hoists.
 void plan_hoist(VectorPlan& vec, const Program& p, const Schedule& s, const Placement& m, int ki, CudaKernelInfo& info);
-// The minimum blocks per SM to declare for a kernel with this plan: kHoistMinBlocks when
-// its hoisted registers exceed kHoistMinBlocksAbove, else 0 (none declared).
-int hoist_min_blocks(const VectorPlan& vec);
+// The minimum blocks per SM to declare for a kernel with this plan and blocks of `block`
+// threads: when its hoisted registers exceed kHoistMinBlocksAbove, as many as make
+// kHoistMinBlocks blocks of kElementwiseBlock threads (at least 1), else 0 (none declared).
+int hoist_min_blocks(const VectorPlan& vec, uint32_t block);
 
 // The vector path, taken when every vector pointer is 16-byte aligned (checked at run
 // time: a view of a tensor may not be) and, when values are hoisted, the launch's

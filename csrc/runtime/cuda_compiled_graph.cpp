@@ -1,26 +1,17 @@
 #include "runtime/cuda_compiled_graph.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <fstream>
-#include <map>
-#include <mutex>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 #include <unordered_map>
 
 #include "jit/nvrtc.h"
+#include "runtime/cubin_parts.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/disk_cache.h"
 #include "runtime/sha256.h"
-
-#ifndef EMBER_VERSION
-#define EMBER_VERSION "dev"
-#endif
 
 namespace ember {
 
@@ -32,30 +23,6 @@ struct AtomicCounts {
 AtomicCounts& counts() {
   static AtomicCounts c;
   return c;
-}
-
-// Cubins by cache key, and loaded modules by (key, device): graphs with identical code
-// share one module. Modules stay loaded for the process's life (cuda_driver.h).
-std::mutex g_cache_mutex;
-std::unordered_map<std::string, std::string>& cubin_cache() {
-  static auto* m = new std::unordered_map<std::string, std::string>();
-  return *m;
-}
-std::map<std::pair<std::string, int>, std::shared_ptr<CudaModule>>& module_cache() {
-  static auto* m = new std::map<std::pair<std::string, int>, std::shared_ptr<CudaModule>>();
-  return *m;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f << bytes;
 }
 
 }  // namespace
@@ -136,130 +103,32 @@ MemoryPlan CudaCompiledGraph::arena_at(const std::vector<int64_t>& symbols) cons
   return place_arena(lifetimes_, static_cast<int>(program_.buffers.size()), symbols);
 }
 
-namespace {
-
-// NVRTC's time goes per kernel (50 to 400 ms each on an H100 host's core), and a model's
-// graph has 8 to 30 distinct ones: a graph compiles in parts of `kernels_per_part`
-// kernels, each with the prelude (~20 ms), on threads of their own. One kernel per part
-// gave the shortest walls on a 16-core host (benchmarks/nvrtc_parts.py; docs/gpu.md).
-// Parts are fixed runs of kernels, not a function of the machine's core count, so their
-// cache keys are the same on every machine.
-
-struct CubinPart {
-  std::string source, key, cubin;
-  std::vector<int> kernels;
-  bool compiled = false;
-  CubinResult result;
-};
-
-// Parts over the kernels with functions of their own (KernelInfo::function == name).
-std::vector<CubinPart> split_parts(const CudaCode& code, const std::string& salt, size_t kernels_per_part) {
-  std::vector<CubinPart> parts;
-  size_t own = 0;
-  for (size_t k = 0; k < code.kernels.size(); ++k) {
-    if (code.kernels[k].function != code.kernels[k].name) continue;
-    if (own++ % kernels_per_part == 0) parts.push_back({code.prelude, "", "", {}, false, {}});
-    parts.back().source += code.kernel_sources[k];
-    parts.back().kernels.push_back(static_cast<int>(k));
-  }
-  for (auto& p : parts) p.key = sha256_hex(p.source + salt);
-  return parts;
-}
-
-// Runs NVRTC on every part in `todo`, on up to hardware_concurrency() threads.
-void compile_parts(const Nvrtc& nvrtc, std::vector<CubinPart*>& todo, const std::string& arch) {
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < todo.size(); i = next++)
-      todo[i]->result = nvrtc.compile(todo[i]->source, arch, "ember_graph.cu");
-  };
-  size_t n = std::min<size_t>(todo.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < n; ++t) threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
-}
-
-[[noreturn]] void throw_nvrtc_failure(const CubinPart& part) {
-  // Keep what failed where the user can read it (mode 0600, a fresh name).
-  char path[] = "/tmp/ember-failed-XXXXXX.cu";
-  int fd = mkstemps(path, 3);
-  std::string kept;
-  if (fd >= 0) {
-    std::string text = part.source + "\n/* NVRTC output:\n" + part.result.log + "\n*/\n";
-    bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    ::close(fd);
-    if (ok) kept = std::string(" (source and NVRTC output kept in ") + path + ")";
-  }
-  throw std::runtime_error("ember: NVRTC failed on the generated CUDA" + kept + ":\n" + part.result.log);
-}
-
-}  // namespace
-
 void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
+  opts_ = opts;
   std::string why;
   const Nvrtc* nvrtc = Nvrtc::load(opts.nvrtc_dirs, &why);
   if (!nvrtc) throw std::runtime_error("ember: " + why);
   std::vector<CubinPart> parts =
-      split_parts(code_, "\n/* ember " EMBER_VERSION " */\n" + nvrtc->identity() + "\n" + opts.arch,
-                  static_cast<size_t>(std::max(1, opts.kernels_per_part)));
+      split_parts(code_, cubin_salt(*nvrtc, opts.arch), static_cast<size_t>(std::max(1, opts.kernels_per_part)));
   std::string keys;
   for (const auto& p : parts) keys += p.key;
   key_ = sha256_hex(keys);
 
-  std::unique_ptr<DiskCache> disk;
-  if (opts.disk_cache) {
-    disk = std::make_unique<DiskCache>(opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir);
-    if (!disk->usable()) {
-      cache_note_ = disk->reason();
-      disk.reset();
-    }
-  }
-  int from_memory = 0, from_disk = 0;
-  std::vector<CubinPart*> todo;
-  for (auto& p : parts) {
-    {
-      std::lock_guard<std::mutex> lock(g_cache_mutex);
-      auto it = cubin_cache().find(p.key);
-      if (it != cubin_cache().end()) p.cubin = it->second;
-    }
-    if (!p.cubin.empty()) {
-      ++from_memory;
-      continue;
-    }
-    // lookup() verifies the artifact's size and SHA-256 against its index entry.
-    if (disk) {
-      if (auto path = disk->lookup(p.key, "cubin")) p.cubin = read_file(*path);
-    }
-    if (!p.cubin.empty()) {
-      ++from_disk;
-    } else {
-      todo.push_back(&p);
-    }
-  }
-  if (!todo.empty()) {
+  std::unique_ptr<DiskCache> disk = open_disk_cache(opts, &cache_note_);
+  std::vector<CubinPart*> all;
+  for (auto& p : parts) all.push_back(&p);
+  CubinFetch fetched = fetch_cubins(all, *nvrtc, opts.arch, disk.get());
+  if (fetched.compiled > 0) {
     ++counts().nvrtc_runs;
-    auto tc = std::chrono::steady_clock::now();
-    compile_parts(*nvrtc, todo, opts.arch);
-    times_.compile = seconds_since(tc);
-    for (CubinPart* p : todo) {
-      nvrtc_seconds_.push_back(p->result.seconds);
-      if (!p->result.ok) throw_nvrtc_failure(*p);
-      p->cubin = std::move(p->result.cubin);
-      if (disk) {
-        std::string tmp = disk->temp_path("cubin");
-        write_file(tmp, p->cubin);
-        if (!disk->install(p->key, "cubin", tmp)) ::unlink(tmp.c_str());
-      }
-    }
+    times_.compile = fetched.nvrtc_wall;
+    nvrtc_seconds_ = std::move(fetched.nvrtc_seconds);
   }
-  {
-    std::lock_guard<std::mutex> lock(g_cache_mutex);
-    for (const auto& p : parts) cubin_cache()[p.key] = p.cubin;
+  cache_status_ = fetched.compiled > 0 ? "miss" : fetched.from_disk > 0 ? "disk" : "memory";
+  if (fetched.compiled == 0) ++(fetched.from_disk > 0 ? counts().disk_cache_hits : counts().memory_cache_hits);
+  for (auto& p : parts) {
+    cubins_.push_back(p.cubin);
+    part_keys_.push_back(p.key);
   }
-  cache_status_ = !todo.empty() ? "miss" : from_disk > 0 ? "disk" : "memory";
-  if (todo.empty()) ++(from_disk > 0 ? counts().disk_cache_hits : counts().memory_cache_hits);
-  for (auto& p : parts) cubins_.push_back(std::move(p.cubin));
 
   if (opts.device >= 0) {
     auto tl = std::chrono::steady_clock::now();
@@ -268,13 +137,7 @@ void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
     std::unordered_map<std::string, int> by_name;
     for (size_t k = 0; k < code_.kernels.size(); ++k) by_name.emplace(code_.kernels[k].name, static_cast<int>(k));
     for (size_t i = 0; i < parts.size(); ++i) {
-      std::shared_ptr<CudaModule> module;
-      {
-        std::lock_guard<std::mutex> lock(g_cache_mutex);
-        auto& slot = module_cache()[{parts[i].key, opts.device}];
-        if (!slot) slot = CudaModule::load(cubins_[i], opts.device);
-        module = slot;
-      }
+      std::shared_ptr<CudaModule> module = load_module(parts[i].key, cubins_[i], opts.device);
       for (int k : parts[i].kernels) {
         fns_[k] = module->function(code_.kernels[k].name);
         if (code_.kernels[k].partial_grid > 0) partial_fns_[k] = module->function(code_.kernels[k].name + "_partial");
@@ -286,23 +149,31 @@ void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
       fns_[k] = fns_[o];
       partial_fns_[k] = partial_fns_[o];
     }
-    // A hoisted kernel loops over its elements (grid-stride): launched with no more blocks
-    // than the SMs hold at once, every block runs from start to end, without a last,
-    // partly empty wave (ResNet's two-BatchNorm kernels: 79 registers, 3 blocks an SM,
-    // 1,024 blocks made 2.6 waves).
     launch_grid_.resize(code_.kernels.size());
-    for (size_t k = 0; k < code_.kernels.size(); ++k) {
-      const CudaKernelInfo& info = code_.kernels[k];
-      launch_grid_[k] = info.grid;
-      if (info.grid_multiple == 0 || !fns_[k]) continue;
-      const int sms = modules_.front()->multiprocessors();
-      const int per_sm = modules_.front()->resources(fns_[k], info.block).blocks_per_sm;
-      if (sms <= 0 || per_sm <= 0) continue;
-      const int64_t resident = int64_t{sms} * per_sm / info.grid_multiple * info.grid_multiple;
-      if (resident >= info.grid_multiple && resident < info.grid) launch_grid_[k] = static_cast<uint32_t>(resident);
-    }
+    for (size_t k = 0; k < code_.kernels.size(); ++k) launch_grid_[k] = resident_grid(code_.kernels[k], fns_[k]);
     times_.load = seconds_since(tl);
   }
+}
+
+// A hoisted kernel loops over its elements (grid-stride): launched with no more blocks
+// than the SMs hold at once, every block runs from start to end, without a last, partly
+// empty wave (ResNet's two-BatchNorm kernels: 79 registers, 3 blocks an SM, 1,024 blocks
+// made 2.6 waves).
+uint32_t CudaCompiledGraph::resident_grid(const CudaKernelInfo& info, void* fn) const {
+  if (info.grid_multiple == 0 || !fn) return info.grid;
+  const int sms = modules_.front()->multiprocessors();
+  const int per_sm = modules_.front()->resources(fn, info.block).blocks_per_sm;
+  if (sms <= 0 || per_sm <= 0) return info.grid;
+  const int64_t resident = int64_t{sms} * per_sm / info.grid_multiple * info.grid_multiple;
+  return resident >= info.grid_multiple && resident < info.grid ? static_cast<uint32_t>(resident) : info.grid;
+}
+
+std::unique_ptr<DiskCache> open_disk_cache(const CudaCompileOptions& opts, std::string* note) {
+  if (!opts.disk_cache) return nullptr;
+  auto disk = std::make_unique<DiskCache>(opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir);
+  if (disk->usable()) return disk;
+  if (note) *note = disk->reason();
+  return nullptr;
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,20 @@ struct CudaCompileOptions {
   std::vector<std::string> nvrtc_dirs; // where to look for libnvrtc first (nvrtc.h)
   int kernels_per_part = 1;            // kernels per NVRTC program (cuda_compiled_graph.cpp, split_parts)
 };
+
+// max-autotune's outcome for one kernel function (runtime/cuda_autotune.cpp).
+struct AutotuneDecision {
+  std::string kernel;                // the kernel whose function it is (others may share it)
+  std::vector<std::string> choices;  // LaunchChoice::text() of each candidate; [0] "default"
+  std::vector<double> us;            // microseconds a launch, per candidate; empty when cached
+  int chosen = 0;
+  bool cached = false;               // taken from the memory or disk cache, not timed here
+};
+
+// The disk cache that opts asks for, or null (no disk cache, or an unusable one: then
+// *note says why).
+class DiskCache;
+std::unique_ptr<DiskCache> open_disk_cache(const CudaCompileOptions& opts, std::string* note);
 
 class CudaCompiledGraph {
  public:
@@ -84,6 +99,20 @@ class CudaCompiledGraph {
   void run_step(int step, const std::vector<uintptr_t>& ptrs, uintptr_t stream,
                 const std::vector<int64_t>& symbols = {}) const;
 
+  // max-autotune (runtime/cuda_autotune.cpp): every kernel function with launch variants
+  // (codegen: generate_cuda_variants) gets its decision from the memory or disk cache,
+  // applied at once, or is left to time at the first call, its variants compiled now.
+  // `tag` names the device, whose decisions are its own. Returns the scratch bytes that
+  // run_step_tuning needs (0: nothing to time). Static graphs on a device only.
+  int64_t prepare_autotune(const std::string& tag);
+  bool autotune_pending() const;
+  // run_step, after timing the variants of the step's kernels still undecided on the
+  // step's own buffers, with their stores sent to `scratch` (so that no buffer the graph
+  // reads or returns is written): each candidate is launched a few times in a row between
+  // two events, the fastest kept, and the choice cached. Waits for the device when it times.
+  void run_step_tuning(int step, const std::vector<uintptr_t>& ptrs, uintptr_t stream, uintptr_t scratch);
+  std::vector<AutotuneDecision> autotune_decisions() const;
+
  private:
   CudaCompiledGraph() = default;
   void add_scratch_buffers();
@@ -91,6 +120,17 @@ class CudaCompiledGraph {
   void plan_memory();
   void compile_cubin(const CudaCompileOptions& opts);
   std::string memory_plan_text() const;
+  uint32_t resident_grid(const CudaKernelInfo& info, void* fn) const;
+  // max-autotune: a kernel function and its candidates (index 0: the default launch).
+  struct Tuning {
+    int owner = 0;                      // the kernel whose function it is
+    std::string key;                    // its decision's cache key
+    std::vector<std::string> choices;   // LaunchChoice::text()
+    std::vector<CudaKernelInfo> infos;  // each candidate's launch (the owner's buffers)
+    std::vector<void*> fns;             // each candidate's function
+    bool decided = false;
+  };
+  void apply_choice(Tuning& t, int candidate, std::vector<double> us, bool cached);
 
   Graph graph_;
   Program program_;
@@ -111,6 +151,11 @@ class CudaCompiledGraph {
   std::vector<void*> partial_fns_;  // parallel to fns_: a column split's first launch, or null
   std::vector<uint32_t> launch_grid_;  // parallel to fns_: see launch_grid()
   std::vector<std::vector<std::vector<int>>> arg_slots_;  // per step, per kernel: slots in the step's args
+  CudaCompileOptions opts_;
+  std::vector<std::string> part_keys_;  // parallel to cubins_
+  std::vector<Tuning> tunings_;         // max-autotune: one per kernel function with variants
+  std::vector<AutotuneDecision> decisions_;
+  mutable std::mutex tuning_mutex_;
 };
 
 // What NVRTC and the module cache did in this process (ember.stats-style, exact).

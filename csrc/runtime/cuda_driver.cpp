@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 #include <type_traits>
@@ -31,6 +32,13 @@ struct CudaDriver::Api {
   CUresult (*func_get_attribute)(int*, int, CUfunction) = nullptr;
   CUresult (*occupancy_max_active_blocks)(int*, CUfunction, int, size_t) = nullptr;
   CUresult (*device_get_attribute)(int*, int, CUdevice) = nullptr;
+  // Optional (max-autotune's timing only).
+  using CUevent = void*;
+  CUresult (*event_create)(CUevent*, unsigned) = nullptr;
+  CUresult (*event_record)(CUevent, CUstream) = nullptr;
+  CUresult (*event_synchronize)(CUevent) = nullptr;
+  CUresult (*event_elapsed_time)(float*, CUevent, CUevent) = nullptr;
+  CUresult (*event_destroy)(CUevent) = nullptr;
 };
 
 const CudaDriver* CudaDriver::get(std::string* why) {
@@ -66,6 +74,14 @@ const CudaDriver* CudaDriver::get(std::string* why) {
         ::dlsym(api->handle, "cuOccupancyMaxActiveBlocksPerMultiprocessor"));
     api->device_get_attribute =
         reinterpret_cast<decltype(api->device_get_attribute)>(::dlsym(api->handle, "cuDeviceGetAttribute"));
+    auto optional = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(api->handle, name));
+    };
+    optional(api->event_create, "cuEventCreate");
+    optional(api->event_record, "cuEventRecord");
+    optional(api->event_synchronize, "cuEventSynchronize");
+    optional(api->event_elapsed_time, "cuEventElapsedTime");
+    optional(api->event_destroy, "cuEventDestroy_v2");
     if (failure.empty()) {
       int rc = api->init(0);
       if (rc != 0) failure = "cuInit failed with CUDA error " + std::to_string(rc);
@@ -145,6 +161,38 @@ void CudaModule::launch(void* fn, uint32_t grid, uint32_t block, void** params, 
   int rc = api.launch_kernel(fn, grid, 1, 1, block, 1, 1, 0, reinterpret_cast<void*>(stream), params, nullptr);
   if (switched) api.ctx_set_current(current);
   driver_->check(rc, "cuLaunchKernel");
+}
+
+}  // namespace ember
+
+namespace ember {
+
+double CudaModule::time_launches(void* fn, uint32_t grid, uint32_t block, void** params, uintptr_t stream,
+                                 int launches) const {
+  const auto& api = driver_->api();
+  if (!api.event_create || !api.event_record || !api.event_synchronize || !api.event_elapsed_time ||
+      !api.event_destroy)
+    throw std::runtime_error("ember: this CUDA driver lacks the event API that timing kernels needs");
+  void* current = nullptr;
+  api.ctx_get_current(&current);
+  const bool switched = current != context_;
+  if (switched) driver_->check(api.ctx_set_current(context_), "cuCtxSetCurrent");
+  void* start = nullptr;
+  void* end = nullptr;
+  int rc = api.event_create(&start, 0);
+  if (rc == 0) rc = api.event_create(&end, 0);
+  auto* s = reinterpret_cast<void*>(stream);
+  if (rc == 0) rc = api.event_record(start, s);
+  for (int i = 0; i < launches && rc == 0; ++i) rc = api.launch_kernel(fn, grid, 1, 1, block, 1, 1, 0, s, params, nullptr);
+  if (rc == 0) rc = api.event_record(end, s);
+  if (rc == 0) rc = api.event_synchronize(end);
+  float ms = 0;
+  if (rc == 0) rc = api.event_elapsed_time(&ms, start, end);
+  if (start) api.event_destroy(start);
+  if (end) api.event_destroy(end);
+  if (switched) api.ctx_set_current(current);
+  driver_->check(rc, "timing a kernel");
+  return 1000.0 * ms / std::max(1, launches);
 }
 
 }  // namespace ember

@@ -55,6 +55,9 @@ class CudaModule {
   // `stream` (a CUstream as an integer; 0 is the legacy default stream). Asynchronous:
   // no host synchronization. Makes the module's context current first if it is not.
   void launch(void* fn, uint32_t grid, uint32_t block, void** params, uintptr_t stream) const;
+  // Microseconds a launch of `fn` takes on `stream`, averaged over `launches` launches in a
+  // row between two events; waits for them (max-autotune's timing, never on the hot path).
+  double time_launches(void* fn, uint32_t grid, uint32_t block, void** params, uintptr_t stream, int launches) const;
 
  private:
   CudaModule() = default;

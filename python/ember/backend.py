@@ -240,12 +240,12 @@ def _compile_failed(cfg: Config, record: GraphRecord, e: Exception):
 
 
 def _use_cuda_graphs(runner, kind: str, mode: str | None, name: str, static_inputs: list[int] | None = None):
-    """mode="reduce-overhead": a CUDA inference graph replays CUDA graph recordings
-    (python/ember/cudagraphs.py); training graphs run as usual, logged once.
+    """mode="reduce-overhead" or "max-autotune": a CUDA inference graph replays CUDA graph
+    recordings (python/ember/cudagraphs.py); training graphs run as usual, logged once.
     `static_inputs`: the parameters' indices (ember's front end knows them from Dynamo)."""
     from .cuda import CudaGraphRunner
 
-    if mode != "reduce-overhead" or not isinstance(runner, CudaGraphRunner):
+    if mode not in ("reduce-overhead", "max-autotune") or not isinstance(runner, CudaGraphRunner):
         return
     if kind == "inference":
         if static_inputs is None:
@@ -256,9 +256,9 @@ def _use_cuda_graphs(runner, kind: str, mode: str | None, name: str, static_inpu
             static_inputs = getattr(meta, "static_input_indices", None)
         runner.use_cuda_graphs(name, static_inputs)
     else:
-        logs.logger("fallback").info("graph %s (%s) runs without CUDA graph recordings: reduce-overhead records "
+        logs.logger("fallback").info("graph %s (%s) runs without CUDA graph recordings: %s records "
                                      "inference graphs only (a training graph's saved activations would be "
-                                     "copied out of the recording on every call)", name, kind)
+                                     "copied out of the recording on every call)", name, kind, mode)
 
 
 def load_graph(payload: dict, cfg: Config, mode: str | None = None, static_inputs: list[int] | None = None,
@@ -358,6 +358,8 @@ def make_backend(mode: str | None = None, options: dict | None = None):
     if mode not in (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
         raise ValueError(f"ember: unknown mode {mode!r}")
     cfg = global_config.update(options)
+    if mode in ("max-autotune", "max-autotune-no-cudagraphs"):
+        cfg = cfg.update({"max_autotune": True})
 
     def backend(gm, example_inputs):
         stats.count_dynamo_compile()

@@ -38,6 +38,12 @@ class Config:
     # traced and lowered, the next frame traced); a graph waits for its kernels at its
     # first call, where a failed compile falls back (or raises) as it would have here.
     compile_in_background: bool = True
+    # CUDA graphs: at each graph's first call, time a few launch configurations of every
+    # kernel that has some (block sizes, rows per block, threads per row) on the call's
+    # buffers and keep the fastest; the choices are cached on disk with the kernels.
+    # mode="max-autotune" and "max-autotune-no-cudagraphs" turn it on; Inductor's
+    # max_autotune. No effect on CPU graphs or on graphs with symbolic sizes.
+    max_autotune: bool = False
     # On an internal error or a C compiler failure: warn once and run the graph
     # eagerly (True), or raise (False). Like torch._dynamo.config.suppress_errors.
     fallback_on_error: bool = True
@@ -70,7 +76,7 @@ INDUCTOR_ALIASES = {
     "trace.enabled": lambda v, cfg: ("debug_dir", (cfg.debug_dir or TRACE_DIR) if v else None),
     "trace.debug_dir": "debug_dir",
     "trace.graph_diagram": None,
-    "max_autotune": None,
+    "max_autotune": "max_autotune",
     "epilogue_fusion": None,
     "shape_padding": "pad_matmuls",
     "triton.cudagraphs": None,

@@ -37,6 +37,10 @@ _trace_seconds = [0.0]
 _graph_cache: dict[str, int] = {}
 # mode="reduce-overhead" (cudagraphs.py): [CUDA graph recordings made, replays].
 _cuda_graphs = [0, 0]
+# max-autotune (cuda.py): kernel functions whose launch was chosen by timing its
+# variants ("timed") or taken from the cache ("cached"), and the seconds timing took.
+_autotune: dict[str, int] = {}
+_autotune_seconds = [0.0]
 
 
 def count_graph(kind: str, seconds: float) -> None:
@@ -104,6 +108,14 @@ def count_cuda_graph(recorded: bool) -> None:
         _cuda_graphs[0 if recorded else 1] += 1
 
 
+def count_autotune(timed: int, cached: int, seconds: float = 0.0) -> None:
+    with _lock:
+        for k, v in (("timed", timed), ("cached", cached)):
+            if v:
+                _autotune[k] = _autotune.get(k, 0) + v
+        _autotune_seconds[0] += seconds
+
+
 def count_dynamo_compile() -> None:
     """Called once per graph Dynamo hands to ember's backend."""
     from torch._guards import CompileContext
@@ -141,6 +153,9 @@ def stats() -> dict:
     load_seconds         time rebuilding the loaded graphs (C++ pipeline, kernel cache)
     cuda_graph_recordings  mode="reduce-overhead": CUDA graph recordings made (cudagraphs.py)
     cuda_graph_replays   and calls that replayed one
+    autotune             max-autotune on CUDA: kernel functions whose launch was chosen by
+                         timing at the first call ("timed") or taken from the cache ("cached")
+    autotune_seconds     time the first calls spent timing launch variants
     """
     core = _core.compile_counts()
     with _lock:
@@ -165,6 +180,8 @@ def stats() -> dict:
             "load_seconds": round(_load_seconds[0], 6),
             "cuda_graph_recordings": _cuda_graphs[0],
             "cuda_graph_replays": _cuda_graphs[1],
+            "autotune": dict(_autotune),
+            "autotune_seconds": round(_autotune_seconds[0], 6),
         }
 
 
@@ -180,6 +197,8 @@ def reset_stats() -> None:
         _trace_seconds[0] = 0.0
         _load_seconds[0] = 0.0
         _cuda_graphs[0] = _cuda_graphs[1] = 0
+        _autotune.clear()
+        _autotune_seconds[0] = 0.0
         _dynamo[0] = _dynamo[1] = 0
         _compile_seconds[0] = 0.0
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import threading
+import time
 
 import torch
 
-from . import _core
+from . import _core, counters as stats, logs
 from .runtime import GraphRunner
 
 
@@ -81,7 +83,22 @@ class CudaGraphRunner(GraphRunner):
     def __init__(self, cg, imported, attr_tensors: list, device: torch.device):
         self.device = device
         self._replay = None  # mode="reduce-overhead": a CudaGraphReplay (cudagraphs.py)
+        self._tuning = None  # max-autotune: the scratch bytes the first call times variants in
         super().__init__(cg, imported, attr_tensors)
+
+    def prepare_autotune(self):
+        """max-autotune: the kernels' cached launch choices applied now, the variants of the
+        rest compiled, to be timed by the first call (csrc/runtime/cuda_autotune.cpp). A
+        graph with symbols keeps its kernels' default launches."""
+        if self.cg.num_symbols:
+            logs.logger("perf_hints").info("max-autotune times static graphs only: a graph with symbolic "
+                                           "sizes keeps its kernels' default launches")
+            return
+        scratch = self.cg.prepare_autotune(f"{torch.cuda.get_device_name(self.device)}|{device_arch(self.device)}")
+        stats.count_autotune(0, sum(d["cached"] for d in self.cg.autotune_decisions))
+        if self.cg.autotune_pending:
+            self._tuning = scratch
+            self._tuning_lock = threading.Lock()
 
     def use_cuda_graphs(self, name: str, static_inputs: list[int] | None = None):
         """Calls from now on replay CUDA graph recordings (python/ember/cudagraphs.py);
@@ -91,11 +108,28 @@ class CudaGraphRunner(GraphRunner):
         self._replay = CudaGraphReplay(self, name, static_inputs)
 
     def __call__(self, args):
-        return self._replay(args) if self._replay is not None else GraphRunner.__call__(self, args)
+        return self._replay(args) if self._replay is not None else self.run(args)
 
     def run(self, args):
         """One call of the graph's kernels and ATen calls, never a recording's replay."""
+        if self._tuning is not None:
+            return self._tuned_call(args)
         return GraphRunner.__call__(self, args)
+
+    def _tuned_call(self, args):
+        """The first call under max-autotune: its kernel steps time their kernels' launch
+        variants on the call's buffers before running (concurrent first calls wait for it)."""
+        with self._tuning_lock:
+            if self._tuning is None:  # another thread's first call timed them
+                return GraphRunner.__call__(self, args)
+            t0 = time.perf_counter()
+            out = GraphRunner.__call__(self, args)
+            if not self.cg.autotune_pending:
+                self._tuning = None
+                self._tuning_scratch = None
+                stats.count_autotune(sum(not d["cached"] for d in self.cg.autotune_decisions), 0,
+                                     time.perf_counter() - t0)
+            return out
 
     def workspaces_of_stream(self, stream: int):
         """A function that takes away, and returns, the free workspaces of every plan on
@@ -111,6 +145,11 @@ class CudaGraphRunner(GraphRunner):
         # Workspaces are per plan (a graph with symbols sizes its arena per call's sizes)
         # and per stream (a workspace in use on one stream is not free on another).
         free = plan.stream_workspaces.setdefault(stream, [])
+        if self._tuning is not None:  # max-autotune's first call: stores of timed variants go to scratch
+            if getattr(self, "_tuning_scratch", None) is None:
+                self._tuning_scratch = torch.empty(max(self._tuning, 1), dtype=torch.uint8, device=self.device)
+            scratch, tune = self._tuning_scratch.data_ptr(), self.cg.run_step_tuning
+            return free, lambda si, ptrs: tune(si, ptrs, stream, scratch)
         if plan.symbols is None:
             return free, lambda si, ptrs: run_step(si, ptrs, stream)
         symbols = plan.symbols
@@ -130,4 +169,7 @@ def compile_cuda_graph(imported, attr_tensors: list, device: torch.device, cfg, 
         cg = compile_cuda(imported.text, device, cfg, debug_dir)
     except _core.CudaUnsupported as e:
         raise UnsupportedGraph(str(e)) from None
-    return cg, CudaGraphRunner(cg, imported, attr_tensors, device)
+    runner = CudaGraphRunner(cg, imported, attr_tensors, device)
+    if cfg.max_autotune:
+        runner.prepare_autotune()
+    return cg, runner

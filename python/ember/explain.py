@@ -40,10 +40,17 @@ def _graph_dict(record, frame: dict | None) -> dict:
         if imported is not None:
             d["ops"] = dict(imported.op_counts)
         return d
+    tuned = {t["kernel"]: t for t in getattr(cg, "autotune_decisions", [])}
     for k in cg.kernels:
         ops = [_op_name(imported, o) for o in k["origins"]]
-        d["kernels"].append({"name": k["name"], "ops": ops, "rows": k["rows"], "work_per_row": k["work_per_row"],
-                             "function": k.get("function", k["name"])})
+        entry = {"name": k["name"], "ops": ops, "function": k.get("function", k["name"])}
+        if "rows" in k:  # a CPU kernel
+            entry.update(rows=k["rows"], work_per_row=k["work_per_row"])
+        else:  # a CUDA kernel: its shape and launch (cuda_kernel.h), and max-autotune's choice
+            entry["launch"] = f"{k['shape']} grid {k['grid']} x {k['block']}"
+            if entry["function"] in tuned:
+                entry["autotune"] = _autotune_text(tuned[entry["function"]])
+        d["kernels"].append(entry)
     for e in cg.externs:
         d["externs"].append({"op": e["op"], "reason": e["reason"]})
     d["steps"] = len(cg.steps)
@@ -51,6 +58,15 @@ def _graph_dict(record, frame: dict | None) -> dict:
     d["cache_note"] = cg.cache_note
     d["ops"] = dict(imported.op_counts)
     return d
+
+
+def _autotune_text(t: dict) -> str:
+    """max-autotune's choice for a kernel function: the launch kept, against the default."""
+    chosen = t["choices"][t["chosen"]]
+    if t["cached"]:
+        return f"autotune: {chosen} (cached)"
+    us = t["us"]
+    return f"autotune: {chosen} {us[t['chosen']]:.1f} us, default {us[0]:.1f} us, of {len(us)} candidates"
 
 
 class Report:
@@ -119,7 +135,9 @@ class Report:
                 # A kernel whose code differs from an earlier one's only in its buffers runs
                 # that kernel's compiled function (the C compiler saw it once).
                 shared = f" [code of {k['function']}]" if k.get("function", k["name"]) != k["name"] else ""
-                lines.append(f"    {k['name']:<12} rows={k['rows']:<8} {ops}{shared}")
+                where = f"rows={k['rows']:<8}" if "rows" in k else f"{k['launch']:<30}"
+                tune = f" ({k['autotune']})" if k.get("autotune") else ""
+                lines.append(f"    {k['name']:<12} {where} {ops}{shared}{tune}")
             lines.append(f"  {len(g['externs'])} ATen call(s):")
             for e in g["externs"]:
                 lines.append(f"    {e['op']:<40} {e['reason']}")

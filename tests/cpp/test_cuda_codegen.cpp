@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "codegen/cuda_kernel.h"
+#include "codegen/cuda_prelude.h"
 #include "codegen/cuda_transpose.h"
 #include "codegen/placement.h"
 #include "jit/nvrtc.h"
@@ -711,4 +712,112 @@ TEST(cuda_symbolic_guarded_loads_stay_scalar) {
   CHECK(has(code, "ember_clamp_index("));
   CHECK(has(code, "*(uint4*)(b1 + "));     // the store: a word
   check_compiles(code);
+}
+
+// max-autotune's candidates (generate_cuda_variants, runtime/cuda_autotune.cpp): each
+// kernel printed again with another launch, under its own name, compiling on its own
+// after the prelude.
+namespace {
+
+std::vector<ember::CudaKernelVariant> variants_of(const std::string& text, int kernel = 0) {
+  ember_test::Pipeline p(text);
+  return ember::generate_cuda_variants(p.program, p.schedule, kernel);
+}
+
+void check_variants_compile(const std::vector<ember::CudaKernelVariant>& vs) {
+  for (const auto& v : vs) {
+    ember::CudaCode code;
+    code.source = ember::cuda_prelude() + "\n" + v.source;
+    check_compiles(code);
+  }
+}
+
+}  // namespace
+
+// 2,400 f16 elements, 8 a thread: block 128 takes 3 blocks; 512 and 1,024 one, with the
+// unrolled tile and the tail stepping by their own block.
+TEST(cuda_elementwise_variants_change_the_block) {
+  auto vs = variants_of(kPointwise);
+  CHECK_EQ(vs.size(), size_t{3});
+  if (vs.size() != 3) return;
+  CHECK_EQ(vs[0].choice_text, std::string("block 128"));
+  CHECK_EQ(vs[1].choice_text, std::string("block 512"));
+  CHECK_EQ(vs[2].choice_text, std::string("block 1024"));
+  CHECK_EQ(vs[0].info.block, 128u);
+  CHECK_EQ(vs[0].info.grid, 3u);
+  CHECK_EQ(vs[1].info.grid, 1u);
+  CHECK(vs[1].source.find("__launch_bounds__(512) " + vs[1].info.name + "(") != std::string::npos);
+  CHECK(vs[1].source.find("for (int e = t; e < 2400; e += 512)") != std::string::npos);
+  CHECK(vs[0].info.name != vs[1].info.name && vs[0].info.function == vs[0].info.name);
+  CHECK(vs[0].info.writes.size() == 1 && vs[0].info.writes[0] == vs[0].info.args.back());
+  check_variants_compile(vs);
+}
+
+// 32 LayerNorm rows of 64, a warp each: 4 or 16 rows a block, or a block per row.
+TEST(cuda_warp_row_variants_change_rows_per_block_or_take_a_block_per_row) {
+  auto vs = variants_of(kLayerNormBf16);
+  CHECK_EQ(vs.size(), size_t{3});
+  if (vs.size() != 3) return;
+  CHECK_EQ(vs[0].choice_text, std::string("4 rows a block"));
+  CHECK(vs[0].info.shape == CudaKernelInfo::Shape::RowWarp);
+  CHECK_EQ(vs[0].info.grid, 8u);
+  CHECK_EQ(vs[0].info.block, 128u);
+  CHECK(vs[0].source.find("blockIdx.x * 4 + (threadIdx.x >> 5)") != std::string::npos);
+  CHECK_EQ(vs[1].info.grid, 2u);
+  CHECK_EQ(vs[2].choice_text, std::string("a block per row"));
+  CHECK(vs[2].info.shape == CudaKernelInfo::Shape::RowBlock);
+  CHECK_EQ(vs[2].info.grid, 32u);
+  check_variants_compile(vs);
+}
+
+// A softmax row of 3,000 floats on a block: half and twice the threads.
+TEST(cuda_block_row_variants_change_threads_per_row) {
+  ember::CudaCode code = cuda_of(kSoftmax);
+  auto vs = variants_of(kSoftmax);
+  CHECK(!vs.empty() && vs.size() <= 2);
+  for (const auto& v : vs) {
+    CHECK(v.info.shape == CudaKernelInfo::Shape::RowBlock);
+    CHECK(v.info.block != code.kernels[0].block);
+    CHECK_EQ(v.info.grid, 64u);
+    CHECK(v.choice_text.rfind("threads per row ", 0) == 0);
+  }
+  check_variants_compile(vs);
+}
+
+// A hoisted BatchNorm pair declares as many threads an SM at block 512 as at 256 (2 x 512).
+TEST(cuda_hoisted_variants_keep_the_threads_an_sm_declares) {
+  const std::string text = batch_norm_pair(16, 256, 28, "bf16");
+  ember::CudaCode code = cuda_rows_of(text);
+  int hoisted = -1;
+  for (size_t k = 0; k < code.kernels.size(); ++k)
+    if (code.kernels[k].hoisted_values > 0) hoisted = static_cast<int>(k);
+  CHECK(hoisted >= 0);
+  if (hoisted < 0) return;
+  ember::Graph g = ember::parse_graph(text);
+  ember::Program p = ember::lower_graph(g);
+  ember::eliminate_dead_code(p);
+  ember::Schedule s = ember::fuse(p, ember::FuseOptions{});
+  ember::merge_inner_dims(s);
+  bool found = false;
+  for (const auto& v : ember::generate_cuda_variants(p, s, hoisted))
+    if (v.info.block == 512) {
+      found = true;
+      CHECK(v.info.hoisted_values > 0);
+      CHECK(v.source.find("__launch_bounds__(512, 2) " + v.info.name + "(") != std::string::npos);
+      check_variants_compile({v});
+    }
+  CHECK(found);
+}
+
+// Transposes keep their tiles, and graphs with symbols their launches: no variants.
+TEST(cuda_transposes_and_symbolic_graphs_have_no_variants) {
+  CHECK(variants_of(kImageToChannelsLast).empty());
+  CHECK(variants_of(R"(graph(s0=3, s1=4) {
+  %0 = sym_input(0, s0) : none
+  %1 = sym_input(1, s1) : none
+  %2 = input(2) : bf16[s0,s1]{s1,1}
+  %3 = aten.relu.default(%2) : bf16[s0,s1]{s1,1}
+  return (%3)
+}
+)").empty());
 }

@@ -305,3 +305,106 @@ def test_runs_on_current_stream():
         out = compiled(*args)
     torch.cuda.current_stream().wait_stream(side)
     torch.testing.assert_close(out, expected)
+
+
+# max-autotune (csrc/runtime/cuda_autotune.cpp): the first call times each kernel
+# function's launch variants on its own buffers, stores sent to scratch.
+AUTOTUNE_CASES = ["pointwise_bf16", "pointwise_large", "softmax_3000", "softmax_768_bf16", "layer_norm_768_bf16",
+                  "batch_norm_pair_256_bf16", "vector_bias_relu_bf16", "column_sum", "transpose_image_bf16",
+                  "tiny_gpt2_bf16", "gpt2_2layer_bf16"]
+
+
+def _autotune_counts():
+    a = ember.stats()["autotune"]
+    return a.get("timed", 0), a.get("cached", 0)
+
+
+@pytest.mark.parametrize("name", AUTOTUNE_CASES)
+def test_max_autotune_matches_eager(name):
+    """Every call, the tuned first one included, matches eager, and leaves the inputs as
+    they were (timing never writes a buffer the graph reads); each kernel function with
+    variants was decided, by timing or from the cache."""
+    fn, args = CASES[name]("cuda")
+    rtol, atol = TOLERANCE.get(name, (None, None))
+    kept = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    compiled = compile_fresh(fn, backend="ember", fullgraph=False, mode="max-autotune-no-cudagraphs")
+    before = _autotune_counts()
+    with torch.no_grad():
+        for _ in range(2):
+            check_call(compiled, fn, *args, rtol=rtol, atol=atol)
+    torch.cuda.synchronize()
+    for a, k in zip(args, kept):
+        if isinstance(a, torch.Tensor):
+            assert torch.equal(a, k)
+    timed, cached = (a - b for a, b in zip(_autotune_counts(), before))
+    # A transpose keeps its tiles, a column split its partial launch: nothing to time.
+    if name not in ("transpose_image_bf16", "column_sum"):
+        assert timed + cached >= 1, (timed, cached)
+
+
+def test_max_autotune_training_step_matches_eager():
+    fn, args = TRAINING["layer_norm_train_bf16"]("cuda")
+    compiled = compile_fresh(fn, backend="ember", fullgraph=False, mode="max-autotune-no-cudagraphs")
+    for _ in range(2):
+        expected = _training_step(fn, args)
+        actual = _training_step(compiled, args)
+        reference = _training_step(fn, args, torch.float64)
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            scale = max(1.0, e.abs().max().item())
+            if not torch.allclose(a.float(), e.float(), rtol=1.6e-2, atol=1e-2 * scale):
+                assert _within_rmse_rule(a, e, reference[i], 1e-2 * scale), i
+
+
+def test_max_autotune_decisions_are_cached(tmp_path):
+    """A graph compiled again takes its choices from the cache and times nothing; in a
+    new process, from the disk cache (a warm start compiles only the winners)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import json, torch, ember, sys\n"
+        "sys.path.insert(0, %r)\n"
+        "from cuda_cases import CASES\n"
+        "fn, args = CASES['softmax_768_bf16']('cuda')\n"
+        "f = torch.compile(fn, backend='ember', mode='max-autotune-no-cudagraphs')\n"
+        "with torch.no_grad():\n"
+        "    torch.testing.assert_close(f(*args), fn(*args), rtol=1.6e-2, atol=1e-2)\n"
+        "torch.cuda.synchronize()\n"
+        "print('RESULT', json.dumps(ember.stats()['autotune']))\n" % os.path.dirname(__file__))
+    env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path / "ember"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch")}
+    runs = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs.append(json.loads(next(ln for ln in r.stdout.splitlines() if ln.startswith("RESULT")).split(" ", 1)[1]))
+    cold, warm = runs
+    assert cold.get("timed", 0) >= 1 and cold.get("cached", 0) == 0, cold
+    assert warm.get("timed", 0) == 0 and warm.get("cached", 0) == cold["timed"], warm
+
+
+def test_max_autotune_records_cuda_graphs():
+    """mode="max-autotune": tuned on the first call, recorded on the second, replayed after."""
+    fn, args = CASES["tiny_gpt2_bf16"]("cuda")
+    rtol, atol = TOLERANCE.get("tiny_gpt2_bf16", (None, None))
+    compiled = compile_fresh(fn, backend="ember", fullgraph=False, mode="max-autotune")
+    before = _cuda_graph_counts()
+    with torch.no_grad():
+        for call in range(4):
+            check_call(compiled, fn, *(args if call == 0 else _new_inputs(args)), rtol=rtol, atol=atol)
+    torch.cuda.synchronize()
+    recorded, replays = (a - b for a, b in zip(_cuda_graph_counts(), before))
+    assert (recorded, replays) == (1, 3), (recorded, replays)
+
+
+def test_explain_shows_cuda_launches_and_autotune_choices():
+    """explain on a CUDA graph: each kernel's shape and launch, and max-autotune's choice."""
+    fn, args = CASES["softmax_768_bf16"]("cuda")
+    with torch.no_grad():
+        report = ember.explain(fn, *args, options={"max_autotune": True})
+    kernels = report.kernels
+    assert kernels and all("launch" in k for k in kernels), kernels
+    assert any("autotune" in k for k in kernels), kernels
+    text = str(report)
+    assert "autotune: " in text and " grid " in text, text
