@@ -84,6 +84,7 @@ class CudaGraphRunner(GraphRunner):
         self.device = device
         self._replay = None  # mode="reduce-overhead": a CudaGraphReplay (cudagraphs.py)
         self._tuning = None  # max-autotune: the scratch bytes the first call times variants in
+        self._tuning_scratch = None  # and that scratch, while the first call runs
         super().__init__(cg, imported, attr_tensors)
 
     def prepare_autotune(self):
@@ -146,7 +147,7 @@ class CudaGraphRunner(GraphRunner):
         # and per stream (a workspace in use on one stream is not free on another).
         free = plan.stream_workspaces.setdefault(stream, [])
         if self._tuning is not None:  # max-autotune's first call: stores of timed variants go to scratch
-            if getattr(self, "_tuning_scratch", None) is None:
+            if self._tuning_scratch is None:
                 self._tuning_scratch = torch.empty(max(self._tuning, 1), dtype=torch.uint8, device=self.device)
             scratch, tune = self._tuning_scratch.data_ptr(), self.cg.run_step_tuning
             return free, lambda si, ptrs: tune(si, ptrs, stream, scratch)
