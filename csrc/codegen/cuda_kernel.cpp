@@ -11,6 +11,7 @@
 #include "codegen/cuda_launch.h"
 #include "codegen/cuda_prelude.h"
 #include "codegen/cuda_printer.h"
+#include "codegen/cuda_reduction.h"
 #include "codegen/cuda_row.h"
 #include "codegen/cuda_row_tile.h"
 #include "codegen/cuda_transpose.h"
@@ -36,11 +37,9 @@ void refuse_unsupported(const Kernel& k, const Program& p) {
     if (st.split > 1) refuse("split reduction stages");
     // A vector stage's lanes are sized at compile time (fuse.cpp keeps its kept dim static).
     if (st.vector_reduce && (st.inner.empty() || !st.inner[0].is_static())) refuse("a vector stage of symbolic width");
-    for (const auto& item : st.items) {
-      const ComputedBuffer& c = p.computed[item.computed];
-      if (c.is_reduction && (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin))
-        refuse("arg-reductions (argmax, argmin)");
-    }
+    for (const auto& item : st.items)
+      if (is_arg_reduction(p.computed[item.computed]) && st.vector_reduce)
+        refuse("arg-reductions across rows (argmax, argmin over an outer dim)");
   }
 }
 

@@ -37,8 +37,11 @@
 // for stores and for loads outside Where branches (symbolic_vector_index); no
 // transposes, hoisting or column splits, whose plans need static sizes.
 //
+// Arg-reductions carry a (value, index) pair per thread (cuda_reduction.h).
+//
 // Not handled yet, and refused with CudaUnsupported (the graph runs eagerly):
-// arg-reductions, split stages, more than kMaxCudaSymbols symbols.
+// arg-reductions across rows (in a vector stage), split stages, more than
+// kMaxCudaSymbols symbols.
 //
 // The printer's files, all in csrc/codegen: cuda_kernel.cpp drives it (per kernel: the
 // launch, the plans, the shape's body); cuda_launch.h chooses the shape and launch;

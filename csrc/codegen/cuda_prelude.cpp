@@ -113,6 +113,38 @@ template <class T, class Op> EMBER_FN T ember_block_reduce(T v, Op op, uint64_t*
   for (int w = 1; w < warps; ++w) r = op(r, slot[w]);
   return r;
 }
+/* Arg-reductions carry a (value, index) pair. (bv, bi) replaces (av, ai) when better: a
+   NaN over a number (the first NaN wins, as in ATen), a larger (argmax) or smaller
+   (argmin) value, or an equal one at a smaller index (the first extremum wins). That is
+   a strict total order on distinct indices, so the butterfly leaves the same pair on
+   every lane, and the warps' pairs combine in any order to the same result. */
+template <bool Max, class T> EMBER_FN bool ember_arg_better(T bv, int64_t bi, T av, int64_t ai) {
+  const bool bn = bv != bv, an = av != av;
+  if (bn || an) return bn && (!an || bi < ai);
+  return (Max ? bv > av : bv < av) || (bv == av && bi < ai);
+}
+template <bool Max, class T> EMBER_FN void ember_warp_arg(T& v, int64_t& i) {
+  for (int m = 16; m > 0; m >>= 1) {
+    const T ov = ember_shfl_xor(v, m);
+    const int64_t oi = ember_shfl_xor(i, m);
+    if (ember_arg_better<Max>(ov, oi, v, i)) { v = ov; i = oi; }
+  }
+}
+/* A block's pairs: `scratch` holds 64 slots here (values in the first 32, indices in
+   the last 32), which a kernel with arg-reductions declares. */
+template <bool Max, class T> EMBER_FN void ember_block_arg(T& v, int64_t& i, uint64_t* scratch) {
+  ember_warp_arg<Max>(v, i);
+  T* vals = reinterpret_cast<T*>(scratch);
+  int64_t* idxs = reinterpret_cast<int64_t*>(scratch + 32);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) { vals[threadIdx.x >> 5] = v; idxs[threadIdx.x >> 5] = i; }
+  __syncthreads();
+  v = vals[0];
+  i = idxs[0];
+  const int warps = blockDim.x >> 5;
+  for (int w = 1; w < warps; ++w)
+    if (ember_arg_better<Max>(vals[w], idxs[w], v, i)) { v = vals[w]; i = idxs[w]; }
+}
 )CU";
   return text;
 }

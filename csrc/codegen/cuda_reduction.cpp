@@ -4,6 +4,10 @@
 
 namespace ember {
 
+bool is_arg_reduction(const ComputedBuffer& c) {
+  return c.is_reduction && (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin);
+}
+
 std::string acc_type(const ComputedBuffer& c, int64_t chain) {
   if (c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) return "int";
   if (c.reduce_op == ReduceOp::Sum && c.acc_dtype == DType::F32 && chain > kSumChain) return "double";
@@ -44,12 +48,24 @@ Acc declare_acc(CEmitter& em, const ComputedBuffer& c, int64_t chain) {
       a.type = "int";
       em.line("int " + a.acc + " = 1;");
       break;
-    default: throw CudaUnsupported("CUDA codegen: unsupported reduction");
+    case ReduceOp::ArgMax:
+    case ReduceOp::ArgMin: {
+      // Compared in the input's compute type (the body's); a thread with no element keeps
+      // (the identity, 0), which only ties an all-identity row, whose answer is 0.
+      const DType vt = c.body->dtype;
+      const bool mx = c.reduce_op == ReduceOp::ArgMax;
+      a.type = CEmitter::c_type(vt);
+      em.line(a.type + " " + a.acc + " = " + (is_float(vt) ? (mx ? "-INFINITY" : "INFINITY")
+                                                          : CEmitter::lowest_or_highest(vt, mx)) + ";");
+      a.index = em.fresh("arg");
+      em.line("int64_t " + a.index + " = 0;");
+      break;
+    }
   }
   return a;
 }
 
-void accumulate(CEmitter& em, const ComputedBuffer& c, const Acc& a, const std::string& v) {
+void accumulate(CEmitter& em, const ComputedBuffer& c, const Acc& a, const std::string& v, const std::string& index) {
   switch (c.reduce_op) {
     case ReduceOp::Sum: em.line(a.acc + " += " + v + ";"); break;
     case ReduceOp::Prod: em.line(a.acc + " *= " + v + ";"); break;
@@ -63,7 +79,15 @@ void accumulate(CEmitter& em, const ComputedBuffer& c, const Acc& a, const std::
       break;
     case ReduceOp::Any: em.line(a.acc + " |= (" + v + " != 0);"); break;
     case ReduceOp::All: em.line(a.acc + " &= (" + v + " != 0);"); break;
-    default: throw CudaUnsupported("CUDA codegen: unsupported reduction");
+    case ReduceOp::ArgMax:
+    case ReduceOp::ArgMin: {
+      if (index.empty()) throw CudaUnsupported("CUDA codegen: an arg-reduction without its element index");
+      // Strictly better, or the first NaN: the first extremum of the thread's elements.
+      std::string better = c.reduce_op == ReduceOp::ArgMax ? v + " > " + a.acc : v + " < " + a.acc;
+      if (is_float(c.body->dtype)) better = "(" + better + ") || (" + v + " != " + v + " && " + a.acc + " == " + a.acc + ")";
+      em.line("if (" + better + ") { " + a.acc + " = " + v + "; " + a.index + " = " + index + "; }");
+      break;
+    }
   }
 }
 
@@ -82,7 +106,19 @@ void combine(CEmitter& em, const std::string& acc, ReduceOp op, bool warp) {
                       : " = ember_block_reduce(" + acc + ", " + functor + ", scratch);"));
 }
 
+void combine_arg(CEmitter& em, const Acc& a, ReduceOp op, bool warp) {
+  const std::string mx = op == ReduceOp::ArgMax ? "true" : "false";
+  em.line(warp ? "ember_warp_arg<" + mx + ">(" + a.acc + ", " + a.index + ");"
+               : "ember_block_arg<" + mx + ">(" + a.acc + ", " + a.index + ", scratch);");
+}
+
 std::string finish_acc(CEmitter& em, const ComputedBuffer& c, const Acc& a, DType out) {
+  if (is_arg_reduction(c)) {
+    if (out == DType::I64) return a.index;
+    std::string name = em.fresh("red");
+    em.line("const " + CEmitter::c_type(out) + " " + name + " = " + CEmitter::as_stored(a.index, out) + ";");
+    return name;
+  }
   std::string r = a.acc;
   if (a.type != CEmitter::c_type(c.acc_dtype) && a.type == "double") {
     r = em.fresh("acc");

@@ -12,7 +12,10 @@ namespace ember {
 
 struct Acc {
   std::string acc, flag, type;  // accumulator, NaN flag (float max/min), its C type
+  std::string index;            // argmax/argmin: the best element's index (int64_t)
 };
+
+bool is_arg_reduction(const ComputedBuffer& c);
 
 // A float sum whose threads each add more than kSumChain elements accumulates in double:
 // one f32 accumulator over half a million elements loses about 4 digits (c_kernel.cpp
@@ -26,11 +29,17 @@ int64_t acc_bytes(const std::string& type);
 
 // Declares the accumulator (and NaN flag) of reduction `c` over `chain` elements a thread.
 Acc declare_acc(CEmitter& em, const ComputedBuffer& c, int64_t chain);
-// Adds value `v` (C text) to `a`.
-void accumulate(CEmitter& em, const ComputedBuffer& c, const Acc& a, const std::string& v);
+// Adds value `v` (C text) to `a`; an arg-reduction takes the element's flat index within
+// the reduced dims (`index`: C text), and a thread must visit its elements in increasing
+// index order (the first extremum it meets wins).
+void accumulate(CEmitter& em, const ComputedBuffer& c, const Acc& a, const std::string& v,
+                const std::string& index = "");
 // Combines `acc` across the threads of a warp (`warp`) or of a block (through the
 // kernel's `scratch` array); every thread gets the result.
 void combine(CEmitter& em, const std::string& acc, ReduceOp op, bool warp);
+// The same for an arg-reduction's (value, index) pair (ember_warp_arg / ember_block_arg,
+// whose block form needs a `scratch` of 64 slots).
+void combine_arg(CEmitter& em, const Acc& a, ReduceOp op, bool warp);
 // The reduction's result as a local equal to what a load of the stored value (of dtype
 // `out`) would give.
 std::string finish_acc(CEmitter& em, const ComputedBuffer& c, const Acc& a, DType out);

@@ -75,7 +75,7 @@ bool print_row_stage(CudaPrinter& pr, const ColumnSplit& split, int st) {
       continue;
     }
     if (c.is_reduction) {
-      accumulate(em, c, accs[i], v);
+      accumulate(em, c, accs[i], v, "(int64_t)j");  // j: the element's flat index in the row
       continue;
     }
     if (pr.m.in_memory[c.buffer]) {
@@ -132,7 +132,11 @@ std::vector<std::string> row_body(CudaPrinter& pr, const RowTile& tile, const Co
     out.push_back("if (x >= " + pr.size_text(pr.launch.rows_dim) + ") return;  /* the whole warp: its row does not exist */");
     out.push_back("const int tid = threadIdx.x & 31;");
   } else {
-    out.push_back("__shared__ uint64_t scratch[32];");
+    // Reductions combine warps' partials through it; arg-reductions' pairs take twice the slots.
+    bool pairs = false;
+    for (const auto& st : pr.k.stages)
+      for (const auto& item : st.items) pairs |= is_arg_reduction(pr.p.computed[item.computed]);
+    out.push_back(pairs ? "__shared__ uint64_t scratch[64];" : "__shared__ uint64_t scratch[32];");
     out.push_back("const " + I + " x = blockIdx.x;");
     out.push_back("const int tid = threadIdx.x;");
   }
@@ -167,8 +171,12 @@ bool finish_row_reductions(CudaPrinter& pr, const Stage& stage, std::vector<Acc>
     const ComputedBuffer& c = pr.p.computed[stage.items[i].computed];
     if (!c.is_reduction || stage.items[i].is_scan) continue;
     Acc& a = accs[i];
-    combine(em, a.acc, c.reduce_op, warp);
-    if (!a.flag.empty()) combine(em, a.flag, ReduceOp::Any, warp);
+    if (is_arg_reduction(c)) {
+      combine_arg(em, a, c.reduce_op, warp);
+    } else {
+      combine(em, a.acc, c.reduce_op, warp);
+      if (!a.flag.empty()) combine(em, a.flag, ReduceOp::Any, warp);
+    }
     const Buffer& buf = pr.p.buffers[c.buffer];
     std::string result = finish_acc(em, c, a, buf.dtype);
     if (pr.m.in_memory[c.buffer]) {

@@ -52,8 +52,10 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
   const Stage* looping = nullptr;
   for (const auto& st : k.stages) {
     if (st.vector_reduce) return {};
+    // A scan is sequential; an arg-reduction needs each element's flat index, which the
+    // per-element loop has (j) and the tile's chunks do not.
     for (const auto& item : st.items)
-      if (item.is_scan) return {};
+      if (item.is_scan || is_arg_reduction(p.computed[item.computed])) return {};
     // A graph with symbols tiles static rows only (their count may be symbolic); a
     // stage over symbolic dims keeps the per-element loop.
     if (launch.symbolic && is_symbolic(st.inner)) continue;

@@ -231,14 +231,59 @@ TEST(cuda_pointwise_is_elementwise_with_32_bit_indices) {
   check_compiles(code);
 }
 
-TEST(cuda_refuses_arg_reductions_by_name) {
-  bool refused = false;
-  try {
-    cuda_of(kArgmax);
-  } catch (const ember::CudaUnsupported& e) {
-    refused = std::string(e.what()).find("arg-reductions") != std::string::npos;
-  }
-  CHECK(refused);
+// argmax along a row: a (value, index) pair per thread, updated in increasing index
+// order, combined across the warp by ember_warp_arg; the index is stored as int64.
+TEST(cuda_argmax_along_rows_carries_value_index_pairs) {
+  ember::CudaCode code = cuda_of(kArgmax);
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::RowWarp);
+  CHECK(code.kernels[0].row_lanes == 0);  // no row tile: the element loop has the index j
+  CHECK(has(code, "int64_t arg"));
+  CHECK(has(code, " != ") && has(code, " = (int64_t)j; }"));
+  CHECK(has(code, "ember_warp_arg<true>("));
+  check_compiles(code);
+}
+
+// A long row on a block: the warps' pairs through 64 slots of shared memory.
+TEST(cuda_argmin_of_long_rows_combines_pairs_across_warps) {
+  ember::CudaCode code = cuda_of(R"(graph {
+  %0 = input(0) : bf16[4,5000]{5000,1}
+  %1 = aten.argmin.default(%0, 1, true) : i64[4,1]{1,1}
+  return (%1)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::RowBlock);
+  CHECK(has(code, "__shared__ uint64_t scratch[64];"));
+  CHECK(has(code, "ember_block_arg<false>("));
+  check_compiles(code);
+}
+
+// max.dim: the values and the indices of one row in one kernel, two accumulators.
+TEST(cuda_max_dim_gives_values_and_indices_in_one_kernel) {
+  ember::CudaCode code = cuda_of(R"(graph {
+  %0 = input(0) : f32[16,300]{300,1}
+  %1 = aten.max.dim(%0, 1, false) : (f32[16]{1}, i64[16]{1})
+  return (%1.0, %1.1)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  CHECK(has(code, "ember_warp_reduce(") && has(code, "ember_warp_arg<true>("));
+  check_compiles(code);
+}
+
+// argmax over dim 0: each output's column is its row (strided loads), one warp each.
+TEST(cuda_argmax_over_the_outer_dim_reads_columns_as_rows) {
+  ember::CudaCode code = cuda_of(R"(graph {
+  %0 = input(0) : f32[100,8]{8,1}
+  %1 = aten.argmax.default(%0, 0, false) : i64[8]{1}
+  return (%1)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::RowWarp);
+  CHECK(has(code, "ember_warp_arg<true>("));
+  check_compiles(code);
 }
 
 // The decision, as data: which loop dims form the tile's sides and how long the tile is.

@@ -198,6 +198,43 @@ def _argmax(x):
     return x.argmax(-1)
 
 
+def _argmin_keepdim(x):
+    return x.argmin(-1, keepdim=True)
+
+
+def _max_dim(x):
+    """Values and indices of each row's maximum (torch.max(x, dim)): one kernel, two
+    reductions."""
+    return x.max(-1)
+
+
+def _argmax_outer(x):
+    return x.argmax(0)
+
+
+def _ties(device, dtype, rows=64, width=300):
+    """Few distinct values (ties everywhere: the first index wins), a row of -inf, rows
+    with NaNs (the first NaN wins), a row of NaNs."""
+    x = torch.randint(-3, 4, (rows, width), generator=torch.Generator().manual_seed(0)).to(dtype)
+    x[1] = float("-inf")
+    x[3, 10] = x[3, width - 100] = float("nan")
+    x[4, width - 1] = float("nan")
+    x[6] = float("nan")
+    return x.to(device)
+
+
+def _greedy(device):
+    """The next token of a greedy decode: the last position's logits, argmax over the
+    vocabulary, in the same graph as the model."""
+    model, args = load_examples().get("tiny_gpt2")
+    model = model.to(device)
+
+    def next_token(ids):
+        return model(ids)[:, -1].argmax(-1)
+
+    return next_token, tuple(a.to(device) for a in args)
+
+
 def _masked_attention(q, k, v, keep):
     """BERT's traced attention: a boolean padding mask expanded over the query rows, whose
     last dim is not contiguous (BERT's has stride 0 there; here the keep mask is column-major)."""
@@ -348,11 +385,20 @@ CASES = {
     "cumsum": lambda d: (_cumsum, (_rand(8, 100, device=d),)),
     "masked_attention_bf16": lambda d: (_masked_attention, _attention_args(d)),
     "padded_matmuls_bf16": lambda d: (_padded_matmuls, _padded_matmul_args(d)),
-    # Refused in phase 1: the graph runs eagerly.
+    # Arg-reductions: (value, index) pairs per thread, combined across the row's threads.
     "argmax": lambda d: (_argmax, (_rand(8, 100, device=d),)),
+    "argmin_ties_bf16": lambda d: (_argmin_keepdim, (_ties(d, torch.bfloat16),)),
+    "argmax_ties_f32": lambda d: (_argmax, (_ties(d, torch.float32),)),
+    "argmax_long_rows_bf16": lambda d: (_argmax, (_ties(d, torch.bfloat16, rows=8, width=5000),)),
+    "argmax_ints": lambda d: (_argmax, (torch.randint(-5, 5, (32, 700), device=d),)),
+    "argmax_outer": lambda d: (_argmax_outer, (_ties(d, torch.float32),)),
+    "max_dim": lambda d: (_max_dim, (_ties(d, torch.float32),)),
+    "tiny_gpt2_greedy": _greedy,
 }
 
-REFUSED = {"argmax": "arg-reductions"}
+# Graphs the CUDA printer refuses, by the words of its refusal (none of CASES now; the
+# eager fallback of a refused graph is tested with a forced refusal in test_cuda_runtime.py).
+REFUSED: dict[str, str] = {}
 
 
 def _layer_norm_train(x, r, w, b, g):
