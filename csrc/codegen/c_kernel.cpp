@@ -199,7 +199,7 @@ class KernelPrinter {
     for (const auto& it : st.items) {
       const auto& c = p_.computed[it.computed];
       if (it.is_scan) return true;
-      if (c.is_reduction && (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin)) return true;
+      if (c.is_arg_reduction()) return true;
     }
     return false;
   }

@@ -38,7 +38,7 @@ void refuse_unsupported(const Kernel& k, const Program& p) {
     // A vector stage's lanes are sized at compile time (fuse.cpp keeps its kept dim static).
     if (st.vector_reduce && (st.inner.empty() || !st.inner[0].is_static())) refuse("a vector stage of symbolic width");
     for (const auto& item : st.items)
-      if (is_arg_reduction(p.computed[item.computed]) && st.vector_reduce)
+      if (p.computed[item.computed].is_arg_reduction() && st.vector_reduce)
         refuse("arg-reductions across rows (argmax, argmin over an outer dim)");
   }
 }

@@ -4,10 +4,6 @@
 
 namespace ember {
 
-bool is_arg_reduction(const ComputedBuffer& c) {
-  return c.is_reduction && (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin);
-}
-
 std::string acc_type(const ComputedBuffer& c, int64_t chain) {
   if (c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) return "int";
   if (c.reduce_op == ReduceOp::Sum && c.acc_dtype == DType::F32 && chain > kSumChain) return "double";
@@ -113,7 +109,7 @@ void combine_arg(CEmitter& em, const Acc& a, ReduceOp op, bool warp) {
 }
 
 std::string finish_acc(CEmitter& em, const ComputedBuffer& c, const Acc& a, DType out) {
-  if (is_arg_reduction(c)) {
+  if (c.is_arg_reduction()) {
     if (out == DType::I64) return a.index;
     std::string name = em.fresh("red");
     em.line("const " + CEmitter::c_type(out) + " " + name + " = " + CEmitter::as_stored(a.index, out) + ";");

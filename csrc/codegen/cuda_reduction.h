@@ -15,7 +15,6 @@ struct Acc {
   std::string index;            // argmax/argmin: the best element's index (int64_t)
 };
 
-bool is_arg_reduction(const ComputedBuffer& c);
 
 // A float sum whose threads each add more than kSumChain elements accumulates in double:
 // one f32 accumulator over half a million elements loses about 4 digits (c_kernel.cpp

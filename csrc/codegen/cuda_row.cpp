@@ -135,7 +135,7 @@ std::vector<std::string> row_body(CudaPrinter& pr, const RowTile& tile, const Co
     // Reductions combine warps' partials through it; arg-reductions' pairs take twice the slots.
     bool pairs = false;
     for (const auto& st : pr.k.stages)
-      for (const auto& item : st.items) pairs |= is_arg_reduction(pr.p.computed[item.computed]);
+      for (const auto& item : st.items) pairs |= pr.p.computed[item.computed].is_arg_reduction();
     out.push_back(pairs ? "__shared__ uint64_t scratch[64];" : "__shared__ uint64_t scratch[32];");
     out.push_back("const " + I + " x = blockIdx.x;");
     out.push_back("const int tid = threadIdx.x;");
@@ -171,7 +171,7 @@ bool finish_row_reductions(CudaPrinter& pr, const Stage& stage, std::vector<Acc>
     const ComputedBuffer& c = pr.p.computed[stage.items[i].computed];
     if (!c.is_reduction || stage.items[i].is_scan) continue;
     Acc& a = accs[i];
-    if (is_arg_reduction(c)) {
+    if (c.is_arg_reduction()) {
       combine_arg(em, a, c.reduce_op, warp);
     } else {
       combine(em, a.acc, c.reduce_op, warp);

@@ -55,7 +55,7 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
     // A scan is sequential; an arg-reduction needs each element's flat index, which the
     // per-element loop has (j) and the tile's chunks do not.
     for (const auto& item : st.items)
-      if (item.is_scan || is_arg_reduction(p.computed[item.computed])) return {};
+      if (item.is_scan || p.computed[item.computed].is_arg_reduction()) return {};
     // A graph with symbols tiles static rows only (their count may be symbolic); a
     // stage over symbolic dims keeps the per-element loop.
     if (launch.symbolic && is_symbolic(st.inner)) continue;

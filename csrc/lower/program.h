@@ -64,6 +64,11 @@ struct ComputedBuffer {
   int scan_dim = -1;
   Expr body;
   std::vector<int> origins;            // graph node ids whose work this buffer does
+
+  // argmax/argmin: the result is the index of the best element, not a combined value.
+  bool is_arg_reduction() const {
+    return is_reduction && (reduce_op == ReduceOp::ArgMax || reduce_op == ReduceOp::ArgMin);
+  }
 };
 
 struct ExternCall {

@@ -39,7 +39,7 @@ Shape shape_of(const ComputedBuffer& c) {
 // as a vector reduction over that kept dim (see Stage::vector_reduce).
 bool prefers_vector_reduce(const ComputedBuffer& c, const Shape& shape) {
   if (!c.is_reduction || c.scan_dim >= 0 || shape.dims.empty() || shape.rdims.empty()) return false;
-  if (c.reduce_op == ReduceOp::ArgMax || c.reduce_op == ReduceOp::ArgMin) return false;
+  if (c.is_arg_reduction()) return false;
   // The lane arrays are sized at compile time: a symbolic kept dim stays a row reduction.
   if (!shape.dims.back().is_static()) return false;
   if (shape.dims.back().hint() < 8 || shape.dims.back().hint() > 4096) return false;
