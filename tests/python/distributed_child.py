@@ -1,7 +1,8 @@
 """One rank of tests/python/test_distributed.py: trains a small model wrapped in DDP or
-FSDP2 (gloo, CPU) for a few SGD steps, compiled with ember and eagerly side by side from
-the same weights and inputs, and prints one JSON line: losses, the largest parameter
-difference, per step the buckets whose all-reduce DDP launched, in order, and ember.stats().
+FSDP2 (gloo, CPU) for a few SGD steps, compiled with ember, eagerly, and eagerly in fp64
+(the reference) side by side from the same weights and inputs, and prints one JSON line:
+the three runs' losses, each parameter's relative RMSE against fp64 for ember and eager,
+per step the buckets whose all-reduce DDP launched, in order, and ember.stats().
 
     RANK=r WORLD_SIZE=n MASTER_ADDR=... MASTER_PORT=... python distributed_child.py ddp|fsdp
 """
@@ -58,13 +59,14 @@ def record_bucket_order(ddp, order):
 
 
 def ddp_models(width):
+    """(modules, wrapped): ember's, eager's and the fp64 reference's."""
     torch.manual_seed(0)
     model = Net(width, 4 * width, blocks=4)
-    ref = copy.deepcopy(model)
+    models = (model, copy.deepcopy(model), copy.deepcopy(model).double())
     # Buckets of ~1 MB: one per block, so Dynamo's DDPOptimizer splits the graph at each
     # bucket and the backward of each piece ends with its bucket's all-reduce.
     wrap = lambda m: nn.parallel.DistributedDataParallel(m, bucket_cap_mb=1)  # noqa: E731
-    return model, ref, wrap(model), wrap(ref)
+    return models, tuple(wrap(m) for m in models)
 
 
 def fsdp_models(width):
@@ -72,12 +74,12 @@ def fsdp_models(width):
 
     torch.manual_seed(0)
     model = Net(width, 4 * width, blocks=3)
-    ref = copy.deepcopy(model)
-    for m in (model, ref):
+    models = (model, copy.deepcopy(model), copy.deepcopy(model).double())
+    for m in models:
         for b in m.blocks:
             fully_shard(b)
         fully_shard(m)
-    return model, ref, model, ref
+    return models, models
 
 
 def full(p):
@@ -88,29 +90,34 @@ def main(kind):
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", rank=rank, world_size=world)
     width = 256 if kind == "ddp" else 64
-    model, ref, wrapped, wrapped_ref = (ddp_models if kind == "ddp" else fsdp_models)(width)
-    orders = {"ember": [], "eager": []}
+    models, wrapped = (ddp_models if kind == "ddp" else fsdp_models)(width)
+    names = ("ember", "eager", "ref")
+    orders = {name: [] for name in names}
     if kind == "ddp":
-        record_bucket_order(wrapped, orders["ember"])
-        record_bucket_order(wrapped_ref, orders["eager"])
-    compiled = torch.compile(wrapped, backend="ember")
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.1)
+        for name, w in zip(names, wrapped):
+            record_bucket_order(w, orders[name])
+    fns = dict(zip(names, (torch.compile(wrapped[0], backend="ember"),) + wrapped[1:]))
+    opts = {name: torch.optim.SGD(m.parameters(), lr=0.1) for name, m in zip(names, models)}
     g = torch.Generator().manual_seed(100 + rank)  # each rank its own data: the all-reduce matters
-    losses = {"ember": [], "eager": []}
+    losses = {name: [] for name in names}
     for _ in range(STEPS):
         x = torch.randn(16, width, generator=g)
-        for name, fn, o in (("ember", compiled, opt), ("eager", wrapped_ref, opt_ref)):
+        for name in names:
             orders[name].append([])
-            o.zero_grad()
-            loss = fn(x).square().mean()
+            opts[name].zero_grad()
+            loss = fns[name](x.double() if name == "ref" else x).square().mean()
             loss.backward()
-            o.step()
+            opts[name].step()
             losses[name].append(loss.item())
-    diff = max(((full(a) - full(b)).abs().max() / full(b).abs().max()).item()
-               for a, b in zip(model.parameters(), ref.parameters()))
+
+    def rel_rmse(a, r):
+        a, r = full(a).detach().double(), full(r).detach().double()
+        return ((a - r).square().mean().sqrt() / r.square().mean().sqrt()).item()
+
+    param_errors = [[rel_rmse(a, r), rel_rmse(e, r)]
+                    for a, e, r in zip(*(m.parameters() for m in models))]
     stats = ember.stats()
-    print(RESULT_TAG + json.dumps({"rank": rank, "losses": losses, "max_rel_param_diff": diff,
+    print(RESULT_TAG + json.dumps({"rank": rank, "losses": losses, "param_errors": param_errors,
                                    "bucket_order": orders, "graphs_by_kind": stats["graphs_by_kind"],
                                    "eager_fallbacks": stats["eager_fallbacks"]}), flush=True)
     # FSDP's modules and their states reference each other, so that only the garbage
@@ -118,7 +125,7 @@ def main(kind):
     # is destroyed then, and a gloo thread finishing a collective calls into an
     # interpreter that is shutting down (std::terminate in ~AsyncAllgatherCoalescedWork).
     # Freed here, while the interpreter runs, as a training script would.
-    del compiled, wrapped, wrapped_ref, model, ref, opt, opt_ref
+    del fns, wrapped, models, opts
     gc.collect()
     dist.destroy_process_group()
 

@@ -78,6 +78,63 @@ def check_call(compiled, fn, *args, rtol=None, atol=None):
     return actual
 
 
+# ---- the fp64 rule for runs of many steps ----------------------------------------------
+#
+# A run of many steps (a training loop, an optimizer) amplifies rounding: eager fp32 itself
+# drifts from the exact result, by an amount that depends on the CPU's kernels (AVX2,
+# AVX-512, AMX sum in other orders) and the thread count. Comparing ember with eager fp32
+# then measures the machine, not ember. Such tests compare both with an fp64 run of the
+# same steps, by Inductor's accuracy rule (torch._dynamo.utils.same with an fp64
+# reference): ember's error may be at most FP64_RULE_K times eager's, plus a floor.
+#
+#   err(x) = RMSE(x - ref) / RMS(ref)          per tensor, in float64
+#   pass   iff err(ember) <= FP64_RULE_K * err(eager) + FP64_RULE_FLOOR
+#
+# K = 3 is the multiplier the brief and check_compiled use for low precision; the floor,
+# 1e-5 relative, is Inductor's tol / 10 at fp32's tol of 1e-4, and covers tensors that eager
+# happens to compute exactly. A wrong gradient or a missed update is far outside: its
+# error is of the order of the update itself.
+FP64_RULE_K = 3.0
+FP64_RULE_FLOOR = 1e-5
+
+
+def rel_rmse(x, ref):
+    """RMSE(x - ref) / RMS(ref), in float64 (the absolute RMSE when ref is all zeros)."""
+    x, ref = torch.as_tensor(x).detach().double(), torch.as_tensor(ref).detach().double()
+    err = (x - ref).square().mean().sqrt().item()
+    scale = ref.square().mean().sqrt().item()
+    return err / scale if scale > 0 else err
+
+
+def fp64_rule(actual, eager, ref, what="value"):
+    """Asserts the fp64 rule for one tensor (or a list of scalars, such as per-step losses):
+    ember's error against the fp64 reference ``ref`` is at most FP64_RULE_K times eager
+    fp32's, plus FP64_RULE_FLOOR. NaN and infinities must sit where eager has them; the
+    errors are taken over the rest. Returns (ember's error, eager's error)."""
+    actual, eager, ref = (torch.as_tensor(t).detach().double() for t in (actual, eager, ref))
+    assert actual.shape == ref.shape == eager.shape, (what, actual.shape, eager.shape, ref.shape)
+    assert torch.equal(actual.isfinite(), eager.isfinite()), f"{what}: NaN/inf positions differ from eager's"
+    finite = eager.isfinite() & ref.isfinite()
+    a_err, e_err = rel_rmse(actual[finite], ref[finite]), rel_rmse(eager[finite], ref[finite])
+    bound = FP64_RULE_K * e_err + FP64_RULE_FLOOR
+    assert a_err <= bound, (f"{what}: error against fp64 {a_err:.3g} > {FP64_RULE_K:g} x eager fp32's "
+                            f"{e_err:.3g} + {FP64_RULE_FLOOR:g}")
+    return a_err, e_err
+
+
+def fp64_rule_state(actual, eager, ref):
+    """fp64_rule for every floating tensor of three state dicts (parameters, buffers such as
+    BatchNorm's running statistics); integer tensors (num_batches_tracked) must be equal."""
+    errors = {}
+    for name, r in ref.items():
+        a, e = actual[name], eager[name]
+        if r.is_floating_point():
+            errors[name] = fp64_rule(a, e, r, name)
+        else:
+            assert torch.equal(a, e) and torch.equal(a, r), name
+    return errors
+
+
 def max_rel_err(a, b):
     """max |a - b| / max |b|, in float64."""
     a, b = a.detach().double(), b.detach().double()

@@ -1,8 +1,11 @@
-"""check_compiled must catch a wrong backend: these run it against deliberately broken ones."""
+"""check_compiled and the fp64 rule must catch a wrong backend: these run them against
+deliberately broken ones."""
+import copy
+
 import pytest
 import torch
 
-from helpers import check_compiled, max_rel_err
+from helpers import check_compiled, compile_fresh, fp64_rule, fp64_rule_state, max_rel_err
 
 
 def output_rewriting_backend(rewrite):
@@ -92,3 +95,43 @@ def test_max_rel_err():
     b = torch.tensor([1.0, -4.0, 2.0])
     assert max_rel_err(b, b) == 0.0
     assert max_rel_err(b + torch.tensor([0.0, 0.4, 0.0]), b) == pytest.approx(0.1)
+
+
+# ---- the fp64 rule (runs of many steps) -----------------------------------------------
+
+def _train_three(backend, steps=20):
+    """A small MLP trained with AdamW through `backend`, eagerly in fp32 and eagerly in fp64,
+    from the same weights on the same batches; returns the three state dicts."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    runs = {"compiled": model, "eager": copy.deepcopy(model), "ref": copy.deepcopy(model).double()}
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)) for _ in range(steps)]
+    for name, m in runs.items():
+        forward = compile_fresh(m, backend=backend) if name == "compiled" else m
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+        for x, y in batches:
+            if name == "ref":
+                x, y = x.double(), y.double()
+            opt.zero_grad()
+            (forward(x) - y).square().mean().backward()
+            opt.step()
+    return (runs["compiled"].state_dict(), runs["eager"].state_dict(), runs["ref"].state_dict())
+
+
+def test_fp64_rule_passes_a_faithful_backend():
+    fp64_rule_state(*_train_three(lambda gm, example_inputs: gm))
+
+
+def test_fp64_rule_catches_a_small_systematic_error():
+    # The model's outputs 1e-3 too large: each step's gradients point slightly elsewhere,
+    # and over 20 steps the parameters drift further from fp64 than eager fp32's rounding.
+    with pytest.raises(AssertionError, match="error against fp64"):
+        fp64_rule_state(*_train_three(output_rewriting_backend(nudge_floats)))
+
+
+def test_fp64_rule_wants_nonfinite_values_where_eager_has_them():
+    ref = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    eager = torch.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(AssertionError, match="NaN/inf"):
+        fp64_rule(torch.tensor([1.0, float("nan"), 3.0]), eager, ref)

@@ -2,10 +2,13 @@
 semantics training code hits (input mutation, aliasing outputs, layouts, empty and 0-d
 tensors, no_grad / inference_mode), each compared with eager.
 
-Metrics used below:
-- a loss matches when |loss_ember - loss_eager| <= 1e-4 * |loss_eager|;
-- a tensor (parameter, gradient, BatchNorm running stat) matches when
-  max|ember - eager| <= 1e-4 * max|eager| (helpers.max_rel_err), per tensor.
+Runs of many steps (20 AdamW steps) are judged by the fp64 rule (helpers.fp64_rule):
+ember and eager fp32 both train, and so does an fp64 copy of the model on the same
+batches; per step's loss and per final tensor (parameter, BatchNorm running stat), ember's
+error against fp64 is at most 3x eager fp32's plus 1e-5 relative. Eager fp32 itself
+drifts from fp64 over the steps by an amount that depends on the CPU's kernels (a
+machine with AVX-512 and AMX sums in other orders than one with AVX2), so comparing ember
+with eager fp32 directly would measure the machine.
 """
 import copy
 
@@ -16,10 +19,9 @@ import torch.nn.functional as F
 
 import ember
 from ember import backend as ember_backend
-from helpers import compile_fresh, max_rel_err
+from helpers import compile_fresh, fp64_rule, fp64_rule_state, max_rel_err
 
 STEPS = 20
-RTOL = 1e-4
 VOCAB = 1000
 
 # ATen ops a backward graph may call besides matmul and convolution, and why:
@@ -112,10 +114,15 @@ def train(model, make_loss, batches, compiled):
     return losses
 
 
-def run_both(build, make_loss, batches):
+def run_three(build, make_loss, batches):
+    """Trains the model eagerly in fp32, through ember in fp32, and eagerly in fp64 (the
+    reference), from the same weights on the same batches."""
     eager_model = build().train()
     ember_model = copy.deepcopy(eager_model)
+    ref_model = copy.deepcopy(eager_model).double()
     eager = train(eager_model, make_loss, batches, compiled=False)
+    ref = train(ref_model, make_loss, [tuple(t.double() if t.is_floating_point() else t for t in b)
+                                       for b in batches], compiled=False)
     records = []
     ember_backend._recorders.append(records)
     try:
@@ -123,36 +130,30 @@ def run_both(build, make_loss, batches):
     finally:
         ember_backend._recorders.remove(records)
     torch._dynamo.reset()
-    return {"eager": eager, "ember": compiled, "eager_model": eager_model, "ember_model": ember_model,
-            "records": records}
+    return {"eager": eager, "ember": compiled, "ref": ref, "eager_model": eager_model,
+            "ember_model": ember_model, "ref_model": ref_model, "records": records}
 
 
 @pytest.fixture(scope="module")
 def gpt2_run():
-    return run_both(gpt2, gpt2_loss, gpt2_batches(STEPS))
+    return run_three(gpt2, gpt2_loss, gpt2_batches(STEPS))
 
 
 @pytest.fixture(scope="module")
 def cnn_run():
-    return run_both(cnn, cnn_loss, cnn_batches(STEPS))
+    return run_three(cnn, cnn_loss, cnn_batches(STEPS))
 
 
 def assert_losses_match(run):
-    for step, (a, e) in enumerate(zip(run["ember"], run["eager"])):
-        assert abs(a - e) <= RTOL * abs(e), f"step {step}: loss {a} (ember) vs {e} (eager)"
+    for step, (a, e, r) in enumerate(zip(run["ember"], run["eager"], run["ref"])):
+        fp64_rule(a, e, r, f"step {step}: loss {a} (ember) vs {e} (eager fp32), {r} (fp64)")
     # The run trained: a constant loss would make the comparison vacuous.
-    assert run["eager"][-1] < run["eager"][0]
+    assert run["ref"][-1] < run["ref"][0]
 
 
 def assert_state_matches(run):
-    ember_state = run["ember_model"].state_dict()
-    for name, e in run["eager_model"].state_dict().items():
-        a = ember_state[name]
-        if e.is_floating_point():
-            err = max_rel_err(a, e)
-            assert err <= RTOL, f"{name}: max relative error {err:.3g}"
-        else:
-            assert torch.equal(a, e), name
+    fp64_rule_state(run["ember_model"].state_dict(), run["eager_model"].state_dict(),
+                    run["ref_model"].state_dict())
 
 
 def extern_ops(record):
@@ -381,11 +382,14 @@ def test_channels_last_conv_bn_training_step():
     expected.square().mean().backward()
     actual = compile_fresh(twin, backend="ember")(x)
     actual.square().mean().backward()
-    assert max_rel_err(actual, expected) <= RTOL
+    # One step: eager and ember call the same convolutions and differ only in the fused
+    # BatchNorm/ReLU kernels' summation order, so a tight tolerance holds on any CPU.
+    rtol = 1e-4
+    assert max_rel_err(actual, expected) <= rtol
     for (name, p), q in zip(model.named_parameters(), twin.parameters()):
-        assert max_rel_err(q.grad, p.grad) <= RTOL, name
+        assert max_rel_err(q.grad, p.grad) <= rtol, name
     for (name, b), c in zip(model.named_buffers(), twin.buffers()):
-        assert max_rel_err(c.double(), b.double()) <= RTOL, name
+        assert max_rel_err(c.double(), b.double()) <= rtol, name
 
 
 def test_zero_size_tensors_forward_and_backward():
