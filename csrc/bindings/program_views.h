@@ -41,6 +41,7 @@ inline nb::list buffers_at(const Program& p, const std::vector<bool>& in_memory,
     d["sizes"] = nb::cast(eval_dims(b.sizes, s));
     d["strides"] = nb::cast(eval_dims(b.strides, s));
     d["input_index"] = b.input_index;
+    d["opaque"] = b.opaque;
     d["arena_offset"] = arena.offset.empty() ? int64_t(-1) : arena.offset[b.id];
     d["in_memory"] = static_cast<bool>(in_memory.empty() ? true : in_memory[b.id]);
     out.append(d);

@@ -156,6 +156,7 @@ void print_ints(std::ostream& os, const std::vector<int64_t>& v, const std::vect
 
 std::string print_type(const TensorType& t) {
   if (!t.is_tensor) return "none";
+  if (t.opaque) return "opaque";
   std::ostringstream os;
   os << dtype_name(t.dtype) << '[';
   print_ints(os, t.sizes, t.sym_sizes);
@@ -275,6 +276,11 @@ class Parser {
     if (peek_word("none")) {
       expect_word("none");
       t.is_tensor = false;
+      return t;
+    }
+    if (peek_word("opaque")) {
+      expect_word("opaque");
+      t.opaque = true;
       return t;
     }
     t.dtype = dtype_from_name(identifier());

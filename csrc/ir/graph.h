@@ -15,6 +15,11 @@
 // - Floats always carry a '.', an exponent, or are inf/-inf/nan; ints never do.
 // - Types give dtype, sizes and strides (in elements) as eager would produce them.
 // - A trailing `internal` marks a decomposition's intermediate (Node::internal).
+// - `opaque` types a tensor ember does not model (a dtype it has no kernels for, such
+//   as u64 or complex; a sparse layout; a tensor on another device than the graph's,
+//   such as a CPU scalar in a CUDA graph). Only ATen reads or produces it: every node
+//   with an opaque operand or result runs as an ATen call, so one such value costs its
+//   own ops their fusion, never the whole graph its compile.
 // - Symbolic sizes (docs/dynamic_shapes.md): the header lists the symbols with their
 //   hints, `graph(s0=6, s1=5) {`; `%k = sym_input(i, s0) : none` binds s0 to runtime
 //   argument i; any size, stride or integer argument may be a size expression:
@@ -39,6 +44,7 @@ struct TensorType {
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
   bool is_tensor = true;  // false for outputs that are not tensors (printed `none`)
+  bool opaque = false;    // a tensor ember does not model (printed `opaque`); no dtype, no sizes
   // Symbolic graphs: each size and stride as a size expression over the graph's
   // symbols (csrc/ir/size_expr.h); then `sizes`/`strides` hold their hints. Empty
   // when every size is a constant.

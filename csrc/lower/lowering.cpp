@@ -81,6 +81,20 @@ LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts) {
   for (const auto& a : g.outputs) count(a, true);
 }
 
+bool LowerCtx::is_opaque(ValueRef r) const { return graph_.nodes.at(r.node).outputs.at(r.index).opaque; }
+
+std::optional<std::string> LowerCtx::opaque_reason(const Node& n) const {
+  for (const auto& t : n.outputs)
+    if (t.opaque) return std::string("its result is a tensor ember does not model (dtype, layout or device)");
+  std::function<bool(const Arg&)> reads_opaque = [&](const Arg& a) {
+    if (a.is_tensor() && is_opaque(a.ref)) return true;
+    return std::any_of(a.list.begin(), a.list.end(), reads_opaque);
+  };
+  for (const auto& a : n.args)
+    if (reads_opaque(a)) return std::string("it reads a tensor ember does not model (dtype, layout or device)");
+  return std::nullopt;
+}
+
 bool LowerCtx::output_used(int index) const { return used_outputs_.count({node_->id, index}) > 0; }
 
 const TensorIR& LowerCtx::tensor(const Arg& a) const {
@@ -318,6 +332,7 @@ void LowerCtx::lower_input(const Node& n) {
   }
   Buffer b;
   b.kind = Buffer::Kind::Input;
+  b.opaque = t.opaque;
   b.dtype = t.dtype;
   b.sizes = t.dims();
   b.strides = t.stride_dims();
@@ -333,7 +348,10 @@ void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
   call.reason = reason;
   int arg_index = 0;
   std::function<void(const Arg&)> collect = [&](const Arg& a) {
-    if (a.is_tensor()) {
+    if (a.is_tensor() && is_opaque(a.ref)) {  // ATen's own value, passed as it is
+      call.tensor_args.push_back(a.ref);
+      call.tensor_views.push_back(*value(a.ref).view);
+    } else if (a.is_tensor()) {
       const TensorIR& v = value(a.ref);
       // Layout changes for extern ops are for static graphs only.
       auto layout = graph_.symbols.empty() ? extern_input_layout(n, arg_index, hints(v.sizes)) : std::nullopt;
@@ -360,9 +378,10 @@ void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
     }
     Buffer b;
     b.kind = Buffer::Kind::Extern;
+    b.opaque = t.opaque;
     b.dtype = t.dtype;
     b.sizes = t.dims();
-    auto layout = graph_.symbols.empty() ? extern_output_layout(n, static_cast<int>(k)) : std::nullopt;
+    auto layout = graph_.symbols.empty() && !t.opaque ? extern_output_layout(n, static_cast<int>(k)) : std::nullopt;
     b.strides = layout ? to_dims(*layout) : t.stride_dims();
     b.extern_call = call_index;
     b.extern_output = static_cast<int>(k);
@@ -414,6 +433,10 @@ void LowerCtx::run(const Node& n) {
   }
   if (n.op == "sym_input") {  // binds a symbol: kernels read its value from the call
     values_[n.id].push_back(TensorIR{});
+    return;
+  }
+  if (std::optional<std::string> why = opaque_reason(n)) {
+    lower_extern(n, *why);
     return;
   }
   const auto& table = lowering_table();
@@ -475,7 +498,7 @@ void LowerCtx::finish() {
       // channels-last). Views of inputs keep their layout (they alias the input).
       const TensorType& type = graph_.nodes.at(a.ref.node).outputs.at(a.ref.index);
       const Dims type_strides = type.stride_dims();
-      bool dense = type.is_tensor && type.dims() == s.sizes && type.strides.size() == s.sizes.size() &&
+      bool dense = type.is_tensor && !type.opaque && type.dims() == s.sizes && type.strides.size() == s.sizes.size() &&
                    positive_strides(type_strides);
       if (dense && prog_.buffers[s.view->buffer].kind != Buffer::Kind::Input) {
         bool differs = false;

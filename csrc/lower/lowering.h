@@ -87,6 +87,8 @@ class LowerCtx {
   bool channels_last() const { return channels_last_; }
   // Whether output `index` of the node being lowered is read by another node or returned.
   bool output_used(int index) const;
+  // Whether a graph value is typed `opaque` (graph.h): ATen's alone.
+  bool is_opaque(ValueRef r) const;
 
   // Builders used by op lowerings.
   TensorIR from_view(const StridedView& v) const;
@@ -114,6 +116,8 @@ class LowerCtx {
   TensorIR commit(ComputedBuffer c);
   void lower_input(const Node& n);
   void lower_extern(const Node& n, const std::string& reason);
+  // Why `n` must run in ATen because it reads or returns an opaque value, if it does.
+  std::optional<std::string> opaque_reason(const Node& n) const;
   void after_node(const Node& n);
 
   const Graph& graph_;

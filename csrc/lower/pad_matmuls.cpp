@@ -143,7 +143,10 @@ class Padder {
     ExternCall& e = p_.externs[call];
     auto args = matmul_args(g_.nodes[e.node].op);
     size_t tensors = args && args->bias >= 0 ? 3 : 2;
-    if (!args || e.output_buffers.size() != 1 || e.output_buffers[0] < 0 || e.tensor_views.size() != tensors) {
+    bool opaque = std::any_of(e.tensor_views.begin(), e.tensor_views.end(),
+                              [&](const StridedView& v) { return p_.buffers[v.buffer].opaque; });
+    if (!args || opaque || e.output_buffers.size() != 1 || e.output_buffers[0] < 0 ||
+        e.tensor_views.size() != tensors || p_.buffers[e.output_buffers[0]].opaque) {
       p_.steps.push_back(step);
       return "";
     }

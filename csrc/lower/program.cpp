@@ -48,8 +48,9 @@ std::string print_program(const Program& p, const Graph& g) {
   std::ostringstream os;
   for (const auto& b : p.buffers) {
     if (b.kind != Buffer::Kind::Input) continue;
-    os << "buf" << b.id << " = input(" << b.input_index << ") : " << dtype_name(b.dtype);
-    print_ints(os, b.sizes);
+    os << "buf" << b.id << " = input(" << b.input_index << ") : ";
+    if (b.opaque) os << "opaque";
+    else os << dtype_name(b.dtype) << print_dims(b.sizes);
     os << '\n';
   }
   for (const auto& s : p.steps) {

@@ -31,6 +31,9 @@ struct Buffer {
   int input_index = -1;    // Input: which runtime argument
   int extern_call = -1;    // Extern: which call produced it
   int extern_output = 0;   // Extern: which output of that call
+  // An input or extern result ember does not model (graph type `opaque`): ATen's alone,
+  // never read by a kernel; no dtype, sizes or strides, no arena place.
+  bool opaque = false;
 
   Dim numel() const;
   Dim extent() const;  // elements of storage the layout spans (1 + max offset; strides >= 0)

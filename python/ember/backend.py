@@ -153,10 +153,20 @@ def build_runner(imported, attr_tensors: list, device: torch.device | None, cfg:
     return cg, GraphRunner(cg, imported, attr_tensors)
 
 
+class RunAsUserCode(Exception):
+    """Raised by compile_graph(user_fallback=True) for a graph that must run eagerly: the
+    backend then hands Dynamo its own graph, which runs the user's ops as eager does,
+    instead of the ATen graph traced from it (decomposed into many more, smaller ops)."""
+
+
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: str = "forward",
                   mode: str | None = None, front_end: str = "AOTAutograd", imported=None,
-                  static_inputs: list[int] | None = None):
-    """The runner of an ATen graph (`imported`: its import, when the caller made it)."""
+                  static_inputs: list[int] | None = None, user_fallback: bool = False, user_gm=None):
+    """The runner of an ATen graph (`imported`: its import, when the caller made it). A
+    graph that must run eagerly runs `gm` as it is, or, with `user_fallback`, raises
+    RunAsUserCode so that the backend runs the user's own graph. `user_gm`: Dynamo's graph,
+    when it takes the same arguments as `gm` (ember's front end), is what runs if the C
+    compiler, still running in the background when this returns, fails."""
     record, summary = _new_record(kind)
     record.front_end = summary["front_end"] = front_end
     if _recorders:
@@ -179,7 +189,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         if getattr(cg, "kernels_ready", True):
             _kernels_loaded(cfg, record, summary)
         else:
-            runner.wait_for_kernels(lambda: _finish_background_compile(gm, cfg, record, summary))
+            runner.wait_for_kernels(lambda: _finish_background_compile(user_gm or gm, cfg, record, summary))
         _use_cuda_graphs(runner, kind, mode, record.name, static_inputs)
         return runner
     except UnsupportedGraph as e:
@@ -187,11 +197,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         stats.count_fallback("unsupported")
         record.fallback_reason = str(e)
         logs.logger("fallback").info("graph %s runs eagerly: %s", record.name, e)
-        return _eager(gm)
     except Exception as e:  # an ember bug or a C compiler failure
         stats.count_graph(kind, time.perf_counter() - t0)
         _compile_failed(cfg, record, e)
-        return _eager(gm)
+    if user_fallback:
+        raise RunAsUserCode(record.fallback_reason)
+    return _eager(gm)
 
 
 def _kernels_loaded(cfg: Config, record: GraphRecord, summary: dict):
@@ -363,6 +374,13 @@ def make_backend(mode: str | None = None, options: dict | None = None):
 
     def backend(gm, example_inputs):
         stats.count_dynamo_compile()
+        try:
+            return traced_backend(gm, example_inputs)
+        except RunAsUserCode:
+            # Dynamo's own graph: the user's ops, run (and differentiated) as eager runs them.
+            return gm
+
+    def traced_backend(gm, example_inputs):
         if graph_device(example_inputs) is not None:
             drop_no_op_masks(gm)  # an all-true mask: attention runs unmasked, as in eager
             if not torch.is_grad_enabled():
@@ -377,10 +395,11 @@ def make_backend(mode: str | None = None, options: dict | None = None):
                                       torch._guards.CompileContext.current_compile_id(), reason)
         front_end = f"AOTAutograd ({reason})"
         if aot_cache.note_unused(cfg):
-            return _aot_autograd(cfg, mode, cached=False, front_end=front_end)(gm, example_inputs)
+            return _aot_autograd(cfg, mode, cached=False, front_end=front_end, user_fallback=True)(gm, example_inputs)
         before = stats.aot_cache_counts()
         with aot_cache.enabled(cfg, mode):
-            compiled = _aot_autograd(cfg, mode, cached=True, front_end=front_end)(gm, example_inputs)
+            compiled = _aot_autograd(cfg, mode, cached=True, front_end=front_end,
+                                     user_fallback=True)(gm, example_inputs)
         stats.count_aot_lookup(before)
         return compiled
 
@@ -393,9 +412,6 @@ def _compile_inference(gm, example_inputs, cfg: Config, mode: str | None):
     inference graph: (what Dynamo calls, None) or (None, why AOTAutograd must trace it)."""
     reason = aten_trace.ineligible_reason(gm, example_inputs)
     device = graph_device(example_inputs)
-    if reason is None and device is not None and aten_trace.is_symbolic(gm):
-        # Symbolic graphs through ember's front end are tested on the CPU only so far.
-        reason = "a CUDA graph with symbolic sizes (ember's trace of those has not run on a GPU yet)"
     if reason is not None:
         return None, reason
     static_inputs = aten_trace.static_inputs(gm)
@@ -418,7 +434,7 @@ def _compile_inference(gm, example_inputs, cfg: Config, mode: str | None):
     if key is not None:
         stats.count_graph_cache("miss")
     runner = compile_graph(traced.gm, example_inputs, cfg, "inference", mode, front_end="ember",
-                           imported=imported, static_inputs=static_inputs)
+                           imported=imported, static_inputs=static_inputs, user_fallback=True, user_gm=gm)
     if key is not None and isinstance(runner, GraphRunner):
         graph_cache.save(key, runner, cfg, mode)
     return _unboxed(runner), None
@@ -432,27 +448,43 @@ def _unboxed(runner):
     return call
 
 
-def _aot_autograd(cfg: Config, mode: str | None, cached: bool, front_end: str = "AOTAutograd"):
+def _aot_autograd(cfg: Config, mode: str | None, cached: bool, front_end: str = "AOTAutograd",
+                  user_fallback: bool = False):
     """AOTAutograd with ember's compilers, made per Dynamo graph: torch's AotAutograd wraps
     a SerializableAOTDispatchCompiler's backward compiler again on every call, so a shared
-    one would nest one more torch._dynamo.disable around every backward per graph compiled."""
+    one would nest one more torch._dynamo.disable around every backward per graph compiled.
+    With `user_fallback` a graph that must run eagerly raises RunAsUserCode (the backend
+    then runs Dynamo's graph); a backward compiled later, at the first backward pass
+    (outside the backend call), runs its own ATen graph instead."""
+    in_call = [False]
 
     def compiler(kind):
         def compile(gm, example_inputs):
-            return compile_graph(gm, example_inputs, cfg, kind, mode, front_end)
+            return compile_graph(gm, example_inputs, cfg, kind, mode, front_end,
+                                 user_fallback=user_fallback and in_call[0])
 
         return aot_cache.serializable(compile, cfg, mode, kind) if cached else compile
 
     # aot_autograd's default partitioner saves every forward value the backward reads;
     # the min-cut one saves a minimal set and recomputes cheap pointwise work in the
     # backward, where ember fuses it into the kernels that read it (as Inductor does).
-    return aot_autograd(
+    aot = aot_autograd(
         fw_compiler=compiler("forward"),
         bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
         decompositions=_LazyDecompositionTable(),
         partition_fn=_partition,
     )
+
+    def call(gm, example_inputs):
+        in_call[0] = True
+        try:
+            return aot(gm, example_inputs)
+        finally:
+            in_call[0] = False
+
+    call.kwargs = aot.kwargs  # what AOTAutograd is given (compilers, partitioner), for tests
+    return call
 
 
 def _partition(joint_module, joint_inputs, **kwargs):

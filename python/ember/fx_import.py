@@ -1,9 +1,12 @@
 """FX (ATen) graph -> ember's graph text (see csrc/ir/graph.h for the format).
 
 Arguments are written positionally, exactly as the op's schema lists them, with
-defaults filled in, so the C++ lowering reads them by index. Anything the text
-cannot express (a dtype ember does not know, a non-tensor value flowing between
-nodes) raises UnsupportedGraph, and the backend runs the graph eagerly. Symbolic
+defaults filled in, so the C++ lowering reads them by index. A tensor the IR does not
+model (a dtype ember has no kernels for, a sparse layout, a tensor on another device)
+is typed `opaque`: the ops that read or produce it run in ATen, the rest of the graph
+compiles. What the text cannot express at all (a non-tensor value flowing between
+nodes, a call that is not an ATen op) raises UnsupportedGraph, and the backend runs the
+graph as the user's code would. Symbolic
 sizes are written as size expressions over the graph's symbols
 (docs/dynamic_shapes.md).
 """
@@ -182,15 +185,23 @@ class _Symbols:
         return "graph(" + ", ".join(f"s{k}={h}" for k, h in enumerate(self.hints)) + ") {"
 
 
+def opaque_reason(v, device: str = "cpu") -> str | None:
+    """Why ember's IR does not model tensor `v` (the graph text then types it `opaque`,
+    and only ATen calls read or produce it), or None."""
+    if v.dtype not in DTYPE_NAMES:
+        return f"dtype {v.dtype}"
+    if v.layout != torch.strided:
+        return f"layout {v.layout}"
+    if (v.device.type if device == "cpu" else str(v.device)) != device:
+        return f"a tensor on {v.device} in a graph compiled for {device}"
+    return None
+
+
 def _type_text(v, symbols: _Symbols, device: str = "cpu") -> str:
     if not _is_tensor(v):
         return "none"
-    if v.dtype not in DTYPE_NAMES:
-        raise UnsupportedGraph(f"dtype {v.dtype} is not supported")
-    if v.layout != torch.strided:
-        raise UnsupportedGraph(f"layout {v.layout} is not supported")
-    if (v.device.type if device == "cpu" else str(v.device)) != device:
-        raise UnsupportedGraph(f"a value on {v.device} in a graph compiled for {device}")
+    if opaque_reason(v, device) is not None:
+        return "opaque"
     sizes = ",".join(symbols.text(s) for s in v.shape)
     strides = ",".join(symbols.text(s) for s in v.stride())
     return f"{DTYPE_NAMES[v.dtype]}[{sizes}]{{{strides}}}"
@@ -240,9 +251,9 @@ class _Writer:
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(self.value(x) for x in v) + "]"
         if isinstance(v, torch.dtype):
-            if v not in DTYPE_NAMES:
-                raise UnsupportedGraph(f"dtype {v} is not supported")
-            return f'"{DTYPE_NAMES[v]}"'
+            # A dtype ember has no kernels for: the node's result is opaque, so ATen runs it
+            # with the original argument (ImportedGraph.calls); no lowering reads this one.
+            return f'"{DTYPE_NAMES[v]}"' if v in DTYPE_NAMES else '"opaque"'
         if isinstance(v, torch.device):
             return f'"{v.type}"'
         if isinstance(v, (torch.layout, torch.memory_format)):

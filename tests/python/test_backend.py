@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import ember
-from helpers import check_compiled, load_examples
+from ember import backend as ember_backend
+from helpers import check_compiled, compile_fresh, load_examples
 
 
 def run_python(code, env_extra=None, cache_dir=None):
@@ -180,9 +181,54 @@ def test_unsafe_cache_dir_is_bypassed_not_used(tmp_path):
     assert stat.S_IMODE(os.stat(unsafe).st_mode) == 0o777  # never chmod a directory we did not create
 
 
-def test_unsupported_dtype_graph_runs_eagerly():
-    x = torch.randn(3, 3, dtype=torch.complex64)
-    check_compiled(lambda t: t * 2 + 1, x)
+def test_unsupported_dtype_runs_in_aten_and_the_rest_compiles():
+    # Values of dtypes ember has no kernels for (u64, complex) are `opaque` in the graph
+    # text: the ops that read or make them run in ATen, everything else in ember kernels;
+    # before, one such value sent the whole graph to eager.
+    def fn(x, y):
+        a = (x * 2 + 1).relu()
+        v = y.to(torch.uint64).to(torch.int64) + 3
+        c = torch.view_as_complex(x.reshape(4, 4, 2)).abs()
+        return a.sum(1) + v.float().mean() + c.sum()
+
+    records = []
+    ember_backend._recorders.append(records)
+    try:
+        check_compiled(fn, torch.randn(4, 8), torch.randint(0, 10, (4, 8)))
+    finally:
+        ember_backend._recorders.remove(records)
+    (record,) = records
+    assert record.fallback_reason is None and record.cg.kernels
+    opaque = [e for e in record.cg.externs if "does not model" in e["reason"]]
+    assert sorted(e["op"] for e in opaque) == ["aten._to_copy.default", "aten._to_copy.default",
+                                               "aten.abs.default", "aten.view_as_complex.default"], opaque
+    assert ": opaque" in record.imported.text
+
+
+def test_a_complex_graph_compiles_to_aten_calls():
+    check_compiled(lambda t: t * 2 + 1, torch.randn(3, 3, dtype=torch.complex64))
+
+
+def test_a_graph_that_must_run_eagerly_runs_the_users_ops(monkeypatch):
+    # A graph ember refuses (an internal error with the fallback on, here forced) runs as the
+    # user's code does: layer_norm stays one ATen call, not its decomposition's ops.
+    from ember.fx_import import UnsupportedGraph
+
+    def refuse(*args, **kwargs):
+        raise UnsupportedGraph("refused for the test")
+
+    monkeypatch.setattr(ember_backend, "build_runner", refuse)
+    fn = lambda t: torch.nn.functional.layer_norm(t, (8,)).relu() * 2  # noqa: E731
+    for requires_grad in (False, True):
+        x = torch.randn(4, 8, requires_grad=requires_grad)
+        compiled = compile_fresh(fn)
+        torch.testing.assert_close(compiled(x), fn(x))
+        with torch.profiler.profile() as prof:
+            out = compiled(x)
+            if requires_grad:
+                out.sum().backward()
+        ops = {e.name for e in prof.events()}
+        assert "aten::layer_norm" in ops and "aten::var_mean" not in ops, sorted(ops)
 
 
 def test_dynamic_shapes_run_eagerly_and_stay_correct():
@@ -298,7 +344,20 @@ def test_stats_count_training_graphs_and_eager_fallbacks():
     torch.compile(lambda t: (t * w).tanh().sum(), backend="ember")(torch.randn(3, 5)).backward()
     s = ember.stats()
     assert s["graphs_by_kind"] == {"forward": 1, "backward": 1} and s["codegen_runs"] == 2
-    torch.compile(lambda t: t * 2 + 1, backend="ember")(torch.randn(3, 3, dtype=torch.complex64))
+    from ember.fx_import import UnsupportedGraph
+
+    real = ember_backend.build_runner
+
+    def refuse_tanh(imported, *args, **kwargs):
+        if "aten.tanh" in imported.text:
+            raise UnsupportedGraph("refused for the test")
+        return real(imported, *args, **kwargs)
+
+    ember_backend.build_runner = refuse_tanh
+    try:
+        torch.compile(lambda t: t.tanh() * 2 + 1, backend="ember")(torch.randn(3, 3))
+    finally:
+        ember_backend.build_runner = real
     s = ember.stats()
     assert s["eager_fallbacks"] == 1 and s["eager_fallbacks_by_reason"] == {"unsupported": 1}
 
@@ -312,3 +371,19 @@ def test_explain_shows_counters():
     assert d["dynamo_compiles"] == 2 and d["recompiles"] == 1
     assert d["graphs_compiled"] == 2 and d["codegen_runs"] + d["eager_fallbacks"] == 2
     assert "counters: 2 graph(s) compiled" in str(report) and "1 recompilation(s)" in str(report)
+
+
+def test_runtime_runs_prims_convert_element_type_as_one_aten_call():
+    # The prim is a Python custom op; the runner calls ATen's _to_copy for it instead.
+    from ember.runtime import runtime_op
+
+    fast = runtime_op("prims::convert_element_type.default")
+    x = torch.randn(3, 4).t()
+    for dtype in (torch.float16, torch.float64, torch.int32):
+        expected = torch.ops.prims.convert_element_type.default(x, dtype)
+        actual = fast(x, dtype)
+        assert actual.dtype == dtype and actual.stride() == expected.stride()
+        torch.testing.assert_close(actual, expected)
+    with torch.profiler.profile() as prof:
+        fast(x, torch.float16)
+    assert "prims::convert_element_type" not in {e.name for e in prof.events()}

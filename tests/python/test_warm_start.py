@@ -90,7 +90,7 @@ def test_cuda_warm_process_loads_every_graph(tmp_path):
 def test_eager_graphs_are_not_cached_and_runtime_fallback_works_after_a_load(tmp_path):
     cold, _ = run_child(tmp_path, "fallbacks")
     warm, _ = run_child(tmp_path, "fallbacks")
-    # The complex graph runs eagerly and is compiled (attempted) again; embedding_bag's
+    # The refused graph runs eagerly and is compiled (attempted) again; embedding_bag's
     # graph is loaded, and its eager fallback (EagerReplay, no FX graph) gives eager's result.
     assert count(cold, "saved_graphs") == 1, cold
     assert warm["graphs_loaded"] == 1 and warm["graphs_compiled"] == 1, warm
