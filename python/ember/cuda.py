@@ -17,6 +17,7 @@ import time
 import torch
 
 from . import _core, counters as stats, logs
+from .fx_import import DTYPE_NAMES
 from .runtime import GraphRunner
 
 
@@ -85,6 +86,12 @@ class CudaGraphRunner(GraphRunner):
         self._replay = None  # mode="reduce-overhead": a CudaGraphReplay (cudagraphs.py)
         self._tuning = None  # max-autotune: the scratch bytes the first call times variants in
         self._tuning_scratch = None  # and that scratch, while the first call runs
+        # Inputs that are 0-d CPU tensors (fx_import types them as device values), found at
+        # the first call (Dynamo guards every input's device, so the set never changes).
+        self._host_inputs = None
+        # Constants on the CPU (a torch.tensor(...) in the model) move to the device once.
+        attr_tensors = [t.to(device) if isinstance(t, torch.Tensor) and t.device.type == "cpu" else t
+                        for t in attr_tensors]
         super().__init__(cg, imported, attr_tensors)
 
     def prepare_autotune(self):
@@ -113,9 +120,27 @@ class CudaGraphRunner(GraphRunner):
 
     def run(self, args):
         """One call of the graph's kernels and ATen calls, never a recording's replay."""
+        if self._host_inputs is None:
+            self._host_inputs = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and
+                                 a.device.type == "cpu" and a.dim() == 0 and a.dtype in DTYPE_NAMES]
+        if self._host_inputs:
+            args = self._inputs_to_device(args)
         if self._tuning is not None:
             return self._tuned_call(args)
         return GraphRunner.__call__(self, args)
+
+    def _inputs_to_device(self, args):
+        """`args` with its CPU scalars on the device: one host-to-device copy per dtype (a
+        decoder under dynamic=True has one per norm layer), stream-ordered, no device sync."""
+        args = list(args)
+        by_dtype = {}
+        for i in self._host_inputs:
+            by_dtype.setdefault(args[i].dtype, []).append(i)
+        for indices in by_dtype.values():
+            on_device = torch.stack([args[i] for i in indices]).to(self.device, non_blocking=True)
+            for i, value in zip(indices, on_device.unbind()):
+                args[i] = value
+        return args
 
     def _tuned_call(self, args):
         """The first call under max-autotune: its kernel steps time their kernels' launch

@@ -110,7 +110,10 @@ class CudaGraphReplay:
             if stays:
                 in_place.append((i, a.data_ptr()))
             else:
-                static_args[i] = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device).copy_(a)
+                # A CPU scalar (host_inputs in cuda.py) gets its static copy on the device:
+                # the recording must not copy from the host.
+                device = a.device if a.device.type != "cpu" else self._runner.device
+                static_args[i] = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=device).copy_(a)
                 copied.append(i)
         self._first[key] = _identities(args)
         device = self._runner.device

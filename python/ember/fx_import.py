@@ -185,22 +185,26 @@ class _Symbols:
         return "graph(" + ", ".join(f"s{k}={h}" for k, h in enumerate(self.hints)) + ") {"
 
 
-def opaque_reason(v, device: str = "cpu") -> str | None:
+def opaque_reason(v, device: str = "cpu", host_ok: bool = False) -> str | None:
     """Why ember's IR does not model tensor `v` (the graph text then types it `opaque`,
-    and only ATen calls read or produce it), or None."""
+    and only ATen calls read or produce it), or None. `host_ok`: a CPU tensor in a CUDA
+    graph is modelled, the runner moving it to the device (a 0-d input each call, a
+    constant once: cuda.py)."""
     if v.dtype not in DTYPE_NAMES:
         return f"dtype {v.dtype}"
     if v.layout != torch.strided:
         return f"layout {v.layout}"
+    if host_ok and v.device.type == "cpu" and device != "cpu":
+        return None
     if (v.device.type if device == "cpu" else str(v.device)) != device:
         return f"a tensor on {v.device} in a graph compiled for {device}"
     return None
 
 
-def _type_text(v, symbols: _Symbols, device: str = "cpu") -> str:
+def _type_text(v, symbols: _Symbols, device: str = "cpu", host_ok: bool = False) -> str:
     if not _is_tensor(v):
         return "none"
-    if opaque_reason(v, device) is not None:
+    if opaque_reason(v, device, host_ok) is not None:
         return "opaque"
     sizes = ",".join(symbols.text(s) for s in v.shape)
     strides = ",".join(symbols.text(s) for s in v.stride())
@@ -392,14 +396,17 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
                 continue
             if val is not None and not _is_tensor(val):
                 raise UnsupportedGraph(f"non-tensor graph input {node.name}")
-            w.ids[node] = (add_input(placeholders.index(node), _type_text(val, w.symbols, device)), 0)
+            # A 0-d CPU tensor input of a CUDA graph (a Python float Dynamo left unspecialized,
+            # such as a module's eps under dynamic=True) is moved to the device by the runner.
+            host_ok = val is not None and val.dim() == 0
+            w.ids[node] = (add_input(placeholders.index(node), _type_text(val, w.symbols, device, host_ok)), 0)
         elif node.op == "get_attr":
             val = getattr(gm, node.target)
             if not _is_tensor(val):
                 raise UnsupportedGraph(f"non-tensor attribute {node.target}")
             index = g.num_placeholders + len(g.attr_inputs)
             g.attr_inputs.append(node.target)
-            w.ids[node] = (add_input(index, _type_text(val, w.symbols, device)), 0)
+            w.ids[node] = (add_input(index, _type_text(val, w.symbols, device, host_ok=True)), 0)
         elif node.op in ("call_function", "call_method"):
             val = node.meta.get("val")
             if isinstance(val, (torch.SymInt, torch.SymFloat)) or _sizes(val):

@@ -414,3 +414,75 @@ def test_explain_shows_cuda_launches_and_autotune_choices():
     assert any("autotune" in k for k in kernels), kernels
     text = str(report)
     assert "autotune: " in text and " grid " in text, text
+
+
+# ---- values ember does not model, and CPU scalars, in CUDA graphs --------------------
+
+class _RMSNorm(torch.nn.Module):
+    """A float attribute (eps): under dynamic=True Dynamo passes it as a 0-d CPU tensor."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(width))
+        self.eps = 1e-6
+
+    def forward(self, x):
+        var = x.float().pow(2).mean(-1, keepdim=True)
+        return (x.float() * torch.rsqrt(var + self.eps)).to(x.dtype) * self.weight
+
+
+def _ember_records(fn):
+    from ember import backend as eb
+
+    records = []
+    eb._recorders.append(records)
+    try:
+        fn()
+    finally:
+        eb._recorders.remove(records)
+    return records
+
+
+@pytest.mark.parametrize("trace_inference", [True, False])
+def test_cpu_scalar_inputs_of_a_symbolic_graph_compile_into_its_kernels(trace_inference):
+    # dynamic=True makes the eps attribute a 0-d CPU input; the runner moves it to the
+    # device, so the add is fused, not an ATen call (before: the whole graph ran eagerly).
+    torch.manual_seed(0)
+    model = _RMSNorm(64).cuda().to(torch.bfloat16)
+    options = {"trace_inference": trace_inference, "fallback_on_error": False}
+
+    def run():
+        compiled = torch.compile(model, backend=ember.make_backend(None, options), dynamic=True)
+        for rows in (3, 17):
+            x = torch.randn(rows, 64, device="cuda", dtype=torch.bfloat16)
+            with torch.no_grad():
+                torch.testing.assert_close(compiled(x), model(x))
+
+    torch._dynamo.reset()
+    records = _ember_records(run)
+    assert records and all(r.fallback_reason is None for r in records)
+    for r in records:
+        assert all(e["op"].startswith(("aten.mm", "aten._scaled")) for e in r.cg.externs), r.cg.externs
+
+
+def test_cpu_scalar_input_with_reduce_overhead():
+    torch.manual_seed(0)
+    model = _RMSNorm(64).cuda()
+    compiled = compile_fresh(model, backend="ember", fullgraph=False, dynamic=True, mode="reduce-overhead")
+    for rows in (5, 9, 5):
+        x = torch.randn(rows, 64, device="cuda")
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_cpu_constant_and_an_unmodelled_dtype_in_a_cuda_graph():
+    def fn(x, y):
+        scaled = x * torch.tensor(2.5) + 1  # a CPU constant: moved to the device once
+        ints = y.to(torch.uint64).to(torch.int64)  # u64: opaque, two ATen calls
+        return scaled.relu().sum(-1) + ints.float().mean()
+
+    records = _ember_records(lambda: check_compiled(
+        fn, torch.randn(8, 32, device="cuda"), torch.randint(0, 9, (8, 32), device="cuda")))
+    (record,) = records
+    assert record.fallback_reason is None and record.cg.kernels
+    assert sorted(e["op"] for e in record.cg.externs) == ["aten._to_copy.default", "aten._to_copy.default"]
