@@ -1,0 +1,204 @@
+"""The suite's tables: one line per (model, variant, mode, threads) with eager / Inductor /
+ember side by side, the geomeans the acceptance criteria ask for, the top kernels of both
+backends wherever ember is slower than Inductor, and the re-measured reference rows
+against the stored ones."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+
+def _group(rows: list[dict]) -> dict:
+    """(model, variant, mode, threads) -> backend -> row; eager's default-mode row serves
+    every mode (eager has no modes). A later row of the same key replaces an earlier one."""
+    groups: dict = defaultdict(dict)
+    eager = {}
+    for r in rows:
+        if r.get("record", "row") != "row":
+            continue
+        k = (r["model"], r["variant"], r["mode"], r.get("threads"))
+        groups[k][r["backend"]] = r
+        if r["backend"] == "eager":
+            eager[(r["model"], r["variant"], r.get("threads"))] = r
+    for (model, variant, mode, threads), g in groups.items():
+        if "eager" not in g and (model, variant, threads) in eager:
+            g["eager"] = eager[(model, variant, threads)]
+    return {k: g for k, g in groups.items() if not (k[2] != "default" and set(g) == {"eager"})}
+
+
+def _ms(r):
+    return r.get("median_ms") if r and r.get("status") == "ok" else None
+
+
+def speedup(g: dict, over: str = "inductor", of: str = "ember") -> float | None:
+    a, b = _ms(g.get(over)), _ms(g.get(of))
+    return a / b if a and b else None
+
+
+def _f(v, spec=".2f", missing=""):
+    return missing if v is None else format(v, spec)
+
+
+def _state(r) -> str:
+    if r is None:
+        return ""
+    if r.get("status") in ("error", "timeout", "skipped"):
+        return r["status"][:4].upper()
+    return ""
+
+
+def _correct(r) -> str:
+    if r is None or r.get("backend") == "eager":
+        return ""
+    if "accurate" not in r:
+        return _state(r) or "?"
+    return "ok" if r["accurate"] else "NO"
+
+
+def _prof(r, field):
+    p = (r or {}).get("profile") or {}
+    return p.get(field)
+
+
+def table(rows: list[dict]) -> str:
+    head = (f"{'model':20} {'var':5} {'mode':5} {'thr':>3} {'eager ms':>9} {'ind ms':>9} {'ember ms':>9} "
+            f"{'vs ind':>6} {'vs eag':>6} {'ok i/e':>6} {'graphs':>6} {'brk':>3} {'fb':>2} "
+            f"{'e kern':>6} {'e aten':>6} {'i kern':>6} {'cold i/e s':>11} {'warm i/e s':>11} {'peak i/e MiB':>13}")
+    lines = [head]
+    for k, g in sorted(_group(rows).items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2], kv[0][3] or 0)):
+        model, variant, mode, threads = k
+        e, i, m = g.get("eager"), g.get("inductor"), g.get("ember")
+        em = (m or {}).get("ember", {})
+        dyn = (m or i or {}).get("dynamo", {})
+
+        def ms(r):
+            return _state(r) or _f(_ms(r), ".3f")
+
+        def pair(field, spec=".1f"):
+            return f"{_f((i or {}).get(field), spec, '-')}/{_f((m or {}).get(field), spec, '-')}"
+        peak = "peak_mib" if (m or i or {}).get("device") == "cuda" else "peak_rss_delta_mib"
+        mode_short = {"default": "def", "reduce-overhead": "ro"}.get(mode, mode[:5])
+        lines.append(
+            f"{model[:20]:20} {variant[:5]:5} {mode_short:5} {threads or '':>3} {ms(e):>9} {ms(i):>9} {ms(m):>9} "
+            f"{_f(speedup(g), '.2f'):>6} {_f(speedup(g, 'eager'), '.2f'):>6} "
+            f"{_correct(i) + '/' + _correct(m):>6} {_f(dyn.get('graphs'), 'd'):>6} {_f(dyn.get('graph_breaks'), 'd'):>3} "
+            f"{_f(em.get('eager_fallback_graphs'), 'd'):>2} "
+            f"{_f(((_prof(m, 'by_kind') or {}).get('ember') or {}).get('kernels_per_step'), '.0f'):>6} "
+            f"{_f(_prof(m, 'aten_calls_per_step'), '.0f'):>6} {_f(_prof(i, 'kernels_per_step'), '.0f'):>6} "
+            f"{pair('first_call_s'):>11} {pair('warm_first_call_s'):>11} {pair(peak, '.0f'):>13}")
+    return "\n".join(lines)
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def acceptance(rows: list[dict]) -> str:
+    """Per (device, threads): ember over Inductor geomean and minimum for inference and
+    training (default mode) and for reduce-overhead; ember over eager; cold first call
+    ember / Inductor; models correct; models with eager-fallback graphs."""
+    out = []
+    by_setting: dict = defaultdict(dict)
+    for k, g in _group(rows).items():
+        any_row = next(iter(g.values()))
+        by_setting[(any_row.get("device_name") or any_row.get("device"), k[3])][k] = g
+    for (device, threads), groups in sorted(by_setting.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)):
+        out.append(f"{device}{f', {threads} threads' if threads else ''}:")
+        for label, variant, mode in (("inference", "infer", "default"), ("training", "train", "default"),
+                                     ("inference, reduce-overhead", "infer", "reduce-overhead"),
+                                     ("training, reduce-overhead", "train", "reduce-overhead")):
+            sel = {k: g for k, g in groups.items() if k[1] == variant and k[2] == mode and "ember" in g}
+            if not sel:
+                continue
+            pairs = [(k[0], speedup(g)) for k, g in sel.items() if speedup(g)]
+            vs_eager = [(k[0], speedup(g, "eager")) for k, g in sel.items() if speedup(g, "eager")]
+            colds = [g["inductor"]["first_call_s"] / g["ember"]["first_call_s"] for g in sel.values()
+                     if g.get("inductor", {}).get("first_call_s") and g.get("ember", {}).get("first_call_s")]
+            embers = [g["ember"] for g in sel.values()]
+            correct = sum(1 for r in embers if r.get("accurate"))
+            checked = sum(1 for r in embers if "accurate" in r)
+            fallback = sorted(r["model"] for r in embers if (r.get("ember") or {}).get("eager_fallback_graphs"))
+            failed = sorted(r["model"] for r in embers if r.get("status") in ("error", "timeout"))
+            lo = min(pairs, key=lambda p: p[1]) if pairs else None
+            lo_e = min(vs_eager, key=lambda p: p[1]) if vs_eager else None
+            out.append(
+                f"  {label}: ember/Inductor geomean {_f(geomean([p[1] for p in pairs]), '.3f', 'n/a')}x over "
+                f"{len(pairs)} models, min {_f(lo and lo[1], '.2f', 'n/a')}x ({lo[0] if lo else '-'}); "
+                f"ember/eager geomean {_f(geomean([p[1] for p in vs_eager]), '.3f', 'n/a')}x, "
+                f"min {_f(lo_e and lo_e[1], '.2f', 'n/a')}x ({lo_e[0] if lo_e else '-'}); "
+                f"cold first call Inductor/ember geomean {_f(geomean(colds), '.2f', 'n/a')}x")
+            out.append(f"    correct {correct}/{checked} of {len(embers)} ember rows; eager-fallback graphs in "
+                       f"{len(fallback)}: {', '.join(fallback) or '-'}; failed: {', '.join(failed) or '-'}")
+    return "\n".join(out)
+
+
+def slower_profiles(rows: list[dict], top: int = 8) -> str:
+    """For each (model, variant, mode, threads) where ember is slower than Inductor, the top
+    kernels of both by device time (GPU) or CPU time (CPU)."""
+    out = []
+    for k, g in sorted(_group(rows).items()):
+        s = speedup(g)
+        if s is None or s >= 1.0:
+            continue
+        out.append(f"{k[0]} {k[1]} {k[2]}{f' {k[3]} threads' if k[3] else ''}: ember {s:.2f}x Inductor")
+        for backend in ("inductor", "ember"):
+            p = g[backend].get("profile")
+            if not p:
+                out.append(f"  {backend}: no profile ({g[backend].get('profile_error', 'not taken')})")
+                continue
+            unit = "device" if g[backend].get("device") == "cuda" else "cpu"
+            total = p.get("device_us_per_step", p.get("attributed_cpu_us_per_step"))
+            kinds = ", ".join(f"{kind} {v['kernels_per_step']:g}x {v['us_per_step']:.0f}us"
+                              for kind, v in sorted(p["by_kind"].items(), key=lambda kv: -kv[1]["us_per_step"]))
+            out.append(f"  {backend}: {total} us {unit} time per step ({kinds}); "
+                       f"ATen calls {p['aten_calls_per_step']}/step")
+            for t in p["top"][:top]:
+                ops = f"  [{t['ops']}]" if t.get("ops") else ""
+                out.append(f"    {t['us_per_step']:>10.1f} us {t['calls_per_step']:>5g}x {t['share']:>6.1%} "
+                           f"{t['kind']:<10} {t['name'][:90]}{ops[:80]}")
+    return "\n".join(out)
+
+
+def reference_check(rows: list[dict]) -> str:
+    """Re-measured reference rows over the stored ones (median time): near 1.0 when the
+    machine matches the one that measured them."""
+    out, ratios = [], []
+    for r in rows:
+        stored = r.get("ref_stored")
+        if stored and _ms(r):
+            ratio = r["median_ms"] / stored["median_ms"]
+            ratios.append(ratio)
+            threads = f" {r['threads']} threads" if r.get("threads") else ""
+            out.append(f"  {r['model']} {r['variant']} {r['backend']} {r['mode']}{threads}: "
+                       f"{r['median_ms']:.3f} ms now / {stored['median_ms']:.3f} ms stored = {ratio:.3f}")
+    if not out:
+        return ""
+    return (f"reference rows re-measured / stored: geomean {geomean(ratios):.3f} "
+            f"(range {min(ratios):.3f}-{max(ratios):.3f})\n" + "\n".join(out))
+
+
+def fingerprint_mismatches(rows: list[dict]) -> list[str]:
+    """Reused reference rows whose model differs from the ember row's (a stale cache)."""
+    out = []
+    for k, g in _group(rows).items():
+        fp = (g.get("ember") or {}).get("fingerprint")
+        for b in ("eager", "inductor"):
+            r = g.get(b)
+            if fp and r and r.get("source") == "cache" and r.get("fingerprint") and r["fingerprint"] != fp:
+                out.append(f"{k[0]} {k[1]} {b}: stored row's fingerprint {r['fingerprint']} != ember's {fp}")
+    return out
+
+
+def report(rows: list[dict]) -> str:
+    parts = [table(rows), "", acceptance(rows)]
+    prof = slower_profiles(rows)
+    if prof:
+        parts += ["", "Where ember is slower than Inductor, the top kernels of both:", prof]
+    ref = reference_check(rows)
+    if ref:
+        parts += ["", ref]
+    stale = fingerprint_mismatches(rows)
+    if stale:
+        parts += ["", "STALE reference rows (rerun them without the cache):"] + stale
+    return "\n".join(parts)

@@ -1,0 +1,369 @@
+"""The suite's runner: eager, TorchInductor and ember side by side on the suite's models, one
+fresh process per (model, variant, backend, mode, threads), JSON lines out, tables printed.
+
+    python benchmarks/suite/run.py [--device cuda|cpu] [--shard K/N] [--models a,b] [--families f,g]
+        [--backends eager,inductor,ember] [--modes default,reduce-overhead] [--train | --train-only]
+        [--threads 1,2] [--refs gpt2,resnet50] [--no-ref-cache] [--no-warm] [--budget S] [--timeout S]
+        [--out results.jsonl]
+    python benchmarks/suite/run.py summary FILES... [--update-refs [--replace-refs]]
+    python benchmarks/suite/run.py list [--device cuda|cpu] [--shard K/N]
+
+Per (model, variant, backend, mode, threads): a cold process on empty cache directories
+(first call, correctness, steady state, profile; measure.py), then a warm process on the
+caches it filled (first call only; --no-warm skips it). Eager has one process and no modes.
+
+GPU (the default where CUDA is): "full" sizes, bf16 inference, training under bf16
+autocast, modes default and reduce-overhead. CPU (--device cpu, issue 24): "small" sizes,
+fp32, at 1 and 2 threads (torch.set_num_threads and OMP_NUM_THREADS), with the CPU's model
+and capability (ATen's, and lscpu flags) recorded beside every row.
+
+Reference rows: eager and Inductor rows are reused from benchmarks/suite/refs/ (refcache.py)
+for this device name and torch version when stored; --refs names models re-measured on every
+backend anyway, and the summary prints their ratio to the stored rows. A run's measured
+rows are stored by `summary --update-refs` on its JSONL.
+
+Budget: each process gets --timeout seconds (a timeout row records what it measured); with
+--budget the run stops starting processes when less than a minute of it is left, and clips
+each process's timeout to what is left, so that a shard fits one device call.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(_HERE))
+# Run as a script, this folder is sys.path[0]: its modules are imported as the package
+# `suite` instead (a module here named like a stdlib one must not shadow it).
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+sys.path.insert(0, os.path.dirname(_HERE))
+
+from suite import measure, refcache, registry, report  # noqa: E402
+
+DEFAULTS = {
+    "cuda": {"size": "full", "modes": "default,reduce-overhead", "threads": "", "warmup": 5, "iters": 30,
+             "max_steady_s": 15.0, "profile_steps": 3, "timeout": 300.0},
+    "cpu": {"size": "small", "modes": "default", "threads": "1,2", "warmup": 3, "iters": 20,
+            "max_steady_s": 10.0, "profile_steps": 3, "timeout": 600.0},
+}
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
+             "amx_bf16", "amx_int8", "asimd", "sve")
+MIN_START_S = 60.0  # with --budget, no process starts with less than this left
+
+
+# ----------------------------------------------------------------------------- environment
+
+def environment(device: str) -> dict:
+    import torch
+
+    env = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "torch": torch.__version__,
+           "python": sys.version.split()[0], "cores": os.cpu_count(), "git": _git_commit(),
+           "cpu": measure._cpu_name(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+           "cpu_flags": [f for f in CPU_FLAGS if f in _cpu_flags()]}
+    for pkg in ("transformers", "timm", "torchvision"):
+        try:
+            env[pkg] = __import__(pkg).__version__ if pkg == "transformers" else _dist_version(pkg)
+        except Exception:
+            env[pkg] = None
+    if device == "cuda":
+        env["device_name"] = torch.cuda.get_device_name()
+        env["capability"] = "sm_%d%d" % torch.cuda.get_device_capability()
+    else:
+        env["device_name"] = env["cpu"]
+    return env
+
+
+def _dist_version(pkg: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return None
+
+
+def _cpu_flags() -> set:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=10)
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+# ----------------------------------------------------------------------------- processes
+
+def run_process(spec: dict, cache_dir: str | None, timeout: float) -> dict:
+    """One measuring process; its last result line, or a timeout / error row holding what
+    it printed before. Its own session, so a timeout kills Inductor's workers too."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if cache_dir:
+        env.update(TORCHINDUCTOR_CACHE_DIR=os.path.join(cache_dir, "inductor"),
+                   TRITON_CACHE_DIR=os.path.join(cache_dir, "triton"), EMBER_CACHE_DIR=os.path.join(cache_dir, "ember"))
+    for k in ("TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE", "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE"):
+        env.pop(k, None)
+    if spec.get("threads"):
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(spec["threads"])
+    cmd = [sys.executable, os.path.abspath(__file__), "child", json.dumps(spec)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    timed_out = False
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+    wall = round(time.perf_counter() - t0, 2)
+    row = None
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(measure.RESULT_TAG):
+            row = json.loads(line[len(measure.RESULT_TAG):])
+            break
+    if row is None:
+        row = {k: spec.get(k) for k in measure.ROW_KEYS}
+        row.update(status="error", error=f"exit {proc.returncode}, no result: {(stderr or stdout)[-800:]}")
+    if timed_out:
+        row.update(status="timeout", error=f"timeout after {timeout:.0f} s (the row holds what was measured before)")
+    elif row.get("status") not in ("ok", "skipped", "error"):
+        row.update(status="error", error=f"exit {proc.returncode} after '{row.get('status')}': {stderr[-800:]}")
+    row["process_wall_s"] = wall
+    return row
+
+
+class Runner:
+    def __init__(self, args, env: dict):
+        self.args, self.env = args, env
+        self.t_start = time.perf_counter()
+        self.out = open(args.out, "w") if args.out else None
+        self.rows: list[dict] = []
+        self.refs = {} if args.no_ref_cache else refcache.load(
+            refcache.path_for(env["device_name"], env["torch"], args.ref_dir))
+        self.ref_models = {m for m in args.refs.split(",") if m}
+        if self.out:
+            self._write({"record": "run", "argv": sys.argv[1:], **env})
+
+    def _write(self, row: dict):
+        if self.out:
+            self.out.write(json.dumps(row, default=str) + "\n")
+            self.out.flush()
+
+    def remaining(self) -> float:
+        if not self.args.budget:
+            return float("inf")
+        return self.args.budget - (time.perf_counter() - self.t_start)
+
+    def add(self, row: dict):
+        row.update(record="row", run_git=self.env["git"], run_date=self.env["date"])
+        if self.env.get("cpu_capability") and row.get("device") == "cpu":
+            row.setdefault("cpu_capability", self.env["cpu_capability"])
+            row.setdefault("cpu_flags", self.env["cpu_flags"])
+        self.rows.append(row)
+        self._write(row)
+        print(_progress(row), flush=True)
+
+    def measure(self, spec: dict):
+        """The row of one (model, variant, backend, mode, threads): stored, or measured cold
+        (and warm)."""
+        entry = registry.get(spec["model"])
+        base = {**spec, "version": entry.version, "device_name": self.env["device_name"], "torch": self.env["torch"]}
+        key = refcache.row_key(base)
+        stored = self.refs.get(key) if spec["backend"] in refcache.REF_BACKENDS else None
+        if stored and spec["model"] not in self.ref_models:
+            self.add({**stored, "source": "cache"})
+            return
+        if self.remaining() < MIN_START_S:
+            self.add({**base, "status": "skipped", "error": "the run's --budget is spent", "source": "measured"})
+            return
+        cache = None if spec["backend"] == "eager" else tempfile.mkdtemp(prefix="suite_")
+        try:
+            row = run_process({**spec, "phase": "cold"}, cache, min(self.args.timeout, self.remaining()))
+            warm_ok = row.get("status") == "ok" and cache and not self.args.no_warm
+            if warm_ok and self.remaining() >= MIN_START_S / 2:
+                warm = run_process({**spec, "phase": "warm"}, cache, min(self.args.timeout, self.remaining()))
+                row["warm_first_call_s"] = warm.get("first_call_s")
+                row["warm_call_s"] = warm.get("call_s")
+                row["warm_status"] = warm.get("status")
+                if warm.get("ember"):
+                    row["warm_ember"] = {k: warm["ember"].get(k) for k in ("graphs_compiled", "graphs_loaded", "front_end")}
+                if warm.get("error"):
+                    row["warm_error"] = warm["error"]
+        finally:
+            if cache:
+                shutil.rmtree(cache, ignore_errors=True)
+        row.update(source="measured", version=entry.version)
+        if stored:
+            row["ref_stored"] = {k: stored.get(k) for k in ("median_ms", "first_call_s", "run_date", "run_git")}
+        self.add(row)
+
+
+def _progress(row: dict) -> str:
+    what = f"{row['model']} {row['variant']} {row['backend']} {row['mode']}" + (
+        f" {row['threads']}t" if row.get("threads") else "")
+    if row.get("status") != "ok":
+        return f"  {what}: {row.get('status')} {row.get('error', '')[:200]}"
+    acc = "" if "accurate" not in row else (" correct" if row["accurate"] else " NOT CORRECT")
+    warm = f", warm {row['warm_first_call_s']} s" if row.get("warm_first_call_s") is not None else ""
+    src = " (stored)" if row.get("source") == "cache" else ""
+    return f"  {what}: {row.get('median_ms')} ms, first call {row.get('first_call_s')} s{warm}{acc}{src}"
+
+
+# ----------------------------------------------------------------------------- commands
+
+def plan(args) -> list[tuple[registry.Model, dict]]:
+    """(entry, spec) for every process group of the run, model by model."""
+    models = registry.select(args.models, args.families)
+    if args.shard:
+        k, n = (int(x) for x in args.shard.split("/"))
+        models = registry.shard(models, k, n)
+    variants = ["train"] if args.train_only else (["infer", "train"] if args.train else ["infer"])
+    threads = [int(t) for t in args.threads.split(",") if t] if args.device == "cpu" else [None]
+    out = []
+    for entry in models:
+        for variant in variants:
+            if variant == "train" and not entry.train:
+                continue
+            for t in threads:
+                for backend in args.backends.split(","):
+                    for mode in (["default"] if backend == "eager" else args.modes.split(",")):
+                        out.append((entry, {
+                            "model": entry.name, "variant": variant, "backend": backend, "mode": mode,
+                            "device": args.device, "size": args.size, "threads": t, "warmup": args.warmup,
+                            "iters": args.iters, "max_steady_s": args.max_steady_s,
+                            "profile_steps": args.profile_steps, "top": args.top, "check": not args.no_check}))
+    return out
+
+
+def cmd_run(args):
+    env = environment(args.device)
+    runner = Runner(args, env)
+    print(f"suite: {env['device_name']} ({env.get('capability') or env['cpu_capability']}), torch {env['torch']}, "
+          f"transformers {env['transformers']}, timm {env['timm']}, torchvision {env['torchvision']}, "
+          f"ember {env['git']}; {len(runner.refs)} stored reference rows", flush=True)
+    skipped = set()
+    for entry, spec in plan(args):
+        why = entry.missing()
+        if why is None and spec["mode"] == "reduce-overhead" and args.device == "cpu":
+            why = "reduce-overhead records CUDA graphs: GPU only"
+        if why:
+            if (entry.name, why) not in skipped:
+                skipped.add((entry.name, why))
+                runner.add({**spec, "version": entry.version, "status": "skipped", "error": why,
+                            "source": "measured", "device_name": env["device_name"], "torch": env["torch"]})
+            continue
+        runner.measure(spec)
+    print(f"\n{len(runner.rows)} rows in {time.perf_counter() - runner.t_start:.0f} s"
+          + (f", written to {args.out}" if args.out else "") + "\n", flush=True)
+    print(report.report(runner.rows), flush=True)
+
+
+def read_rows(paths: list[str]) -> list[dict]:
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    rows.append(json.loads(line))
+    return rows
+
+
+def cmd_summary(args):
+    rows = read_rows(args.files)
+    print(report.report([r for r in rows if r.get("record", "row") == "row"]))
+    if args.update_refs:
+        for path, n in refcache.update([r for r in rows if r.get("record", "row") == "row"], args.ref_dir,
+                                       replace=args.replace_refs).items():
+            print(f"{path}: {n} reference rows stored")
+
+
+def cmd_list(args):
+    models = registry.select(args.models, args.families)
+    shards = {}
+    if args.shard:
+        n = int(args.shard.split("/")[1])
+        for k in range(1, n + 1):
+            for m in registry.shard(models, k, n):
+                shards[m.name] = k
+    for m in models:
+        why = m.missing()
+        print(f"{m.name:20} {m.family:16} {m.source:12} train={'yes' if m.train else 'no ':3} "
+              f"dynamic={'yes' if m.dynamic_inputs else 'no ':3} weight={m.weight:<4}"
+              f"{f' shard={shards[m.name]}' if shards else ''}{f'  (skip: {why})' if why else ''}  {m.note}")
+    print(f"{len(models)} models, {sum(m.train for m in models)} with a training variant")
+
+
+def main(argv):
+    if argv and argv[0] == "child":
+        measure.main(argv[1:])
+        return
+    if argv and argv[0] == "summary":
+        p = argparse.ArgumentParser(prog="run.py summary")
+        p.add_argument("files", nargs="+")
+        p.add_argument("--update-refs", action="store_true", help="store measured eager/Inductor rows in refs/")
+        p.add_argument("--replace-refs", action="store_true", help="with --update-refs: replace stored rows")
+        p.add_argument("--ref-dir", default=refcache.REF_DIR, help="where --update-refs writes")
+        cmd_summary(p.parse_args(argv[1:]))
+        return
+    listing = bool(argv) and argv[0] == "list"
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=("cuda", "cpu"))
+    p.add_argument("--shard", default="", help="K/N: the K-th of N shards balanced by model weight")
+    p.add_argument("--models", default="", help="comma-separated names (run.py list shows them)")
+    p.add_argument("--families", default="", help="decoder, encoder, encoder-decoder, vision, audio, ...")
+    p.add_argument("--backends", default="eager,inductor,ember")
+    p.add_argument("--modes", help="default,reduce-overhead on the GPU; default on the CPU")
+    p.add_argument("--train", action="store_true", help="also the training variants")
+    p.add_argument("--train-only", action="store_true", help="only the training variants")
+    p.add_argument("--threads", help="CPU thread counts (default 1,2)")
+    p.add_argument("--size", choices=registry.SIZES, help="full on the GPU, small on the CPU by default")
+    p.add_argument("--refs", default="", help="models whose eager/Inductor rows are re-measured, not reused")
+    p.add_argument("--no-ref-cache", action="store_true", help="measure every row (reuse no stored row)")
+    p.add_argument("--ref-dir", default=refcache.REF_DIR, help="where stored reference rows are read")
+    p.add_argument("--no-warm", action="store_true", help="skip the warm first-call processes")
+    p.add_argument("--no-check", action="store_true", help="skip the correctness check (fp64 reference)")
+    p.add_argument("--budget", type=float, default=0.0, help="seconds for the whole run (0: none)")
+    p.add_argument("--timeout", type=float, help="seconds per process")
+    p.add_argument("--warmup", type=int)
+    p.add_argument("--iters", type=int)
+    p.add_argument("--max-steady-s", type=float)
+    p.add_argument("--profile-steps", type=int, help="profiled steps (0: no profile)")
+    p.add_argument("--top", type=int, default=12, help="top kernels kept per profile")
+    p.add_argument("--out", default="", help="JSON lines: one run line, then a row per measurement")
+    args = p.parse_args(argv[1:] if listing else argv)
+    if listing:
+        cmd_list(args)
+        return
+    if args.device is None:
+        import torch
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    for k, v in DEFAULTS[args.device].items():
+        if getattr(args, k, None) is None:
+            setattr(args, k, v)
+    cmd_run(args)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
