@@ -101,6 +101,14 @@ def _is_device(e) -> bool:
     return e.device_type != DeviceType.CPU
 
 
+def _kernel_events(events, cpu_events) -> list:
+    """The device events that ran on the device (kernels, copies): not the device-side
+    copies of record_function ranges (gpu_user_annotation), which carry the CPU range's name."""
+    ranges = {e.name for e in cpu_events if not e.name.startswith("aten::")}
+    return [e for e in events if _is_device(e) and not getattr(e, "is_user_annotation", False)
+            and e.name not in ranges and "annotation" not in str(getattr(e, "activity_type", "")).lower()]
+
+
 def _aten_ancestor(e) -> bool:
     p = e.cpu_parent
     while p is not None:
@@ -169,11 +177,9 @@ def summarize(events, steps: int, device: str, top: int = 12, kernel_ops: dict |
          "aten_calls": {k: round(v / steps, 2) for k, v in sorted(aten_calls.items(), key=lambda kv: -kv[1])[:20]}}
     totals, counts = {}, {}
     if device == "cuda":
-        for e in events:
-            if _is_device(e):
-                us = e.time_range.elapsed_us()
-                totals[e.name] = totals.get(e.name, 0.0) + us
-                counts[e.name] = counts.get(e.name, 0) + 1
+        for e in _kernel_events(events, cpu_events):
+            totals[e.name] = totals.get(e.name, 0.0) + e.time_range.elapsed_us()
+            counts[e.name] = counts.get(e.name, 0) + 1
     else:
         for e in cpu_events:
             kind = kernel_kind(e.name)

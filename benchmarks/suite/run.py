@@ -6,11 +6,14 @@ fresh process per (model, variant, backend, mode, threads), JSON lines out, tabl
         [--threads 1,2] [--refs gpt2,resnet50] [--no-ref-cache] [--no-warm] [--budget S] [--timeout S]
         [--out results.jsonl]
     python benchmarks/suite/run.py summary FILES... [--update-refs [--replace-refs]]
-    python benchmarks/suite/run.py list [--device cuda|cpu] [--shard K/N]
+    python benchmarks/suite/run.py list [--shard 1/N] [--backends ...] [--modes ...] [--train]
+                                        (models, shards and estimated GPU device time)
 
 Per (model, variant, backend, mode, threads): a cold process on empty cache directories
 (first call, correctness, steady state, profile; measure.py), then a warm process on the
 caches it filled (first call only; --no-warm skips it). Eager has one process and no modes.
+reduce-overhead runs one process, on the caches its default mode filled (the same kernels;
+its first call is then neither cold nor warm), unless --fresh-mode-caches.
 
 GPU (the default where CUDA is): "full" sizes, bf16 inference, training under bf16
 autocast, modes default and reduce-overhead. CPU (--device cpu, issue 24): "small" sizes,
@@ -24,7 +27,9 @@ rows are stored by `summary --update-refs` on its JSONL.
 
 Budget: each process gets --timeout seconds (a timeout row records what it measured); with
 --budget the run stops starting processes when less than a minute of it is left, and clips
-each process's timeout to what is left, so that a shard fits one device call.
+each process's timeout to what is left, so that a shard fits one device call; it ends by
+naming the models it did not reach. Where the Python image writes no .pyc files, the
+processes share a bytecode cache (--pycache).
 """
 from __future__ import annotations
 
@@ -57,6 +62,7 @@ DEFAULTS = {
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
              "amx_bf16", "amx_int8", "asimd", "sve")
 MIN_START_S = 60.0  # with --budget, no process starts with less than this left
+PYCACHE = [""]  # PYTHONPYCACHEPREFIX of the measuring processes ("": Python's default)
 
 
 # ----------------------------------------------------------------------------- environment
@@ -79,6 +85,24 @@ def environment(device: str) -> dict:
     else:
         env["device_name"] = env["cpu"]
     return env
+
+
+def pycache_prefix(choice: str) -> str:
+    """Where measuring processes keep Python's bytecode. "auto": a directory under the
+    temp dir where torch's own .pyc files are missing (an image that does not write them:
+    every process would compile torch's sources again, ~1.5 s of each first call and more
+    of each import); else Python's default. "off": Python's default."""
+    import importlib.util
+
+    import torch
+
+    if choice == "off":
+        return ""
+    if choice != "auto":
+        return choice
+    if os.path.exists(importlib.util.cache_from_source(torch.__file__)):
+        return ""
+    return os.path.join(tempfile.gettempdir(), "suite-pycache")
 
 
 def _dist_version(pkg: str) -> str | None:
@@ -114,10 +138,14 @@ def _git_commit() -> str | None:
 
 # ----------------------------------------------------------------------------- processes
 
-def run_process(spec: dict, cache_dir: str | None, timeout: float) -> dict:
+def run_process(spec: dict, cache_dir: str | None, timeout: float, budget_clipped: bool = False) -> dict:
     """One measuring process; its last result line, or a timeout / error row holding what
-    it printed before. Its own session, so a timeout kills Inductor's workers too."""
+    it printed before. Its own session, so a timeout kills Inductor's workers too. A process
+    stopped because the run's budget ran out (`budget_clipped`) is "skipped", not a timeout."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if PYCACHE[0]:
+        env["PYTHONPYCACHEPREFIX"] = PYCACHE[0]
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     if cache_dir:
         env.update(TORCHINDUCTOR_CACHE_DIR=os.path.join(cache_dir, "inductor"),
                    TRITON_CACHE_DIR=os.path.join(cache_dir, "triton"), EMBER_CACHE_DIR=os.path.join(cache_dir, "ember"))
@@ -145,7 +173,9 @@ def run_process(spec: dict, cache_dir: str | None, timeout: float) -> dict:
     if row is None:
         row = {k: spec.get(k) for k in measure.ROW_KEYS}
         row.update(status="error", error=f"exit {proc.returncode}, no result: {(stderr or stdout)[-800:]}")
-    if timed_out:
+    if timed_out and budget_clipped:
+        row.update(status="skipped", error=f"the run's --budget ran out during the process ({timeout:.0f} s)")
+    elif timed_out:
         row.update(status="timeout", error=f"timeout after {timeout:.0f} s (the row holds what was measured before)")
     elif row.get("status") not in ("ok", "skipped", "error"):
         row.update(status="error", error=f"exit {proc.returncode} after '{row.get('status')}': {stderr[-800:]}")
@@ -162,6 +192,7 @@ class Runner:
         self.refs = {} if args.no_ref_cache else refcache.load(
             refcache.path_for(env["device_name"], env["torch"], args.ref_dir))
         self.ref_models = {m for m in args.refs.split(",") if m}
+        self.caches: dict[tuple, str] = {}
         if self.out:
             self._write({"record": "run", "argv": sys.argv[1:], **env})
 
@@ -197,26 +228,57 @@ class Runner:
         if self.remaining() < MIN_START_S:
             self.add({**base, "status": "skipped", "error": "the run's --budget is spent", "source": "measured"})
             return
-        cache = None if spec["backend"] == "eager" else tempfile.mkdtemp(prefix="suite_")
-        try:
-            row = run_process({**spec, "phase": "cold"}, cache, min(self.args.timeout, self.remaining()))
-            warm_ok = row.get("status") == "ok" and cache and not self.args.no_warm
-            if warm_ok and self.remaining() >= MIN_START_S / 2:
-                warm = run_process({**spec, "phase": "warm"}, cache, min(self.args.timeout, self.remaining()))
-                row["warm_first_call_s"] = warm.get("first_call_s")
-                row["warm_call_s"] = warm.get("call_s")
-                row["warm_status"] = warm.get("status")
-                if warm.get("ember"):
-                    row["warm_ember"] = {k: warm["ember"].get(k) for k in ("graphs_compiled", "graphs_loaded", "front_end")}
-                if warm.get("error"):
-                    row["warm_error"] = warm["error"]
-        finally:
-            if cache:
-                shutil.rmtree(cache, ignore_errors=True)
+        cache, shared = self._cache_dir(spec)
+        row = run_process({**spec, "phase": "cold"}, cache, *self._timeout())
+        if cache:
+            row["first_call_cache"] = "default mode's" if shared else "empty"
+        warm_ok = row.get("status") == "ok" and cache and not shared and not self.args.no_warm
+        if warm_ok and self.remaining() >= MIN_START_S / 2:
+            warm = run_process({**spec, "phase": "warm"}, cache, *self._timeout())
+            row["warm_first_call_s"] = warm.get("first_call_s")
+            row["warm_call_s"] = warm.get("call_s")
+            row["warm_status"] = warm.get("status")
+            if warm.get("ember"):
+                row["warm_ember"] = {k: warm["ember"].get(k) for k in ("graphs_compiled", "graphs_loaded", "front_end")}
+            if warm.get("error"):
+                row["warm_error"] = warm["error"]
         row.update(source="measured", version=entry.version)
         if stored:
             row["ref_stored"] = {k: stored.get(k) for k in ("median_ms", "first_call_s", "run_date", "run_git")}
         self.add(row)
+
+
+    def _timeout(self) -> tuple[float, bool]:
+        """(a process's timeout, whether the budget's end set it)."""
+        left = self.remaining()
+        return (left, True) if left < self.args.timeout else (self.args.timeout, False)
+
+    def unmeasured(self) -> list[str]:
+        """Models with a row the budget skipped: what a further run must measure."""
+        return sorted({r["model"] for r in self.rows if r.get("status") == "skipped" and "budget" in r.get("error", "")})
+
+    def _cache_dir(self, spec: dict) -> tuple[str | None, bool]:
+        """(cache directory, whether it is the default mode's). A default-mode process gets
+        an empty one; another mode's process (reduce-overhead) gets the one its default mode
+        filled in this run, unless --fresh-mode-caches: its compiled kernels are the same, and
+        the device time of a second cold compile buys no figure the suite asks for. Kept
+        until the model's rows are done (finish_model)."""
+        if spec["backend"] == "eager":
+            return None, False
+        key = (spec["model"], spec["variant"], spec["backend"], spec["threads"])
+        if spec["mode"] != "default" and key in self.caches and not self.args.fresh_mode_caches:
+            return self.caches[key], True
+        path = tempfile.mkdtemp(prefix="suite_")
+        if spec["mode"] == "default":
+            self.caches[key] = path
+        else:
+            self.caches[(*key, spec["mode"])] = path
+        return path, False
+
+    def finish_model(self):
+        for path in self.caches.values():
+            shutil.rmtree(path, ignore_errors=True)
+        self.caches.clear()
 
 
 def _progress(row: dict) -> str:
@@ -235,6 +297,8 @@ def _progress(row: dict) -> str:
 def plan(args) -> list[tuple[registry.Model, dict]]:
     """(entry, spec) for every process group of the run, model by model."""
     models = registry.select(args.models, args.families)
+    if args.train_only:
+        models = [m for m in models if m.train]
     if args.shard:
         k, n = (int(x) for x in args.shard.split("/"))
         models = registry.shard(models, k, n)
@@ -247,7 +311,8 @@ def plan(args) -> list[tuple[registry.Model, dict]]:
                 continue
             for t in threads:
                 for backend in args.backends.split(","):
-                    for mode in (["default"] if backend == "eager" else args.modes.split(",")):
+                    modes = sorted(args.modes.split(","), key=lambda m: m != "default")  # default first
+                    for mode in (["default"] if backend == "eager" else modes):
                         out.append((entry, {
                             "model": entry.name, "variant": variant, "backend": backend, "mode": mode,
                             "device": args.device, "size": args.size, "threads": t, "warmup": args.warmup,
@@ -258,12 +323,17 @@ def plan(args) -> list[tuple[registry.Model, dict]]:
 
 def cmd_run(args):
     env = environment(args.device)
+    PYCACHE[0] = env["pycache_prefix"] = pycache_prefix(args.pycache)
     runner = Runner(args, env)
     print(f"suite: {env['device_name']} ({env.get('capability') or env['cpu_capability']}), torch {env['torch']}, "
           f"transformers {env['transformers']}, timm {env['timm']}, torchvision {env['torchvision']}, "
           f"ember {env['git']}; {len(runner.refs)} stored reference rows", flush=True)
     skipped = set()
+    current = None
     for entry, spec in plan(args):
+        if entry.name != current:
+            runner.finish_model()
+            current = entry.name
         why = entry.missing()
         if why is None and spec["mode"] == "reduce-overhead" and args.device == "cpu":
             why = "reduce-overhead records CUDA graphs: GPU only"
@@ -274,9 +344,13 @@ def cmd_run(args):
                             "source": "measured", "device_name": env["device_name"], "torch": env["torch"]})
             continue
         runner.measure(spec)
+    runner.finish_model()
     print(f"\n{len(runner.rows)} rows in {time.perf_counter() - runner.t_start:.0f} s"
           + (f", written to {args.out}" if args.out else "") + "\n", flush=True)
     print(report.report(runner.rows), flush=True)
+    left = runner.unmeasured()
+    if left:
+        print(f"\nthe budget ran out before these models were measured: rerun with --models {','.join(left)}", flush=True)
 
 
 def read_rows(paths: list[str]) -> list[dict]:
@@ -299,20 +373,56 @@ def cmd_summary(args):
             print(f"{path}: {n} reference rows stored")
 
 
+# Device seconds of one process on the GPU machine, for planning shards (`list`): a
+# process's start (imports, building the model) plus its work, for a model of weight 1.
+# Guesses from the anchors (Inductor cold 10-40 s, warm ~3 s; ember cold ~1/3 of
+# Inductor's) until the first runs replace them: each row records its process_wall_s.
+PROCESS_S = {("eager", "cold"): 12, ("inductor", "cold"): 33, ("inductor", "warm"): 9,
+             ("inductor", "shared"): 25, ("ember", "cold"): 18, ("ember", "warm"): 9, ("ember", "shared"): 14}
+TRAIN_FACTOR = 1.35  # a training graph pair compiles and runs longer
+
+
+def estimate_s(spec: dict, entry: registry.Model, modes: list[str], warm: bool = True) -> float:
+    """Estimated device seconds of the processes of one spec (see PROCESS_S)."""
+    b = spec["backend"]
+    if b == "eager":
+        phases = ["cold"]
+    elif spec["mode"] != "default" and "default" in modes:
+        phases = ["shared"]
+    else:
+        phases = ["cold", "warm"] if warm else ["cold"]
+    scale = entry.weight * (TRAIN_FACTOR if spec["variant"] == "train" else 1.0)
+    return sum(PROCESS_S[(b, p)] * (scale if p != "warm" else 1.0) for p in phases)
+
+
 def cmd_list(args):
     models = registry.select(args.models, args.families)
+    if args.train_only:
+        models = [m for m in models if m.train]
     shards = {}
-    if args.shard:
-        n = int(args.shard.split("/")[1])
-        for k in range(1, n + 1):
-            for m in registry.shard(models, k, n):
-                shards[m.name] = k
+    n = int(args.shard.split("/")[1]) if args.shard else 1
+    for k in range(1, n + 1):
+        for m in registry.shard(models, k, n):
+            shards[m.name] = k
+    args.device = args.device or "cuda"
+    for k, v in DEFAULTS[args.device].items():
+        if getattr(args, k, None) is None:
+            setattr(args, k, v)
+    args.shard = ""
+    cost: dict[str, float] = {}
+    for entry, spec in plan(args):
+        cost[entry.name] = cost.get(entry.name, 0.0) + estimate_s(spec, entry, args.modes.split(","), not args.no_warm)
     for m in models:
         why = m.missing()
         print(f"{m.name:20} {m.family:16} {m.source:12} train={'yes' if m.train else 'no ':3} "
-              f"dynamic={'yes' if m.dynamic_inputs else 'no ':3} weight={m.weight:<4}"
-              f"{f' shard={shards[m.name]}' if shards else ''}{f'  (skip: {why})' if why else ''}  {m.note}")
-    print(f"{len(models)} models, {sum(m.train for m in models)} with a training variant")
+              f"dynamic={'yes' if m.dynamic_inputs else 'no ':3} weight={m.weight:<4} shard={shards[m.name]:<3}"
+              f"~{cost.get(m.name, 0):4.0f} s{f'  (skip here: {why})' if why else ''}  {m.note}")
+    per_shard = [sum(cost.get(m, 0.0) for m, k in shards.items() if k == i) for i in range(1, n + 1)]
+    print(f"{len(models)} models, {sum(m.train for m in models)} with a training variant; estimated GPU device time "
+          f"for --backends {args.backends} --modes {args.modes}{' --train' if args.train else ''}"
+          f"{' --train-only' if args.train_only else ''}{' --no-warm' if args.no_warm else ''}: "
+          f"{sum(per_shard) / 60:.0f} min; per shard (of {n}) "
+          + ", ".join(f"{s / 60:.1f}" for s in per_shard) + " min")
 
 
 def main(argv):
@@ -343,7 +453,10 @@ def main(argv):
     p.add_argument("--no-ref-cache", action="store_true", help="measure every row (reuse no stored row)")
     p.add_argument("--ref-dir", default=refcache.REF_DIR, help="where stored reference rows are read")
     p.add_argument("--no-warm", action="store_true", help="skip the warm first-call processes")
+    p.add_argument("--fresh-mode-caches", action="store_true",
+                   help="reduce-overhead on empty caches (cold and warm first calls) instead of the default mode's")
     p.add_argument("--no-check", action="store_true", help="skip the correctness check (fp64 reference)")
+    p.add_argument("--pycache", default="auto", help="PYTHONPYCACHEPREFIX of the processes: auto, off or a path")
     p.add_argument("--budget", type=float, default=0.0, help="seconds for the whole run (0: none)")
     p.add_argument("--timeout", type=float, help="seconds per process")
     p.add_argument("--warmup", type=int)

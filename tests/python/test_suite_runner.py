@@ -175,10 +175,11 @@ def test_timeout_and_budget_rows(tmp_path):
          "--out", str(out), "--no-ref-cache"])
     row = rows_of(out)[1]
     assert row["status"] == "timeout" and "timeout after" in row["error"]
-    run(["--device", "cpu", "--models", "gather_block,scan_block", "--backends", "eager", "--threads", "1",
-         "--budget", "1", "--out", str(out), "--no-ref-cache"])
+    text = run(["--device", "cpu", "--models", "gather_block,scan_block", "--backends", "eager", "--threads", "1",
+                "--budget", "1", "--out", str(out), "--no-ref-cache"])
     rows = rows_of(out)[1:]
     assert len(rows) == 2 and all(r["status"] == "skipped" and "budget" in r["error"] for r in rows)
+    assert "rerun with --models gather_block,scan_block" in text
 
 
 def test_unavailable_models_skip_with_a_reason(tmp_path):
@@ -189,3 +190,58 @@ def test_unavailable_models_skip_with_a_reason(tmp_path):
     run(["--device", "cpu", "--models", missing[0].name, "--threads", "1", "--out", str(out), "--no-ref-cache"])
     rows = rows_of(out)[1:]
     assert rows and all(r["status"] == "skipped" and "not installed" in r["error"] for r in rows)
+
+
+def test_reduce_overhead_shares_the_default_modes_caches():
+    import argparse
+
+    from suite import run as run_module
+
+    runner = run_module.Runner.__new__(run_module.Runner)
+    runner.caches, runner.args = {}, argparse.Namespace(fresh_mode_caches=False)
+    spec = {"model": "m", "variant": "infer", "backend": "inductor", "threads": None}
+    default, shared = runner._cache_dir({**spec, "mode": "default"})
+    assert not shared and os.path.isdir(default)
+    assert runner._cache_dir({**spec, "mode": "reduce-overhead"}) == (default, True)
+    assert runner._cache_dir({**spec, "backend": "eager", "mode": "default"}) == (None, False)
+    runner.args.fresh_mode_caches = True
+    fresh, shared = runner._cache_dir({**spec, "mode": "reduce-overhead"})
+    assert fresh != default and not shared
+    runner.finish_model()
+    assert not os.path.exists(default) and not os.path.exists(fresh) and runner.caches == {}
+
+
+def test_gpu_profile_summary_from_events():
+    """The GPU branch of the profile summary, on events shaped as torch.profiler gives them:
+    kernels by kind, ATen calls that launched a kernel, and no annotation counted as a kernel."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    def event(name, us, device=False, parent=None, annotation=False):
+        e = SimpleNamespace(name=name, device_type=DeviceType.CUDA if device else DeviceType.CPU,
+                            time_range=SimpleNamespace(elapsed_us=lambda: us), cpu_parent=parent, cpu_children=[],
+                            kernels=[], is_user_annotation=annotation)
+        if parent is not None:
+            parent.cpu_children.append(e)
+        return e
+
+    step = event(profiling.STEP_NAME, 100.0)
+    mm = event("aten::mm", 20.0, parent=step)
+    event("cudaLaunchKernel", 3.0, parent=mm)
+    add = event("aten::add", 5.0, parent=step)
+    event("cudaLaunchKernel", 3.0, parent=add)
+    event("aten::view", 1.0, parent=step)
+    events = [step] + step.cpu_children + mm.cpu_children + add.cpu_children + [
+        event(profiling.STEP_NAME, 90.0, device=True, annotation=True),
+        event("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 30.0, device=True),
+        event("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>", 5.0,
+              device=True),
+        event("ember_k0", 10.0, device=True), event("ember_k0", 10.0, device=True)]
+    p = profiling.summarize(events, 1, "cuda", kernel_ops={"ember_k0": "add,mul"})
+    assert p["aten_calls"] == {"aten::mm": 1.0, "aten::add": 1.0} and p["aten_metadata_calls_per_step"] == 1.0
+    assert p["by_kind"] == {"gemm": {"kernels_per_step": 1.0, "us_per_step": 30.0},
+                            "aten": {"kernels_per_step": 1.0, "us_per_step": 5.0},
+                            "ember": {"kernels_per_step": 2.0, "us_per_step": 20.0}}
+    assert p["device_us_per_step"] == 55.0 and p["kernels_per_step"] == 4.0 and p["step_us"] == 100.0
+    assert [t["name"][:8] for t in p["top"]] == ["sm90_xmm", "ember_k0", "void at:"] and p["top"][1]["ops"] == "add,mul"

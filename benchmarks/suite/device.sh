@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# On the GPU machine: builds ember (scikit-build-core reuses build/ when an earlier call on
+# the same machine left it: incremental), then runs the suite's runner with the arguments
+# given, e.g.
+#   bash benchmarks/suite/device.sh --shard 1/8 --budget 450 --out $OUT/s1.jsonl
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+t0=$(date +%s)
+CC=${CC:-/usr/bin/gcc} CXX=${CXX:-/usr/bin/g++} python3 -m pip install -q --no-build-isolation -e .
+echo "ember built in $(( $(date +%s) - t0 )) s"
+exec python3 benchmarks/suite/run.py "$@"
