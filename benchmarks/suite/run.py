@@ -191,7 +191,7 @@ class Runner:
         self.rows: list[dict] = []
         self.refs = {} if args.no_ref_cache else refcache.load(
             refcache.path_for(env["device_name"], env["torch"], args.ref_dir))
-        self.ref_models = {m for m in args.refs.split(",") if m}
+        self.ref_models = {registry.get(m).name for m in args.refs.split(",") if m}  # unknown names fail
         self.caches: dict[tuple, str] = {}
         if self.out:
             self._write({"record": "run", "argv": sys.argv[1:], **env})
