@@ -6,6 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 t0=$(date +%s)
-CC=${CC:-/usr/bin/gcc} CXX=${CXX:-/usr/bin/g++} python3 -m pip install -q --no-build-isolation -e .
+# The image's default compiler (its CC/CXX) links libstdc++ statically: a second copy of
+# the C++ runtime beside torch's crashes in iostreams. /usr/bin's GCC, whatever CC says;
+# a build directory configured with another compiler is configured again.
+if grep -qs "CMAKE_CXX_COMPILER:.*=" build/cp3*/CMakeCache.txt && \
+   ! grep -qs "CMAKE_CXX_COMPILER:[A-Z]*=/usr/bin/g++" build/cp3*/CMakeCache.txt; then
+  rm -rf build/cp3*
+fi
+CC=/usr/bin/gcc CXX=/usr/bin/g++ python3 -m pip install -q --no-build-isolation -e .
 echo "ember built in $(( $(date +%s) - t0 )) s"
 exec python3 benchmarks/suite/run.py "$@"
