@@ -104,7 +104,10 @@ def _is_device(e) -> bool:
 def _kernel_events(events, cpu_events) -> list:
     """The device events that ran on the device (kernels, copies): not the device-side
     copies of record_function ranges (gpu_user_annotation), which carry the CPU range's name."""
-    ranges = {e.name for e in cpu_events if not e.name.startswith("aten::")}
+    # A CPU range's name on a device event is its annotation copy, unless the name is a
+    # kernel's: Inductor launches each Triton kernel inside a CPU range named after it, and
+    # those kernels must count.
+    ranges = {e.name for e in cpu_events if not e.name.startswith("aten::") and kernel_kind(e.name) == "other"}
     return [e for e in events if _is_device(e) and not getattr(e, "is_user_annotation", False)
             and e.name not in ranges and "annotation" not in str(getattr(e, "activity_type", "")).lower()]
 

@@ -245,3 +245,20 @@ def test_gpu_profile_summary_from_events():
                             "ember": {"kernels_per_step": 2.0, "us_per_step": 20.0}}
     assert p["device_us_per_step"] == 55.0 and p["kernels_per_step"] == 4.0 and p["step_us"] == 100.0
     assert [t["name"][:8] for t in p["top"]] == ["sm90_xmm", "ember_k0", "void at:"] and p["top"][1]["ops"] == "add,mul"
+
+
+def test_device_events_keep_kernels_that_share_a_cpu_range_name():
+    # Inductor launches each Triton kernel inside a CPU range of the kernel's name; the
+    # kernel must still count, while a record_function range's device-side copy must not.
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    def ev(name, device):
+        return SimpleNamespace(name=name, device_type=device, is_user_annotation=False, activity_type="")
+
+    cpu = [ev("triton_poi_fused_add_0", DeviceType.CPU), ev("suite_step", DeviceType.CPU)]
+    gpu = [ev("triton_poi_fused_add_0", DeviceType.CUDA), ev("suite_step", DeviceType.CUDA),
+           ev("ember_k1", DeviceType.CUDA)]
+    kept = [e.name for e in profiling._kernel_events(gpu, cpu)]
+    assert kept == ["triton_poi_fused_add_0", "ember_k1"]
