@@ -14,8 +14,15 @@ namespace ember {
 
 std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes);
 
-// Strides to give tensor argument `arg_index` of `node`, or nullopt for "as is".
-std::optional<std::vector<int64_t>> extern_input_layout(const Node& node, int arg_index, const std::vector<int64_t>& sizes);
+// Strides to give tensor argument `arg_index` of `node`, or nullopt for "as is". `eager`
+// is the argument's type as eager laid it out. A stride of 0 on a dim of size > 1 keeps
+// that dim broadcast: the value is stored once along it (lower_extern stores the
+// compact value and passes the extern a view that expands it).
+std::optional<std::vector<int64_t>> extern_input_layout(const Node& node, int arg_index, const std::vector<int64_t>& sizes,
+                                                        const TensorType& eager);
+
+// Elements an attention mask's rows are aligned to (sdpa_mask_strides).
+constexpr int64_t kAttentionMaskAlignment = 16;
 
 // Whether the graph has a 2-D convolution that the layouts above apply to.
 bool has_2d_convolution(const Graph& g);

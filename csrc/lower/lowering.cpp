@@ -248,6 +248,32 @@ TensorIR LowerCtx::realize(const TensorIR& t, Dims strides) {
   return commit(std::move(c));
 }
 
+bool has_broadcast_dim(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] > 1 && strides[d] == 0) return true;
+  return false;
+}
+
+TensorIR LowerCtx::realize_broadcast(const TensorIR& t, const Dims& strides) {
+  std::vector<bool> once(t.sizes.size(), false);
+  TensorIR compact = t;
+  compact.view.reset();
+  for (size_t d = 0; d < t.sizes.size(); ++d) {
+    once[d] = strides[d] == 0 && !(t.sizes[d] == 1);
+    if (once[d]) compact.sizes[d] = 1;
+  }
+  compact.fn = [fn = t.fn, once](const std::vector<Expr>& idx) {
+    std::vector<Expr> at = idx;
+    for (size_t d = 0; d < at.size(); ++d)
+      if (once[d]) at[d] = int_const(0);
+    return fn(at);
+  };
+  StridedView v = *realize(compact, strides).view;
+  v.sizes = t.sizes;
+  v.strides = strides;
+  return from_view(v);
+}
+
 TensorIR LowerCtx::stored(const TensorIR& t) {
   if (t.view) return t;
   return realize(t, t.preferred_strides);
@@ -354,11 +380,14 @@ void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
     } else if (a.is_tensor()) {
       const TensorIR& v = value(a.ref);
       // Layout changes for extern ops are for static graphs only.
-      auto layout = graph_.symbols.empty() ? extern_input_layout(n, arg_index, hints(v.sizes)) : std::nullopt;
-      TensorIR s = layout ? realize(v, to_dims(*layout)) : stored(v);
+      auto layout = graph_.symbols.empty() ? extern_input_layout(n, arg_index, hints(v.sizes), graph_.type_of(a.ref))
+                                           : std::nullopt;
+      const bool broadcast = layout && has_broadcast_dim(hints(v.sizes), *layout);
+      TensorIR s = broadcast ? realize_broadcast(v, to_dims(*layout)) : layout ? realize(v, to_dims(*layout)) : stored(v);
       // Later users read the stored copy, unless it is in a layout the value would not
       // have been stored in (then they compute or store their own).
-      if (!layout || (!v.view && s.view->strides == v.preferred_strides)) values_[a.ref.node][a.ref.index] = s;
+      if (!layout || (!broadcast && !v.view && s.view->strides == v.preferred_strides))
+        values_[a.ref.node][a.ref.index] = s;
       call.tensor_args.push_back(a.ref);
       call.tensor_views.push_back(*s.view);
     }

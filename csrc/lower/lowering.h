@@ -99,6 +99,10 @@ class LowerCtx {
   TensorIR realize(const TensorIR& t, Dims strides = {});
   // A value in memory: `t` if stored, else realized contiguously.
   TensorIR stored(const TensorIR& t);
+  // `t` stored with `strides`, where a 0 stride on a dim of size > 1 stores the value once
+  // along that dim (eager broadcast it there, so it does not vary): the compact value is
+  // realized and the returned view expands it.
+  TensorIR realize_broadcast(const TensorIR& t, const Dims& strides);
   // Reduces `in` over `dims` into a new buffer of dtype `out` (keepdim layout),
   // accumulating in `acc`. Returns the keepdim value; callers squeeze if needed.
   TensorIR reduce(const TensorIR& in, const std::vector<int64_t>& dims, ReduceOp op, DType out, DType acc);
@@ -155,6 +159,8 @@ Program lower_graph(const Graph& g, const LowerOptions& opts = {});
 // lowerings that handle static shapes only call it first (the op then runs in ATen).
 void require_static(const LowerCtx& ctx, const Node& n);
 int64_t normalize_dim(int64_t dim, int64_t rank);
+// Whether a layout broadcasts a dim of size > 1 (stride 0 there).
+bool has_broadcast_dim(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
 // Whether two sizes of one broadcast dim agree: equal, or (symbolic) equal at the hints:
 // Dynamo traced the op with them as one dim, and its guards keep that true.
 bool compatible(const Dim& a, const Dim& b);

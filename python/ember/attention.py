@@ -7,7 +7,10 @@ the full [batch, heads, seq, seq] scores in memory. Eager, given the same mask, 
 fused kernel (cuDNN or memory-efficient attention) on the mask ember realizes. Inference
 graphs of CUDA tensors therefore get such a call (a mask whose last dim is not contiguous,
 the case the trace-time choice refuses) as `ember::sdpa_masked`, an op AOTAutograd keeps whole and ember
-runs as an extern ATen call: the kernel choice is made at run time, as in eager.
+runs as an extern ATen call: the kernel choice is made at run time, as in eager, on the
+mask as ember stores it (last dim contiguous, rows aligned: csrc/lower/extern_layouts.cpp).
+Where SDPA's own checks say no fused kernel would take even that (fused_kernel_takes), the
+call stays, and is traced to bmm + softmax + bmm, whose scale, mask and softmax ember fuses.
 
 Only graphs traced with grad disabled are rewritten (Dynamo guards on grad mode, so a
 call with grad enabled compiles its own graph): the op has no backward.
@@ -211,15 +214,60 @@ def drop_no_op_masks(gm: torch.fx.GraphModule) -> int:
     return count
 
 
+# Elements an attention mask's rows are aligned to when ember stores it for an
+# ember::sdpa_masked call (kAttentionMaskAlignment, csrc/lower/extern_layouts.h).
+_MASK_ALIGNMENT = 16
+
+
+def _stored_mask_strides(mask: torch.Tensor) -> list[int]:
+    """The strides ember stores an sdpa_masked mask with (sdpa_mask_strides in
+    csrc/lower/extern_layouts.cpp): last dim contiguous, rows aligned, eager's broadcast
+    dims still broadcast."""
+    sizes, strides, step = list(mask.shape), [0] * mask.dim(), 1
+    for d in reversed(range(mask.dim())):
+        if sizes[d] > 1 and mask.stride(d) == 0 and d + 1 < mask.dim():
+            continue
+        strides[d] = step
+        span = -(-sizes[d] // _MASK_ALIGNMENT) * _MASK_ALIGNMENT if d == mask.dim() - 1 else sizes[d]
+        step *= max(span, 1)
+    return strides
+
+
+def fused_kernel_takes(q, k, v, mask, is_causal: bool) -> bool | None:
+    """Whether one of SDPA's fused kernels (cuDNN, memory-efficient, flash) accepts this call
+    with the mask as ember stores it, by SDPA's own dispatch checks on the example values; None
+    when they cannot be asked (another torch, no CUDA). When none does, SDPA's run-time choice
+    would be its math path, a dozen ATen kernels over the [b, h, q, k] scores: the call is
+    better traced (bmm, softmax, bmm), where ember fuses the scale, mask and softmax."""
+    backends = torch.backends.cuda
+    checks = [getattr(backends, n, None) for n in ("can_use_cudnn_attention", "can_use_efficient_attention",
+                                                   "can_use_flash_attention")]
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v, mask)) or not any(checks):
+        return None
+    try:
+        fake_mode = torch._guards.detect_fake_mode([q, k, v, mask])
+        with fake_mode if fake_mode is not None else torch._subclasses.FakeTensorMode():
+            stored = torch.empty_strided(mask.shape, _stored_mask_strides(mask), dtype=mask.dtype, device=mask.device)
+            params = backends.SDPAParams(q, k, v, stored, 0.0, is_causal, False)
+            return any(check(params, False) for check in checks if check is not None)
+    except Exception:  # an argument the checks do not take: leave the choice to run time
+        return None
+
+
 def fuse_masked_attention(gm: torch.fx.GraphModule) -> int:
     """Rewrites masked, dropout-free attention calls of a Dynamo graph into ember::sdpa_masked
-    (the caller checks that the graph is a CUDA inference graph). Returns how many."""
+    (the caller checks that the graph is a CUDA inference graph), where a fused kernel will
+    take them (fused_kernel_takes). Returns how many."""
     count = 0
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target not in _SDPA:
             continue
         a = _sdpa_args(node)
         if a is None or a["attn_mask"] is None or a["dropout_p"] != 0.0 or not _math_only_mask(a["attn_mask"]):
+            continue
+        vals = [x.meta.get("example_value", x.meta.get("val")) if isinstance(x, torch.fx.Node) else None
+                for x in (a["query"], a["key"], a["value"], a["attn_mask"])]
+        if fused_kernel_takes(*vals, a["is_causal"]) is False:
             continue
         node.target = torch.ops.ember.sdpa_masked.default
         node.args = (a["query"], a["key"], a["value"], a["attn_mask"], a["is_causal"], a["scale"])

@@ -88,3 +88,21 @@ def test_size_dependent_masks_by_their_ranges(case, dropped):
         keep = torch.rand(2, seq) > 0.3
         torch.testing.assert_close(compiled(q, k, v, keep), fn(q, k, v, keep))
     assert counts and all(c == (1 if dropped else 0) for c in counts), counts
+
+
+def test_stored_mask_strides_match_the_cpp_layout():
+    # The strides fused_kernel_takes asks SDPA about are the ones lowering stores the mask
+    # with (tests/cpp/test_extern_layouts.cpp has the same two cases).
+    from ember.attention import _stored_mask_strides
+
+    assert _stored_mask_strides(torch.empty(8, 8, 4).permute(2, 0, 1).unsqueeze(0)) == [512, 128, 16, 1]
+    assert _stored_mask_strides(torch.empty(2, 1, 1, 8).expand(2, 1, 8, 8)) == [16, 16, 0, 1]
+
+
+def test_fused_kernel_check_declines_without_cuda():
+    from ember.attention import fused_kernel_takes
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU-only answer")
+    q = torch.empty(2, 4, 8, 16)
+    assert fused_kernel_takes(q, q, q, torch.empty(2, 1, 8, 8), False) in (None, False)

@@ -486,3 +486,29 @@ def test_cpu_constant_and_an_unmodelled_dtype_in_a_cuda_graph():
     (record,) = records
     assert record.fallback_reason is None and record.cg.kernels
     assert sorted(e["op"] for e in record.cg.externs) == ["aten._to_copy.default", "aten._to_copy.default"]
+
+
+# ---- attention with a float bias ---------------------------------------------------------
+
+def test_permuted_attention_bias_runs_a_fused_kernel():
+    # T5's relative position bias is permuted from [q, k, heads]: its last dim is strided, which
+    # sends SDPA to its math path. ember stores the mask with contiguous, aligned rows
+    # (csrc/lower/extern_layouts.cpp), so the call runs a fused kernel: no softmax kernel of
+    # ATen's, no ATen elementwise kernels.
+    torch.manual_seed(0)
+    table = torch.randn(8, 64, 64, device="cuda", dtype=torch.bfloat16)
+
+    def attend(q, k, v):
+        bias = table.permute(0, 1, 2).permute(1, 2, 0).permute(2, 0, 1).unsqueeze(0)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0)
+
+    q, k, v = (torch.randn(4, 8, 64, 32, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    with torch.no_grad():
+        compiled = compile_fresh(attend, backend="ember")
+        actual = compiled(q, k, v)
+        torch.testing.assert_close(actual, attend(q, k, v), atol=2e-2, rtol=2e-2)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            compiled(q, k, v)
+            torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type != torch.autograd.DeviceType.CPU]
+    assert not any("softmax" in n or "elementwise_kernel" in n for n in names), names
