@@ -17,7 +17,6 @@ import time
 import torch
 
 from . import _core, counters as stats, logs
-from .fx_import import DTYPE_NAMES
 from .runtime import GraphRunner
 
 
@@ -89,9 +88,12 @@ class CudaGraphRunner(GraphRunner):
         # Inputs that are 0-d CPU tensors (fx_import types them as device values), found at
         # the first call (Dynamo guards every input's device, so the set never changes).
         self._host_inputs = None
-        # Constants on the CPU (a torch.tensor(...) in the model) move to the device once.
-        attr_tensors = [t.to(device) if isinstance(t, torch.Tensor) and t.device.type == "cpu" else t
-                        for t in attr_tensors]
+        # Constants on the CPU (a torch.tensor(...) in the model) move to the device once,
+        # unless fx_import left them opaque (ATen's, on the CPU).
+        opaque = {b["input_index"] for b in cg.buffers if b["kind"] == "input" and b["opaque"]}
+        first = imported.num_placeholders
+        attr_tensors = [t.to(device) if isinstance(t, torch.Tensor) and t.device.type == "cpu" and first + j not in opaque
+                        else t for j, t in enumerate(attr_tensors)]
         super().__init__(cg, imported, attr_tensors)
 
     def prepare_autotune(self):
@@ -121,8 +123,10 @@ class CudaGraphRunner(GraphRunner):
     def run(self, args):
         """One call of the graph's kernels and ATen calls, never a recording's replay."""
         if self._host_inputs is None:
+            # The 0-d CPU inputs fx_import typed as device values (not opaque ones).
+            opaque = {b["input_index"] for b in self.cg.buffers if b["kind"] == "input" and b["opaque"]}
             self._host_inputs = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and
-                                 a.device.type == "cpu" and a.dim() == 0 and a.dtype in DTYPE_NAMES]
+                                 a.device.type == "cpu" and a.dim() == 0 and i not in opaque]
         if self._host_inputs:
             args = self._inputs_to_device(args)
         if self._tuning is not None:

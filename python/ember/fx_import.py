@@ -201,6 +201,10 @@ def opaque_reason(v, device: str = "cpu", host_ok: bool = False) -> str | None:
     return None
 
 
+def _is_host_scalar(v) -> bool:
+    return _is_tensor(v) and v.dim() == 0 and v.device.type == "cpu"
+
+
 def _type_text(v, symbols: _Symbols, device: str = "cpu", host_ok: bool = False) -> str:
     if not _is_tensor(v):
         return "none"
@@ -360,6 +364,14 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
     for n in gm.graph.nodes:
         if n.op == "output":
             graph_outputs.update(n.all_input_nodes)
+    # 0-d CPU values computed inside a CUDA graph (DeBERTa's sqrt(torch.tensor(d) * s),
+    # dividing its attention scores) are device values to ember: its kernels compute them
+    # and fuse them into their readers. Not when one is returned: the caller must get it on
+    # the CPU, so then every such value stays opaque (ATen's).
+    device_scalars = device != "cpu" and not any(_is_host_scalar(n.meta.get("val")) for n in graph_outputs)
+
+    def scalar_ok(v) -> bool:
+        return device_scalars and _is_host_scalar(v)
 
     def add_line(op, args_text, type_text):
         nid = len(g.node_ops)
@@ -398,15 +410,15 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
                 raise UnsupportedGraph(f"non-tensor graph input {node.name}")
             # A 0-d CPU tensor input of a CUDA graph (a Python float Dynamo left unspecialized,
             # such as a module's eps under dynamic=True) is moved to the device by the runner.
-            host_ok = val is not None and val.dim() == 0
-            w.ids[node] = (add_input(placeholders.index(node), _type_text(val, w.symbols, device, host_ok)), 0)
+            w.ids[node] = (add_input(placeholders.index(node), _type_text(val, w.symbols, device, scalar_ok(val))), 0)
         elif node.op == "get_attr":
             val = getattr(gm, node.target)
             if not _is_tensor(val):
                 raise UnsupportedGraph(f"non-tensor attribute {node.target}")
             index = g.num_placeholders + len(g.attr_inputs)
             g.attr_inputs.append(node.target)
-            w.ids[node] = (add_input(index, _type_text(val, w.symbols, device, host_ok=True)), 0)
+            # A CPU constant (torch.tensor(...) in the model) of a CUDA graph moves to the device once.
+            w.ids[node] = (add_input(index, _type_text(val, w.symbols, device, host_ok=device_scalars)), 0)
         elif node.op in ("call_function", "call_method"):
             val = node.meta.get("val")
             if isinstance(val, (torch.SymInt, torch.SymFloat)) or _sizes(val):
@@ -427,12 +439,12 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
             args_text = ", ".join(w.value(a) for a in _schema_args(node))
             val = node.meta.get("val")
             if isinstance(val, (list, tuple)):
-                types = [_type_text(v, w.symbols, device) for v in val]
+                types = [_type_text(v, w.symbols, device, scalar_ok(v)) for v in val]
                 type_text = "(" + ", ".join(types) + ")" if len(types) != 1 else types[0]
                 if not types:
                     type_text = "none"
             else:
-                type_text = _type_text(val, w.symbols, device)
+                type_text = _type_text(val, w.symbols, device, scalar_ok(val))
             if _inside_one_op(node, graph_outputs):
                 type_text += " internal"
             nid = add_line(name, args_text, type_text)

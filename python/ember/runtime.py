@@ -322,6 +322,8 @@ class GraphRunner:
                             if dtype is not None:
                                 if r.dtype != dtype or r.shape != sizes:
                                     r = _conform(r, sizes, dtype)
+                                if not sizes and r.device != dev:  # a CPU scalar, a device value to ember
+                                    r = r.to(dev, non_blocking=True)
                                 if r.stride() != strides and r.numel() > 1:
                                     r = torch.empty_strided(sizes, strides, dtype=dtype, device=dev).copy_(r)
                             bufs[b] = r

@@ -512,3 +512,26 @@ def test_permuted_attention_bias_runs_a_fused_kernel():
             torch.cuda.synchronize()
     names = [e.name for e in prof.events() if e.device_type != torch.autograd.DeviceType.CPU]
     assert not any("softmax" in n or "elementwise_kernel" in n for n in names), names
+
+
+def test_scalars_computed_on_the_cpu_inside_a_cuda_graph_fuse():
+    # DeBERTa scales its scores by sqrt(torch.tensor(d) * s): a CPU scalar computed in the
+    # graph. ember computes it on the device and fuses it into the softmax's kernel, where it
+    # was an opaque value and the division a [b, h, q, k] ATen kernel.
+    def attend(scores):
+        scale = torch.sqrt(torch.tensor(scores.size(-1), dtype=torch.float) * 2)
+        return torch.softmax(scores / scale.to(dtype=scores.dtype), -1)
+
+    scores = torch.randn(2, 4, 64, 64, device="cuda", dtype=torch.bfloat16)
+    records = _ember_records(lambda: check_compiled(attend, scores))
+    (record,) = records
+    assert record.fallback_reason is None and not record.cg.externs, record.cg.externs
+
+
+def test_a_cpu_scalar_result_stays_on_the_cpu():
+    def fn(x):
+        s = torch.tensor(3.0) * 2  # returned: the caller gets it on the CPU, as in eager
+        return x * s.to(x.device), s + 1
+
+    out, s = compile_fresh(fn, backend="ember")(torch.randn(8, device="cuda"))
+    assert s.device.type == "cpu" and out.device.type == "cuda"
