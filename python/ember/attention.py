@@ -242,7 +242,8 @@ def fused_kernel_takes(q, k, v, mask, is_causal: bool) -> bool | None:
     backends = torch.backends.cuda
     checks = [getattr(backends, n, None) for n in ("can_use_cudnn_attention", "can_use_efficient_attention",
                                                    "can_use_flash_attention")]
-    if not all(isinstance(t, torch.Tensor) for t in (q, k, v, mask)) or not any(checks):
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v, mask)) or not any(checks) or \
+            q.device.type != "cuda" or not torch.cuda.is_available():
         return None
     try:
         fake_mode = torch._guards.detect_fake_mode([q, k, v, mask])
