@@ -9,20 +9,22 @@ takes part by returning an OutputCode (torch/_inductor/output_code.py) from a
 SerializableAOTDispatchCompiler; with `torch._functorch.config.bundled_autograd_cache`
 the OutputCode is pickled into the entry, and `post_compile` is called on it after a load.
 
-ember's OutputCode, EmberOutputCode, pickles a GraphState: the graph text, the imported
-graph (fx_import.ImportedGraph: ATen calls and outputs, no FX objects) and the graph's
-constant tensors -- no library, no pointer. Loading rebuilds the runner through the same
-C++ pipeline and ember's own disk cache, which verifies its artifacts before loading them
-(csrc/runtime/disk_cache.h): a missing or bad library entry only makes the C compiler run.
+ember's OutputCode, EmberOutputCode, holds a graph state in ember's own format
+(graph_format.py, no pickle): the graph text, the imported graph (fx_import.ImportedGraph:
+ATen calls and outputs, no FX objects) and the graph's constant tensors -- no library, no
+pointer. Loading rebuilds the runner through the same C++ pipeline and ember's own disk
+cache, which verifies its artifacts before loading them (csrc/runtime/disk_cache.h): a
+missing or bad library entry only makes the C compiler run.
 
 Keys. torch's key covers the Dynamo graph, the inputs' metadata, torch's version and its
 configs; ember adds, through torch.compiler.config.cache_key_tag, its build (a hash of
 its Python sources and its C++ core) and the options that change compiled code, so an
-entry of another ember build, option set or backend is never found. A GraphState repeats
-that tag and carries the SHA-256 of its payload; both are checked before the payload is
-unpickled. Anything that fails while loading (unpickling, a mismatched tag or digest, a
-failed rebuild) makes torch bypass the entry and compile as usual. Entries are pickles in
-torch's cache directory, under the same trust as Inductor's.
+entry of another ember build, option set or backend is never found. The graph state
+repeats that tag and carries the SHA-256 of its content; format, tag and digest are checked
+before anything is decoded, and decoding runs no code the entry names. Anything that fails
+while loading (a mismatched format, tag or digest, a failed rebuild) makes torch bypass the
+entry and compile as usual. torch's entry around ember's state is torch's own pickle, in
+torch's cache directory.
 
 Training: the entry is written when forward and backward are both compiled, inside the
 backend call, so the backward is compiled with the forward
@@ -38,20 +40,15 @@ import contextlib
 import functools
 import hashlib
 import os
-import pickle
 
 import torch
 
-from . import counters as stats, logs
+from . import counters as stats, graph_format, logs
 
 try:
     from torch._inductor.output_code import OutputCode as _OutputCodeBase
 except ImportError:  # a torch without it: the cache is unavailable, the class unused
     _OutputCodeBase = object
-
-# Bumped whenever GraphState's payload changes meaning.
-FORMAT = 1
-
 
 @functools.lru_cache(maxsize=1)
 def unavailable_reason() -> str | None:
@@ -117,7 +114,7 @@ def _build_id() -> str:
 def cache_tag(cfg, mode: str | None) -> str:
     """ember's part of the AOTAutogradCache key: its build, and the options that change
     the code it generates."""
-    return f"ember-{_build_id()}-f{FORMAT}-fuse{int(cfg.fuse)}-{mode or 'default'}"
+    return f"ember-{_build_id()}-f{graph_format.FORMAT}-fuse{int(cfg.fuse)}-{mode or 'default'}"
 
 
 class _Loading:
@@ -177,48 +174,27 @@ def serializable(compile_fn, cfg, mode: str | None, kind: str):
     return SerializableAOTDispatchCompiler(EmberOutputCode, compile)
 
 
-class GraphState:
-    """What a cache entry holds of one compiled graph: the backend's tag, and a payload
-    (pickled {kind, device, imported, attrs}) with its SHA-256, unpickled only after
-    both are checked."""
+def graph_state(runner, kind: str, tag: str) -> bytes:
+    """What a cache entry holds of one compiled graph, in ember's own format
+    (graph_format.encode_state): kind, device, imported graph, constants; no library."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-    def __init__(self, tag: str, payload: bytes):
-        self.format = FORMAT
-        self.tag = tag
-        self.payload = payload
-        self.digest = hashlib.sha256(payload).hexdigest()
-
-    @classmethod
-    def of(cls, runner, kind: str, tag: str) -> "GraphState":
-        from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-        # AOTAutograd calls the compiler under its FakeTensorMode; the constants are real.
-        with unset_fake_temporarily():
-            attrs = [t.detach().cpu() for t in runner.attr_tensors]
-        device = str(runner.device)
-        return cls(tag, pickle.dumps({"kind": kind, "device": device, "imported": runner.imported, "attrs": attrs}))
-
-    def open(self, tag: str) -> dict:
-        """The payload, if this state is intact and made by a backend with `tag`."""
-        if getattr(self, "format", None) != FORMAT:
-            raise ValueError(f"entry format {getattr(self, 'format', None)} (ember reads {FORMAT})")
-        if self.tag != tag:
-            raise ValueError(f"entry of another ember build or option set ({self.tag} != {tag})")
-        if not isinstance(self.payload, bytes) or hashlib.sha256(self.payload).hexdigest() != self.digest:
-            raise ValueError("entry payload does not match its SHA-256")
-        return pickle.loads(self.payload)
+    # AOTAutograd calls the compiler under its FakeTensorMode; the constants are real.
+    with unset_fake_temporarily():
+        attrs = [t.detach().cpu() for t in runner.attr_tensors]
+    return graph_format.encode_state(tag, kind, str(runner.device), runner.imported, attrs)
 
 
 class EmberOutputCode(_OutputCodeBase):
     """A compiled graph as AOTAutograd's compilers return it. Called with the boxed
-    convention (one list of arguments). Pickled, it is its GraphState only; `post_compile`
-    on a loaded one rebuilds the runner (backend.load_graph)."""
+    convention (one list of arguments). Pickled, it is its graph state only (bytes in
+    ember's format); `post_compile` on a loaded one rebuilds the runner (backend.load_graph)."""
 
     # Identity, not OutputCode's dataclass equality (which would make all of them equal).
     __eq__ = object.__eq__
     __hash__ = object.__hash__
 
-    def __init__(self, runner, state: GraphState | None, bypass_reason: str = ""):
+    def __init__(self, runner, state: bytes | None, bypass_reason: str = ""):
         # An instance attribute: torch._dynamo.disable's functools.wraps copies __dict__.
         self._boxed_call = True
         self._runner = runner
@@ -232,9 +208,9 @@ class EmberOutputCode(_OutputCodeBase):
         if not isinstance(runner, GraphRunner):
             return cls(runner, None, "the graph runs eagerly")
         try:
-            return cls(runner, GraphState.of(runner, kind, tag))
-        except Exception as e:  # e.g. an argument that does not pickle: compile it every time
-            return cls(runner, None, f"its state does not pickle ({type(e).__name__}: {e})")
+            return cls(runner, graph_state(runner, kind, tag))
+        except Exception as e:  # e.g. an argument ember's format has no encoding for: compile it every time
+            return cls(runner, None, f"its state does not encode ({type(e).__name__}: {e})")
 
     def __call__(self, inputs):
         return self._runner(inputs)
@@ -278,9 +254,9 @@ class EmberOutputCode(_OutputCodeBase):
         # Outside a backend call (torch's precompile loads entries itself): the global config.
         cfg, mode = _Loading.stack[-1] if _Loading.stack else (config, None)
         try:
-            if not isinstance(self._state, GraphState):
-                raise ValueError("entry without a graph state")
-            payload = self._state.open(cache_tag(cfg, mode))
+            if not isinstance(self._state, bytes):
+                raise graph_format.FormatError("entry without a graph state")
+            payload = graph_format.decode_state(self._state, cache_tag(cfg, mode))
             self._runner = load_graph(payload, cfg, mode)
         except Exception as e:
             logs.logger("cache").info("AOTAutograd cache entry not used, compiling instead: %s: %s",

@@ -274,7 +274,7 @@ def _use_cuda_graphs(runner, kind: str, mode: str | None, name: str, static_inpu
 
 def load_graph(payload: dict, cfg: Config, mode: str | None = None, static_inputs: list[int] | None = None,
                source: str = "AOTAutograd cache"):
-    """The runner of a graph from a cache entry (aot_cache.GraphState's payload, from
+    """The runner of a graph from a cache entry (graph_format.decode_state's result, from
     torch's AOTAutogradCache or ember's graph cache): no tracing and no import, only the
     C++ pipeline from the stored text, whose libraries come from ember's disk cache (or
     the C compiler, if missing there). Errors propagate: the caller then compiles the

@@ -79,8 +79,8 @@ def resolve_op(name: str) -> torch._ops.OpOverload:
 
 class ImportedGraph:
     """The text plus what the runtime needs to run it: the ATen calls (for ops left to
-    ATen) and the outputs, with no reference to FX, so that it can be pickled and a graph
-    rebuilt without its GraphModule (python/ember/aot_cache.py)."""
+    ATen) and the outputs, with no reference to FX, so that it can be stored in ember's
+    format (graph_format.py) and a graph rebuilt without its GraphModule."""
 
     def __init__(self):
         self.text = ""

@@ -6,10 +6,10 @@ over the Dynamo graph -- every node's op, target and arguments, every input's sh
 strides, dtype and device, the values of its constant tensors -- with torch's version,
 the global state a trace depends on (aten_trace.global_state) and ember's tag
 (aot_cache.cache_tag: its build and the options that change generated code). Its entry
-is the graph's GraphState (aot_cache.py: the graph text, the imported graph, constants;
-no library, no pointer), stored in ember's disk cache (csrc/runtime/disk_cache.h), which
-verifies the content's SHA-256 on every read; GraphState.open checks tag and digest
-again before unpickling. Computing the key needs no torch source hash and no tracing:
+is the graph's state in ember's own format (graph_format.py: the graph text, the imported
+graph, constants; no library, no pointer, no pickle), stored in ember's disk cache
+(csrc/runtime/disk_cache.h), which verifies the content's SHA-256 on every read;
+graph_format.decode_state checks format, tag and digest again before decoding. Computing the key needs no torch source hash and no tracing:
 a warm start goes from Dynamo's graph straight to the C++ pipeline and the kernel cache.
 
 A graph whose calls ember cannot key exactly (a constant argument of a type it does not
@@ -20,12 +20,11 @@ ember.config.aot_cache or disk_cache is off or a debug dir is set.
 from __future__ import annotations
 
 import hashlib
-import pickle
 
 import torch
 import torch.fx
 
-from . import _core, aot_cache, counters as stats, logs
+from . import _core, aot_cache, counters as stats, graph_format, logs
 from .aten_trace import attribute, const_key, global_state, tensor_key
 
 SUFFIX = "graph"
@@ -118,10 +117,8 @@ def load(graph_key: str, cfg, mode: str | None, static_inputs: list[int]):
     from .backend import load_graph
 
     try:
-        state = pickle.loads(data)
-        if not isinstance(state, aot_cache.GraphState):
-            raise ValueError("not a graph state")
-        runner = load_graph(state.open(aot_cache.cache_tag(cfg, mode)), cfg, mode, static_inputs, "graph cache")
+        state = graph_format.decode_state(data, aot_cache.cache_tag(cfg, mode))
+        runner = load_graph(state, cfg, mode, static_inputs, "graph cache")
     except Exception as e:
         logs.logger("cache").info("graph cache entry %s not used, tracing instead: %s: %s", graph_key[:16],
                                   type(e).__name__, e)
@@ -134,9 +131,9 @@ def save(graph_key: str, runner, cfg, mode: str | None) -> None:
     """Stores a compiled graph's state. Its kernels may still be compiling (a background
     C compile): a process that loads the entry before they are cached compiles them."""
     try:
-        state = aot_cache.GraphState.of(runner, "inference", aot_cache.cache_tag(cfg, mode))
-        ok = _core.cache_write(_dir(cfg), graph_key, SUFFIX, pickle.dumps(state))
-    except Exception as e:  # an argument that does not pickle: trace it every time
+        state = aot_cache.graph_state(runner, "inference", aot_cache.cache_tag(cfg, mode))
+        ok = _core.cache_write(_dir(cfg), graph_key, SUFFIX, state)
+    except Exception as e:  # a value ember's format has no encoding for: trace it every time
         ok, why = False, f"{type(e).__name__}: {e}"
     else:
         why = "the cache directory is not usable"

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import ember
-from ember import aot_cache
+from ember import aot_cache, graph_format
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_start_child.py")
 
@@ -147,20 +147,18 @@ def test_truncated_entry_is_compiled_again(caches):
 
 
 def _rewrite_states(caches, change):
-    """Applies change(GraphState) to every ember graph in the cache's entries. A graph
-    cache entry is rewritten with its index, as only its owner could: the disk cache's
-    own hash check passes, and GraphState's checks must catch the change."""
+    """Applies change(bytes) -> bytes to every ember graph state in the cache's entries. A
+    graph cache entry is rewritten with its index, as only its owner could: the disk
+    cache's own hash check passes, and the state's own checks must catch the change."""
     for path in entry_files(caches.path, caches.front):
         if caches.front == "aot":
             entry = pickle.loads(path.read_bytes())
             for part in (entry.compiled_fw, entry.compiled_bw):
                 if part is not None:
-                    change(part.result._state)
+                    part.result._state = change(part.result._state)
             path.write_bytes(pickle.dumps(entry))
             continue
-        state = pickle.loads(path.read_bytes())
-        change(state)
-        data = pickle.dumps(state)
+        data = change(path.read_bytes())
         digest = hashlib.sha256(data).hexdigest()
         key = path.name.split("-")[0]
         path.unlink()
@@ -170,10 +168,8 @@ def _rewrite_states(caches, change):
 
 def test_tampered_payload_is_compiled_again(caches):
     def flip(state):
-        payload = bytearray(state.payload)
-        at = payload.index(b"softmax")
-        payload[at:at + 7] = b"softmin"  # still a valid pickle, another graph
-        state.payload = bytes(payload)
+        at = state.index(b"softmax")
+        return state[:at] + b"softmin" + state[at + 7:]  # still a well-formed document, another graph
 
     _rewrite_states(caches, flip)
     assert_compiled_again(small(caches)[0])
@@ -181,10 +177,36 @@ def test_tampered_payload_is_compiled_again(caches):
 
 def test_entry_of_another_build_under_the_same_key_is_compiled_again(caches):
     def retag(state):
-        state.tag = "ember-of-another-build"
+        doc, blobs = graph_format.decode(state, None)  # intact, re-signed under another tag
+        doc.pop("blobs")
+        return graph_format.encode("ember-of-another-build", doc, [bytes(b) for b in blobs])
 
     _rewrite_states(caches, retag)
     assert_compiled_again(small(caches)[0])
+
+
+@pytest.mark.parametrize("cut", [0, 7, 40, -1])
+def test_truncated_state_is_compiled_again(caches, cut):
+    _rewrite_states(caches, lambda state: state[:cut])
+    assert_compiled_again(small(caches)[0])
+
+
+def test_pickle_planted_as_a_graph_cache_entry_is_never_unpickled(caches, tmp_path):
+    # A pickle whose loading would write a marker file, where ember's state should be:
+    # ember's format reads no pickle, so the marker never appears.
+    marker = tmp_path / "unpickled"
+    planted = pickle.dumps(_Planted(str(marker)))
+    _rewrite_states(caches, lambda state: planted)
+    assert_compiled_again(small(caches)[0])
+    assert not marker.exists(), "ember unpickled a planted cache entry"
+
+
+class _Planted:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
 
 
 def test_another_build_or_options_never_find_the_entry(caches):
@@ -236,16 +258,18 @@ def test_explain_in_a_warm_process_reports_loaded_graphs(caches):
 # ---- in process -----------------------------------------------------------------------------
 
 def test_graph_state_checks_format_tag_and_digest():
-    state = aot_cache.GraphState("tag-a", pickle.dumps({"kind": "inference"}))
-    assert state.open("tag-a") == {"kind": "inference"}
-    with pytest.raises(ValueError, match="another ember build"):
-        state.open("tag-b")
-    state.payload = state.payload.replace(b"inference", b"forwardxx")
-    with pytest.raises(ValueError, match="SHA-256"):
-        state.open("tag-a")
-    state.format = 0
-    with pytest.raises(ValueError, match="format"):
-        state.open("tag-a")
+    data = graph_format.encode("tag-a", {"kind": "inference"}, [b"blob"])
+    doc, blobs = graph_format.decode(data, "tag-a")
+    assert doc["kind"] == "inference" and [bytes(b) for b in blobs] == [b"blob"]
+    with pytest.raises(graph_format.FormatError, match="another ember build"):
+        graph_format.decode(data, "tag-b")
+    with pytest.raises(graph_format.FormatError, match="SHA-256"):
+        graph_format.decode(data.replace(b"inference", b"forwardxx"), "tag-a")
+    at = len(graph_format.MAGIC)
+    with pytest.raises(graph_format.FormatError, match="format"):
+        graph_format.decode(data[:at] + b"\x01\x00\x00\x00" + data[at + 4:], "tag-a")
+    with pytest.raises(graph_format.FormatError, match="magic"):
+        graph_format.decode(pickle.dumps({"kind": "inference"}), "tag-a")
 
 
 def test_output_code_pickles_its_state_only():
@@ -268,8 +292,8 @@ def test_output_code_pickles_its_state_only():
     blob = pickle.dumps(codes[0])
     assert b"ELF" not in blob and len(blob) < 20000  # the graph's text and metadata, no library
     loaded = pickle.loads(blob)
-    assert loaded._runner is None and loaded._state.digest == codes[0]._state.digest
-    assert loaded._state.open("tag")["imported"].text == codes[0]._runner.imported.text
+    assert loaded._runner is None and loaded._state == codes[0]._state
+    assert graph_format.decode_state(loaded._state, "tag")["imported"].text == codes[0]._runner.imported.text
     # A graph that runs eagerly has no state: saving it is bypassed, quietly.
     from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
 
