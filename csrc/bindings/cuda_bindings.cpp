@@ -1,6 +1,7 @@
 // CudaCompiledGraph: compile graph text for a CUDA device (or only to a cubin, with no
 // GPU), inspect it like a CompiledGraph, run kernel groups on a stream.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -32,6 +33,11 @@ void define_cuda(nb::module_& m) {
       .def_prop_ro("cache_note", &CudaCompiledGraph::cache_note)
       .def_prop_ro("nvrtc_seconds", &CudaCompiledGraph::nvrtc_seconds)
       .def_prop_ro("cache_key", &CudaCompiledGraph::cache_key)
+      .def_prop_ro("cache_entries", [](const CudaCompiledGraph& g) {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const auto& key : g.part_keys()) out.emplace_back(key, "cubin");
+        return out;
+      }, "(key, suffix) of the disk cache entries holding this graph's kernels (its cubins).")
       .def_prop_ro("passes", [](const CudaCompiledGraph& g) { return passes_list(g); })
       .def_prop_ro("arena_bytes", &CudaCompiledGraph::arena_bytes)
       .def_prop_ro("times", [](const CudaCompiledGraph& g) { return times_dict(g); })

@@ -1,5 +1,6 @@
 // CompiledGraph: compile graph text, inspect the result, run kernel groups.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -21,6 +22,9 @@ void define_runtime(nb::module_& m) {
       .def_prop_ro("cache_status", &CompiledGraph::cache_status)
       .def_prop_ro("cache_note", &CompiledGraph::cache_note)
       .def_prop_ro("cache_key", &CompiledGraph::cache_key)
+      .def_prop_ro("cache_entries", [](const CompiledGraph& g) {
+        return std::vector<std::pair<std::string, std::string>>{{g.cache_key(), "so"}};
+      }, "(key, suffix) of the disk cache entries holding this graph's kernels.")
       .def_prop_ro("passes", [](const CompiledGraph& g) { return passes_list(g); })
       .def_prop_ro("arena_bytes", &CompiledGraph::arena_bytes)
       .def_prop_ro("times", [](const CompiledGraph& g) { return times_dict(g); })
@@ -75,6 +79,8 @@ void define_runtime(nb::module_& m) {
       "Compile graph text for the CPU. pad_matmuls runs the CUDA graphs' matmul padding (for tests); "
       "background runs the C compiler on a thread (wait_kernels() joins it).");
   m.def("default_cache_dir", &ember::default_cache_dir);
+  m.def("c_compiler_identity", &ember::c_compiler_identity,
+        "The C compiler's identity, which every CPU kernel cache key covers.");
   m.def("compile_counts", [] {
     ember::CompileCounts c = ember::compile_counts();
     nb::dict d;

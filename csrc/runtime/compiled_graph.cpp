@@ -51,6 +51,8 @@ const CCompiler& compiler() {
 
 }  // namespace
 
+const std::string& c_compiler_identity() { return compiler().identity(); }
+
 std::string default_cache_dir() {
   if (const char* d = std::getenv("EMBER_CACHE_DIR"); d && *d) return d;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/ember";

@@ -132,6 +132,10 @@ class CompiledGraph {
 
 // The default cache directory: $EMBER_CACHE_DIR, else ~/.cache/ember.
 std::string default_cache_dir();
+// The C compiler's identity (path, version, flags, resolved target), which every CPU
+// kernel cache key covers: a precompiled artifact records it, so that a loader on another
+// machine says why its kernels do not apply (python/ember/precompile.py).
+const std::string& c_compiler_identity();
 
 // Process-wide counts of what CompiledGraph::compile did since the last reset, so that
 // "nothing was generated or compiled again" is checkable (ember.stats()). Exact: each

@@ -84,6 +84,8 @@ class CudaCompiledGraph {
   std::vector<int64_t> hints() const { return graph_.hints(); }
   // One cubin per part of the source (the prelude and up to 6 kernels; compiled in parallel).
   const std::vector<std::string>& cubins() const { return cubins_; }
+  // The disk cache key of each cubin (parallel to cubins()).
+  const std::vector<std::string>& part_keys() const { return part_keys_; }
   std::string program_text() const;
   std::string schedule_text() const;
   // Per kernel (parallel to code().kernels): {registers a thread, blocks an SM holds}

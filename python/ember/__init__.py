@@ -4,6 +4,8 @@
     model = ember.compile(model)              # the same, with ember's defaults
     print(ember.explain(model, x))            # what ember did with each graph
     ember.stats()                             # counters: graphs, codegen, C compiler, cache, recompiles
+    ember.save(model, (x,), "model.ember")    # precompile to a file (torch's aot_compile) ...
+    fn = ember.load("model.ember", model)     # ... and load it in another process: no tracing
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from .backend import ember_backend, make_backend
 from .config import config
 from .explain import explain, last_compile_stats
 from .counters import reset_stats, stats
+from .deploy import load, save
 
 
 def compile(model=None, *, mode=None, options=None, dynamic=None, fullgraph=False, disable=False):
@@ -26,4 +29,4 @@ def compile(model=None, *, mode=None, options=None, dynamic=None, fullgraph=Fals
 
 
 __all__ = ["compile", "explain", "config", "ember_backend", "make_backend", "last_compile_stats", "stats", "reset_stats",
-           "__version__"]
+           "save", "load", "__version__"]

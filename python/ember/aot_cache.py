@@ -43,7 +43,7 @@ import os
 
 import torch
 
-from . import counters as stats, graph_format, logs
+from . import counters as stats, graph_format, logs, precompile
 
 try:
     from torch._inductor.output_code import OutputCode as _OutputCodeBase
@@ -169,7 +169,9 @@ def serializable(compile_fn, cfg, mode: str | None, kind: str):
     from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler
 
     def compile(gm, example_inputs):
-        return EmberOutputCode.of(compile_fn(gm, example_inputs), kind, cache_tag(cfg, mode))
+        runner = compile_fn(gm, example_inputs)
+        precompile.note_runner(runner)  # torch's aot_compile: the artifact carries its kernels
+        return EmberOutputCode.of(runner, kind, cache_tag(cfg, mode))
 
     return SerializableAOTDispatchCompiler(EmberOutputCode, compile)
 
@@ -258,6 +260,7 @@ class EmberOutputCode(_OutputCodeBase):
                 raise graph_format.FormatError("entry without a graph state")
             payload = graph_format.decode_state(self._state, cache_tag(cfg, mode))
             self._runner = load_graph(payload, cfg, mode)
+            precompile.note_runner(self._runner)
         except Exception as e:
             logs.logger("cache").info("AOTAutograd cache entry not used, compiling instead: %s: %s",
                                       type(e).__name__, e)

@@ -20,7 +20,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import _core, aot_cache, aten_trace, counters as stats, graph_cache, logs
+from . import _core, aot_cache, aten_trace, counters as stats, graph_cache, logs, precompile
 from .cse import eliminate_common_subexpressions
 from .attention import drop_no_op_masks, fuse_masked_attention
 from .config import Config, config as global_config
@@ -372,15 +372,20 @@ def make_backend(mode: str | None = None, options: dict | None = None):
     if mode in ("max-autotune", "max-autotune-no-cudagraphs"):
         cfg = cfg.update({"max_autotune": True})
 
-    def backend(gm, example_inputs):
+    def compile(gm, example_inputs, precompiling=False):
+        """(what Dynamo calls, the front end that traced it: "ember", "AOTAutograd", or
+        "user" for Dynamo's own graph, run as eager runs it)."""
         stats.count_dynamo_compile()
         try:
-            return traced_backend(gm, example_inputs)
-        except RunAsUserCode:
+            return traced_backend(gm, example_inputs, precompiling)
+        except RunAsUserCode as e:
+            if precompiling:  # an artifact cannot hold a graph ember does not compile
+                raise precompile.PrecompileRefused(f"this graph cannot be precompiled: it runs eagerly ({e}). Fix "
+                                                   "what the reason names, or compile at run time") from None
             # Dynamo's own graph: the user's ops, run (and differentiated) as eager runs them.
-            return gm
+            return gm, "user"
 
-    def traced_backend(gm, example_inputs):
+    def traced_backend(gm, example_inputs, precompiling):
         if graph_device(example_inputs) is not None:
             drop_no_op_masks(gm)  # an all-true mask: attention runs unmasked, as in eager
             if not torch.is_grad_enabled():
@@ -389,19 +394,27 @@ def make_backend(mode: str | None = None, options: dict | None = None):
         if cfg.trace_inference:
             compiled, reason = _compile_inference(gm, example_inputs, cfg, mode)
             if compiled is not None:
-                return compiled
+                return compiled, "ember"
         stats.count_front_end("AOTAutograd")
         logs.logger("front_end").info("Dynamo graph %s: AOTAutograd traces it: %s",
                                       torch._guards.CompileContext.current_compile_id(), reason)
         front_end = f"AOTAutograd ({reason})"
-        if aot_cache.note_unused(cfg):
-            return _aot_autograd(cfg, mode, cached=False, front_end=front_end, user_fallback=True)(gm, example_inputs)
+        # torch's precompile (aot_compile) needs the serializable compilers whatever the cache says.
+        if not precompiling and aot_cache.note_unused(cfg):
+            return _aot_autograd(cfg, mode, cached=False, front_end=front_end, user_fallback=True)(gm, example_inputs), \
+                "AOTAutograd"
         before = stats.aot_cache_counts()
         with aot_cache.enabled(cfg, mode):
             compiled = _aot_autograd(cfg, mode, cached=True, front_end=front_end,
                                      user_fallback=True)(gm, example_inputs)
         stats.count_aot_lookup(before)
-        return compiled
+        return compiled, "AOTAutograd"
+
+    def backend(gm, example_inputs):
+        if precompile.active():  # torch's aot_compile: the result must serialize itself
+            return precompile.compile_for_precompile(lambda g, x: compile(g, x, precompiling=True), gm,
+                                                     example_inputs, cfg, mode)
+        return compile(gm, example_inputs)[0]
 
     backend.aot = _aot_autograd(cfg, mode, cached=False)
     return backend
@@ -419,7 +432,7 @@ def _compile_inference(gm, example_inputs, cfg: Config, mode: str | None):
     runner = graph_cache.load(key, cfg, mode, static_inputs) if key is not None else None
     if runner is not None:
         stats.count_front_end("cache")
-        return _unboxed(runner), None
+        return _unboxed(runner, static_inputs), None
     t0 = time.perf_counter()
     try:
         traced = aten_trace.trace(gm, example_inputs, decomposition_table())
@@ -437,14 +450,16 @@ def _compile_inference(gm, example_inputs, cfg: Config, mode: str | None):
                            imported=imported, static_inputs=static_inputs, user_fallback=True, user_gm=gm)
     if key is not None and isinstance(runner, GraphRunner):
         graph_cache.save(key, runner, cfg, mode)
-    return _unboxed(runner), None
+    return _unboxed(runner, static_inputs), None
 
 
-def _unboxed(runner):
-    """A runner (called with one list of arguments) as Dynamo calls a compiled graph."""
+def _unboxed(runner, static_inputs):
+    """A runner (called with one list of arguments) as Dynamo calls a compiled graph; the
+    runner and the parameters' indices stay at hand for torch's precompile (precompile.py)."""
     def call(*args):
         return runner(args)
 
+    call.runner, call.static_inputs = runner, static_inputs
     return call
 
 

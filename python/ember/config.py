@@ -34,6 +34,10 @@ class Config:
     # ember's own front end (python/ember/aten_trace.py) instead of AOTAutograd, and keep
     # them in ember's graph cache (graph_cache.py). False: AOTAutograd traces every graph.
     trace_inference: bool = True
+    # torch's precompile (aot_compile + save_compiled_function, ember.save): "embed" carries
+    # the graphs' kernels in the artifact (self-contained, for deployment); "reference" names
+    # them by their kernel cache key only (smaller, for this machine's cache). precompile.py.
+    precompile_kernels: str = "embed"
     # Run the C compiler on a thread while AOTAutograd and Dynamo go on (the backward is
     # traced and lowered, the next frame traced); a graph waits for its kernels at its
     # first call, where a failed compile falls back (or raises) as it would have here.

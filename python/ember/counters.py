@@ -35,6 +35,9 @@ _front_end: dict[str, int] = {}
 _trace_seconds = [0.0]
 # ember's graph cache (graph_cache.py): lookups by outcome (hit, miss) and graphs written.
 _graph_cache: dict[str, int] = {}
+# torch's precompile (precompile.py): artifacts saved, graphs loaded from one, kernels
+# installed into the kernel cache from one.
+_precompile: dict[str, int] = {}
 # mode="reduce-overhead" (cudagraphs.py): [CUDA graph recordings made, replays].
 _cuda_graphs = [0, 0]
 # max-autotune (cuda.py): kernel functions whose launch was chosen by timing its
@@ -71,6 +74,12 @@ def count_graph_cache(outcome: str) -> None:
     """'hit', 'miss', or 'saved_graphs'."""
     with _lock:
         _graph_cache[outcome] = _graph_cache.get(outcome, 0) + 1
+
+
+def count_precompile(outcome: str, n: int = 1) -> None:
+    """'saved', 'loaded' or 'kernels_installed'."""
+    with _lock:
+        _precompile[outcome] = _precompile.get(outcome, 0) + n
 
 
 def count_aot_save() -> None:
@@ -156,6 +165,8 @@ def stats() -> dict:
     autotune             max-autotune on CUDA: kernel functions whose launch was chosen by
                          timing at the first call ("timed") or taken from the cache ("cached")
     autotune_seconds     time the first calls spent timing launch variants
+    precompile           torch's precompile API: artifacts "saved", graphs "loaded" from one,
+                         and "kernels_installed" into the kernel cache from one
     """
     core = _core.compile_counts()
     with _lock:
@@ -182,6 +193,7 @@ def stats() -> dict:
             "cuda_graph_replays": _cuda_graphs[1],
             "autotune": dict(_autotune),
             "autotune_seconds": round(_autotune_seconds[0], 6),
+            "precompile": dict(_precompile),
         }
 
 
@@ -199,6 +211,7 @@ def reset_stats() -> None:
         _cuda_graphs[0] = _cuda_graphs[1] = 0
         _autotune.clear()
         _autotune_seconds[0] = 0.0
+        _precompile.clear()
         _dynamo[0] = _dynamo[1] = 0
         _compile_seconds[0] = 0.0
 

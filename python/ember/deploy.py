@@ -1,0 +1,114 @@
+"""ember.save / ember.load: a model precompiled to one file, loaded with no tracing.
+
+    with torch.no_grad():
+        ember.save(model, (x,), "model.ember")      # traces and compiles once, writes the file
+    fn = ember.load("model.ember", model)           # a new process: no Dynamo trace, no compile
+    y = fn(x)
+
+Thin wrappers over torch's precompile API (precompile.py): save runs
+`torch.compile(call, fullgraph=True, backend=ember).aot_compile(...)` on a function that
+calls the model, so the model's weights stay outside the file (the graph reads them from
+the model you pass to load), and writes torch's serialized function inside ember's
+container (graph_format.py): magic, format, ember's build, torch's version and a SHA-256
+are checked before torch's own loader sees a byte. The guards Dynamo saved decide which
+calls the artifact serves (the example inputs' shapes, dtypes and grad mode; every size
+with dynamic=True); another call raises torch's guard error.
+
+load refuses an artifact made by another ember build or torch, for another device or CPU
+compiler, or damaged; by default it then warns and returns the model compiled at run time
+(torch.compile(model, backend="ember")), with strict=True it raises PrecompileRefused.
+"""
+from __future__ import annotations
+
+import inspect
+import io
+import warnings
+
+import torch
+
+from . import graph_format, precompile
+
+
+def _call(model, *args, **kwargs):
+    return model(*args, **kwargs)
+
+
+def portable_guards(entries) -> list[bool]:
+    """The guards an artifact keeps: those torch can serialize. Dropped, as torch's own
+    default drops guards on globals: guards on objects' identity (a library function's code
+    object, which Hugging Face's decorators make Dynamo check), modules and globals. The
+    artifact assumes the same library code and model class, as its kernels do."""
+    from torch._dynamo.guards import CheckFunctionManager
+
+    unsupported = set(CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES)
+    return [not (e.is_global or e.guard_type in unsupported or unsupported.intersection(e.derived_guard_types or ()))
+            for e in entries]
+
+
+def save(model, example_inputs, path: str, *, kwargs: dict | None = None, mode: str | None = None,
+         options: dict | None = None, dynamic: bool | None = None, kernels: str = "embed") -> None:
+    """Precompiles `model` for calls like model(*example_inputs, **kwargs), in the current
+    grad mode (torch.no_grad() for inference), and writes the artifact to `path`.
+    kernels="embed" carries the compiled kernels (deploy anywhere with the same ember,
+    torch, device and C compiler); "reference" names them in this machine's kernel cache."""
+    from .backend import make_backend
+    from .config import config
+
+    reason = precompile.unavailable_reason()
+    if reason:
+        raise RuntimeError(f"ember.save needs torch's precompile API: {reason}")
+    if kernels not in ("embed", "reference"):
+        raise ValueError(f"ember.save: kernels must be 'embed' or 'reference', not {kernels!r}")
+    args = (example_inputs,) if torch.is_tensor(example_inputs) else tuple(example_inputs)
+    compiled = torch.compile(_call, fullgraph=True, backend=make_backend(mode, options), dynamic=dynamic,
+                             options={"guard_filter_fn": portable_guards})
+    fn = compiled.aot_compile(((model, *args), dict(kwargs or {})))
+    previous = config.precompile_kernels
+    config.precompile_kernels = kernels
+    try:
+        data = type(fn).serialize(fn)
+        data = getattr(data, "serialized_data", data)  # torch 2.13 returns an AOTCompileSaveResult
+    finally:
+        config.precompile_kernels = previous
+    doc = {"what": "saved function", "torch": torch.__version__}
+    with open(path, "wb") as f:
+        f.write(graph_format.encode(precompile.artifact_tag(), doc, [data]))
+
+
+def load(path: str, model, *, strict: bool = False):
+    """fn(*args, **kwargs) == model(*args, **kwargs), from the artifact ember.save wrote.
+    A refused artifact warns and gives the model compiled at run time (strict: raises)."""
+    try:
+        loaded = _load(path)
+    except precompile.PrecompileRefused as e:
+        if strict:
+            raise
+        warnings.warn(f"{e}; compiling at run time instead (ember.load(..., strict=True) raises)", RuntimeWarning,
+                      stacklevel=2)
+        from . import compile as ember_compile
+
+        return ember_compile(model)
+
+    def call(*args, **kwargs):
+        return loaded(model, *args, **kwargs)
+
+    call.compiled_function = loaded
+    return call
+
+
+def _load(path: str):
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        doc, blobs = graph_format.decode(data, precompile.artifact_tag())
+    except graph_format.FormatError as e:
+        raise precompile.PrecompileRefused(f"ember: refusing {path}: {e}. Save it again with this ember "
+                                           "(ember.save or ember precompile)") from None
+    if doc.get("what") != "saved function" or len(blobs) != 1:
+        raise precompile.PrecompileRefused(f"ember: {path} is not a file ember.save wrote")
+    if doc.get("torch") != torch.__version__:
+        raise precompile.PrecompileRefused(f"ember: refusing {path}: saved with torch {doc.get('torch')}, this is "
+                                           f"torch {torch.__version__}")
+    loader = torch.compiler.load_compiled_function
+    kwargs = {"f_globals": _call.__globals__} if "f_globals" in inspect.signature(loader).parameters else {}
+    return loader(io.BytesIO(bytes(blobs[0])), **kwargs)

@@ -1,0 +1,356 @@
+"""ember's graphs in torch's precompile API: warm starts with no tracing at all.
+
+    compiled = torch.compile(fn, fullgraph=True, backend="ember").aot_compile(((args), {kwargs}))
+    compiled.save_compiled_function(path)                     # one process
+    fn = torch.compiler.load_compiled_function(open(path, "rb"))  # another: no Dynamo, no tracing
+
+torch saves Dynamo's guards and bytecode itself and asks the backend's compiled graph to
+serialize itself: it must be a torch._dynamo.aot_compile_types.SerializableCallable. During
+aot_compile (backend.make_backend sees `active()`), ember's backend returns one:
+
+  EmberCompiledGraph  a graph ember's front end traced (inference): its artifact is ember's
+                      own format (graph_format.py), the graph state plus its kernels
+  EmberAOTGraph       a graph AOTAutograd traced (training, input mutation, aliased outputs):
+                      AOTAutograd's bundled entry (torch's own serialization, whose ember
+                      parts are graph states again), plus the kernels of its graphs
+  EmberEagerGraph     a graph ember could not compile: saving it raises, saying why
+
+An artifact is an ember container (graph_format.encode) tagged with ember's version and
+build, holding torch's version, the device (and CUDA architecture, or the C compiler's
+identity, which every CPU kernel key covers), the options that change compiled code, and
+the graphs. Kernels are named by their kernel cache key (content-addressed: the key covers
+the generated source, ember's version and the compiler) and, with
+`ember.config.precompile_kernels = "embed"` (the default, what deployment wants), carried
+in the artifact; a loader installs them into its kernel cache (csrc/runtime/disk_cache.h,
+which verifies them on every load) before building the graph, so no compiler runs. With
+"reference" the artifact holds the keys only and the loader's kernel cache must have them
+(a missing one is compiled, and logged).
+
+Loading checks, before anything is decoded: magic, format, ember's build (the tag), the
+SHA-256; then torch's version, the device and its architecture or the C compiler. A
+mismatch raises PrecompileRefused saying which, and what to do (precompile again on this
+machine, or compile at run time: ember.load does that for you with a warning).
+
+An artifact holds machine code (its kernels) and, for AOTAutograd's graphs, torch's own
+pickle: load only artifacts you trust, as you would a shared library or torch.load of a
+full model. Its integrity is checked; its author is not.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from . import _core, aot_cache, counters as stats, graph_format, logs
+
+try:
+    from torch._dynamo.aot_compile_types import SerializableCallable as _SerializableBase
+except ImportError:  # a torch without the precompile API: unavailable_reason() says so
+    _SerializableBase = object
+
+
+class PrecompileRefused(RuntimeError):
+    """A precompiled artifact that this process must not load, and why."""
+
+
+@functools.lru_cache(maxsize=1)
+def unavailable_reason() -> str | None:
+    """None where this torch has the precompile API ember implements, else why not."""
+    if _SerializableBase is object:
+        return f"torch {torch.__version__} has no torch._dynamo.aot_compile_types.SerializableCallable"
+    if not hasattr(torch.compiler, "load_compiled_function"):
+        return f"torch {torch.__version__} has no torch.compiler.load_compiled_function"
+    if not hasattr(torch._functorch.config, "bypass_autograd_cache_key"):
+        return f"torch {torch.__version__} has no torch._functorch.config.bypass_autograd_cache_key"
+    return aot_cache.unavailable_reason()
+
+
+def active() -> bool:
+    """Whether the backend is being called by torch's aot_compile (aot_compile_fullgraph
+    patches this config for the backend call; nothing else in torch sets it around a
+    Dynamo backend)."""
+    return unavailable_reason() is None and bool(torch._functorch.config.bypass_autograd_cache_key)
+
+
+def artifact_tag() -> str:
+    from . import __version__
+
+    return f"ember-{__version__}-{aot_cache._build_id()}"
+
+
+# Config fields that change what a graph compiles to: recorded in an artifact, applied when
+# it is loaded (the loader's own cache_dir, disk_cache and fallback settings still apply).
+_CODE_OPTIONS = ("fuse", "pad_matmuls", "emulate_precision_casts", "max_autotune")
+
+
+class _Collect:
+    """The runners compiled during one aot_compile backend call (AOTAutograd's graphs)."""
+
+    stack: list[list] = []
+
+
+def note_runner(runner) -> None:
+    if _Collect.stack:
+        _Collect.stack[-1].append(runner)
+
+
+def compile_for_precompile(compile_fn, gm, example_inputs, cfg, mode):
+    """Runs the backend's compile (compile_fn(gm, example_inputs) -> (what Dynamo calls,
+    front end)) and wraps its result as a SerializableCallable."""
+    runners: list = []
+    _Collect.stack.append(runners)
+    try:
+        compiled, front = compile_fn(gm, example_inputs)
+    finally:
+        _Collect.stack.pop()
+    if front == "ember":
+        runner = compiled.runner
+        if not _is_compiled(runner):
+            return EmberEagerGraph(compiled, "ember could not compile it (see ember.explain or the fallback log)")
+        return EmberCompiledGraph(runner, cfg, mode, compiled.static_inputs)
+    if not getattr(compiled, "serialize", None):
+        return EmberEagerGraph(compiled, "AOTAutograd's result is not serializable in this torch")
+    failed = [r for r in runners if not _is_compiled(r)]
+    if failed or not runners:
+        return EmberEagerGraph(compiled, "ember could not compile one of its AOTAutograd graphs")
+    return EmberAOTGraph(compiled, runners, cfg, mode)
+
+
+def _is_compiled(runner) -> bool:
+    from .runtime import GraphRunner
+
+    return isinstance(runner, GraphRunner)
+
+
+class _EmberSerializable(_SerializableBase):
+    """What the three kinds share: the options and the artifact's envelope."""
+
+    @classmethod
+    def serialize_compile_artifacts(cls, fn) -> bytes:
+        return fn._artifact()
+
+    @classmethod
+    def deserialize_compile_artifacts(cls, data: bytes):
+        return load_artifact(data)
+
+
+class EmberCompiledGraph(_EmberSerializable):
+    """A graph ember's front end traced and compiled, as torch's precompile API holds it."""
+
+    def __init__(self, runner, cfg, mode, static_inputs=None):
+        self.runner = runner
+        self._cfg, self._mode = cfg, mode
+        self._static_inputs = static_inputs
+
+    def __call__(self, *args):
+        return self.runner(args)
+
+    def _artifact(self) -> bytes:
+        _wait(self.runner)
+        state = aot_cache.graph_state(self.runner, "inference", aot_cache.cache_tag(self._cfg, self._mode))
+        return _envelope(self._cfg, self._mode, [self.runner], {"front": "ember", "static_inputs": self._static_inputs},
+                         [state])
+
+
+class EmberAOTGraph(_EmberSerializable):
+    """A graph AOTAutograd traced (its runtime wrappers: training's autograd.Function,
+    input mutations, aliased outputs) with ember's compiled graphs inside."""
+
+    def __init__(self, compiled, runners, cfg, mode):
+        self.compiled = compiled
+        self._runners = runners
+        self._cfg, self._mode = cfg, mode
+
+    def __call__(self, *args):
+        return self.compiled(*args)
+
+    def _artifact(self) -> bytes:
+        from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as Bundled
+
+        for r in self._runners:
+            _wait(r)
+        entry = Bundled.serialize_compile_artifacts(Bundled(self.compiled))
+        return _envelope(self._cfg, self._mode, self._runners, {"front": "AOTAutograd"}, [entry])
+
+
+class EmberEagerGraph(_EmberSerializable):
+    """A graph that runs eagerly: it runs, but an artifact cannot hold it."""
+
+    def __init__(self, fn, reason: str):
+        self.fn = fn
+        self.reason = reason
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+    def _artifact(self) -> bytes:
+        raise PrecompileRefused(f"ember: this graph cannot be precompiled: {self.reason}. Fix what the reason names, "
+                                "or compile at run time (torch.compile(..., backend='ember'))")
+
+
+def _wait(runner) -> None:
+    """A graph's kernels, built: a background C compile is waited for; a failed one raises."""
+    if runner._finish_compile is not None:
+        runner._await_kernels()
+    if runner.kernels_failed():
+        raise PrecompileRefused("ember: a graph's kernels failed to compile; it runs eagerly and cannot be "
+                                "precompiled (see the warning printed when it ran)")
+
+
+def _device_info(runners) -> dict:
+    device = str(runners[0].device)
+    if device == "cpu":
+        return {"device": "cpu", "compiler": _core.c_compiler_identity()}
+    from .cuda import device_arch, nvrtc_info
+
+    return {"device": device, "arch": device_arch(torch.device(device)), "compiler": nvrtc_info()["identity"]}
+
+
+def _envelope(cfg, mode, runners, graph: dict, parts: list[bytes]) -> bytes:
+    """The artifact: ember's container with the graph's parts and its kernels."""
+    from .config import config
+
+    embed = config.precompile_kernels == "embed"
+    blobs = list(parts)
+    kernels = []
+    cache_dir = cfg.cache_dir or _core.default_cache_dir()
+    for runner in runners:
+        cg = runner.cg
+        cubins = list(getattr(cg, "cubins", []))
+        for i, (key, suffix) in enumerate(cg.cache_entries):
+            entry = [key, suffix, -1]
+            if embed:
+                data = cubins[i] if suffix == "cubin" else _core.cache_read(cache_dir, key, suffix)
+                if data is None:
+                    raise PrecompileRefused(
+                        f"ember: kernel {key[:16]}.{suffix} is not in the kernel cache ({cache_dir}), so it cannot be "
+                        "embedded: make the cache usable (ember cache info says why not), or set "
+                        "ember.config.precompile_kernels = 'reference'")
+                blobs.append(data)
+                entry[2] = len(blobs) - 1
+            kernels.append(entry)
+    doc = {"what": "precompiled", "torch": torch.__version__, **_device_info(runners),
+           "options": {name: getattr(cfg, name) for name in _CODE_OPTIONS}, "mode": mode,
+           "graph": graph, "parts": list(range(len(parts))), "kernels": kernels}
+    stats.count_precompile("saved")
+    return graph_format.encode(artifact_tag(), doc, blobs)
+
+
+def load_artifact(data: bytes):
+    """The SerializableCallable an artifact holds, after every check (PrecompileRefused)."""
+    try:
+        doc, blobs = graph_format.decode(data, artifact_tag())
+    except graph_format.FormatError as e:
+        raise PrecompileRefused(f"ember: refusing a precompiled artifact: {e}. Precompile it again with this "
+                                "ember (ember precompile / ember.save), or compile at run time") from None
+    if doc.get("what") != "precompiled":
+        raise PrecompileRefused(f"ember: not a precompiled artifact ({doc.get('what')!r})")
+    _check_machine(doc)
+    from .config import config
+
+    cfg = config.update(doc.get("options") or {})
+    mode = doc.get("mode")
+    _install_kernels(cfg, doc.get("kernels") or [], blobs)
+    graph = doc.get("graph") or {}
+    parts = [bytes(blobs[i]) for i in doc.get("parts", [])]
+    try:
+        if graph.get("front") == "ember":
+            return _load_ember_graph(parts[0], cfg, mode, graph.get("static_inputs"))
+        if graph.get("front") == "AOTAutograd":
+            return _load_aot_graph(parts[0], cfg, mode)
+    except graph_format.FormatError as e:
+        raise PrecompileRefused(f"ember: refusing a precompiled artifact's graph: {e}") from None
+    raise PrecompileRefused(f"ember: a precompiled artifact of an unknown kind ({graph.get('front')!r})")
+
+
+def _check_machine(doc: dict) -> None:
+    """The artifact was made for this torch and this device (CUDA architecture, or C
+    compiler and target, which every CPU kernel key covers)."""
+    again = "precompile it again on this machine, or compile at run time"
+    if doc.get("torch") != torch.__version__:
+        raise PrecompileRefused(f"ember: refusing a precompiled artifact made with torch {doc.get('torch')} "
+                                f"(this is torch {torch.__version__}): {again}")
+    device = doc.get("device")
+    if device == "cpu":
+        here = _core.c_compiler_identity()
+        if doc.get("compiler") != here:
+            theirs = dict(_identity_lines(doc.get("compiler") or ""))
+            diff = next((f"{k}: {theirs.get(k, '?')!r} there, {v!r} here" for k, v in _identity_lines(here)
+                         if theirs.get(k) != v), "")
+            raise PrecompileRefused(f"ember: refusing a precompiled artifact whose CPU kernels were built by another "
+                                    f"C compiler or for another CPU ({diff[:300]}): {again}")
+        return
+    if not isinstance(device, str) or not device.startswith("cuda"):
+        raise PrecompileRefused(f"ember: a precompiled artifact for an unknown device ({device!r})")
+    if not torch.cuda.is_available():
+        raise PrecompileRefused(f"ember: refusing a precompiled artifact for {device} ({doc.get('arch')}): "
+                                "this process has no CUDA device")
+    from .cuda import device_arch
+
+    index = torch.device(device).index or 0
+    if index >= torch.cuda.device_count():
+        raise PrecompileRefused(f"ember: a precompiled artifact for {device}, which this machine does not have")
+    arch = device_arch(torch.device("cuda", index))
+    if doc.get("arch") != arch:
+        raise PrecompileRefused(f"ember: refusing a precompiled artifact built for {doc.get('arch')} on a {arch} "
+                                f"device: {again}")
+
+
+def _identity_lines(identity: str):
+    for line in identity.splitlines():
+        key, _, value = line.partition(":")
+        yield key.strip(), value.strip()
+
+
+def _install_kernels(cfg, kernels: list, blobs) -> None:
+    """Embedded kernels into this machine's kernel cache, which verifies them when loading.
+    A kernel the artifact only names must be there already; if not, it is compiled."""
+    cache_dir = cfg.cache_dir or _core.default_cache_dir()
+    for entry in kernels:
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], int)):
+            raise PrecompileRefused("ember: a precompiled artifact with a malformed kernel list")
+        key, suffix, blob = entry
+        if blob < 0:
+            continue
+        try:
+            ok = cfg.disk_cache and _core.cache_write(cache_dir, key, suffix, bytes(blobs[blob]))
+        except (ValueError, IndexError) as e:  # a key or suffix the disk cache refuses
+            raise PrecompileRefused(f"ember: a precompiled artifact with a malformed kernel ({e})") from None
+        if not ok:
+            logs.logger("cache").warning("precompiled kernels not installed (the kernel cache %s is off or not usable:"
+                                         " `ember cache info` says why); they are compiled again", cache_dir)
+            return
+    stats.count_precompile("kernels_installed", sum(1 for e in kernels if e[2] >= 0))
+
+
+def _load_ember_graph(state_bytes: bytes, cfg, mode, static_inputs):
+    from .backend import load_graph
+
+    state = graph_format.decode_state(state_bytes, aot_cache.cache_tag(cfg, mode))
+    runner = load_graph(state, cfg, mode, static_inputs, "precompiled artifact")
+    _note_missing_kernels(runner)
+    stats.count_precompile("loaded")
+    return EmberCompiledGraph(runner, cfg, mode, static_inputs)
+
+
+def _load_aot_graph(entry: bytes, cfg, mode):
+    from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as Bundled
+
+    runners: list = []
+    aot_cache._Loading.stack.append((cfg, mode))
+    _Collect.stack.append(runners)
+    try:
+        loaded = Bundled.deserialize_compile_artifacts(entry)
+    finally:
+        _Collect.stack.pop()
+        aot_cache._Loading.stack.pop()
+    for r in runners:
+        _note_missing_kernels(r)
+    stats.count_precompile("loaded")
+    return EmberAOTGraph(loaded, runners, cfg, mode)
+
+
+def _note_missing_kernels(runner) -> None:
+    if runner.cg.cache_status == "miss":
+        logs.logger("cache").warning("a precompiled graph's kernels were not in the kernel cache: compiling them "
+                                     "(save with ember.config.precompile_kernels = 'embed' to carry them)")
