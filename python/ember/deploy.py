@@ -46,9 +46,10 @@ def portable_guards(entries) -> list[bool]:
 
 
 def save(model, example_inputs, path: str, *, kwargs: dict | None = None, mode: str | None = None,
-         options: dict | None = None, dynamic: bool | None = None, kernels: str = "embed") -> None:
+         options: dict | None = None, dynamic: bool | None = None, kernels: str = "embed"):
     """Precompiles `model` for calls like model(*example_inputs, **kwargs), in the current
-    grad mode (torch.no_grad() for inference), and writes the artifact to `path`.
+    grad mode (torch.no_grad() for inference), writes the artifact to `path`, and returns
+    the compiled function (called as the model is) that it holds.
     kernels="embed" carries the compiled kernels (deploy anywhere with the same ember,
     torch, device and C compiler); "reference" names them in this machine's kernel cache."""
     from .backend import make_backend
@@ -73,6 +74,7 @@ def save(model, example_inputs, path: str, *, kwargs: dict | None = None, mode: 
     doc = {"what": "saved function", "torch": torch.__version__}
     with open(path, "wb") as f:
         f.write(graph_format.encode(precompile.artifact_tag(), doc, [data]))
+    return _bound(fn, model)
 
 
 def load(path: str, model, *, strict: bool = False):
@@ -89,10 +91,15 @@ def load(path: str, model, *, strict: bool = False):
 
         return ember_compile(model)
 
-    def call(*args, **kwargs):
-        return loaded(model, *args, **kwargs)
+    return _bound(loaded, model)
 
-    call.compiled_function = loaded
+
+def _bound(compiled, model):
+    """compiled(model, ...) called as the model is."""
+    def call(*args, **kwargs):
+        return compiled(model, *args, **kwargs)
+
+    call.compiled_function = compiled
     return call
 
 

@@ -97,10 +97,15 @@ def note_runner(runner) -> None:
 def compile_for_precompile(compile_fn, gm, example_inputs, cfg, mode):
     """Runs the backend's compile (compile_fn(gm, example_inputs) -> (what Dynamo calls,
     front end)) and wraps its result as a SerializableCallable."""
+    from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
+
     runners: list = []
     _Collect.stack.append(runners)
     try:
         compiled, front = compile_fn(gm, example_inputs)
+    except BypassAOTAutogradCache as e:  # under aot_compile torch raises it: a graph ember runs eagerly
+        raise PrecompileRefused(f"this graph cannot be precompiled: {e}. Fix what the reason names, or compile "
+                                "at run time (torch.compile(..., backend='ember'))") from None
     finally:
         _Collect.stack.pop()
     if front == "ember":
@@ -320,7 +325,9 @@ def _install_kernels(cfg, kernels: list, blobs) -> None:
             logs.logger("cache").warning("precompiled kernels not installed (the kernel cache %s is off or not usable:"
                                          " `ember cache info` says why); they are compiled again", cache_dir)
             return
-    stats.count_precompile("kernels_installed", sum(1 for e in kernels if e[2] >= 0))
+    installed = sum(1 for e in kernels if e[2] >= 0)
+    if installed:
+        stats.count_precompile("kernels_installed", installed)
 
 
 def _load_ember_graph(state_bytes: bytes, cfg, mode, static_inputs):

@@ -1,0 +1,181 @@
+"""torch's precompile API with ember (python/ember/precompile.py) and ember.save/ember.load
+(python/ember/deploy.py): an artifact saved in one process loads in a new one with no
+tracing and no compiler, and gives the same bits; a damaged, foreign or misplaced artifact
+is refused with a clear error, never loaded."""
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+import ember
+from ember import deploy, graph_format, precompile
+
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "precompile_child.py")
+
+pytestmark = pytest.mark.skipif(precompile.unavailable_reason() is not None,
+                                reason=f"no precompile API: {precompile.unavailable_reason()}")
+
+
+def run_child(tmp_path, *args, cache="cache"):
+    env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path / cache), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "torch"),
+           "EMBER_FALLBACK_ON_ERROR": "0"}
+    r = subprocess.run([sys.executable, CHILD, *args, str(tmp_path)], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("PRECOMPILE_STATS "))
+    return json.loads(line.split(" ", 1)[1]), r
+
+
+@pytest.mark.parametrize("scenario", ["inference", "training"])
+def test_artifact_loads_in_a_new_process_on_a_fresh_cache_with_no_compiler(tmp_path, scenario):
+    saved, _ = run_child(tmp_path, "save", scenario)
+    assert saved["precompile"] == {"saved": 1} and saved["graphs_compiled"] >= 1, saved
+    # Another cache directory: the kernels come from the artifact, installed and verified.
+    loaded, _ = run_child(tmp_path, "load", scenario, cache="fresh")
+    assert loaded["graphs_compiled"] == 0 and loaded["c_compiler_runs"] == 0, loaded
+    assert loaded["dynamo_compiles"] == 0 and loaded["front_end"] == {}, loaded  # no tracing at all
+    assert loaded["precompile"]["loaded"] == 1 and loaded["precompile"]["kernels_installed"] >= 1, loaded
+
+
+def test_artifact_by_reference_uses_the_kernel_cache_or_compiles(tmp_path):
+    run_child(tmp_path, "save", "inference", "--kernels", "reference")
+    same_cache, _ = run_child(tmp_path, "load", "inference")
+    assert same_cache["c_compiler_runs"] == 0 and "kernels_installed" not in same_cache["precompile"], same_cache
+    fresh, r = run_child(tmp_path, "load", "inference", cache="fresh")
+    assert fresh["c_compiler_runs"] == 1 and fresh["graphs_compiled"] == 0, fresh  # compiled, still right
+    assert "kernels were not in the kernel cache" in r.stderr
+
+
+# ---- refusals, in process -------------------------------------------------------------------
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)).eval()
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """(path of an ember.save artifact, ember's part of it, model, input, expected output)."""
+    torch._dynamo.reset()
+    model, x = _model(), torch.randn(4, 8)
+    path = str(tmp_path_factory.mktemp("saved") / "model.ember")
+    with torch.no_grad():
+        expected = ember.save(model, (x,), path)(x)  # the original compile's output
+    # ember's own artifact inside torch's: the bytes serialize_compile_artifacts returns.
+    graph = deploy._load(path)._artifacts.compiled_fn
+    part = type(graph).serialize_compile_artifacts(graph)
+    return path, part, model, x, expected
+
+
+def test_ember_load_gives_the_same_bits(saved):
+    path, _, model, x, expected = saved
+    torch._dynamo.reset()
+    with torch.no_grad():
+        out = ember.load(path, model, strict=True)(x)
+    assert torch.equal(out, expected)
+
+
+def _re_signed(data: bytes, change, tag=None) -> bytes:
+    """The artifact with its document changed and signed again, as a forger would: its own
+    checks pass, so the loader's version and device checks must catch it."""
+    doc, blobs = graph_format.decode(data, None)
+    doc.pop("blobs")
+    change(doc)
+    return graph_format.encode(tag or graph_format.read_tag(data), doc, [bytes(b) for b in blobs])
+
+
+def _refused(data: bytes, match: str):
+    with pytest.raises(precompile.PrecompileRefused, match=match):
+        precompile.load_artifact(data)
+
+
+def test_damaged_artifacts_are_refused(saved):
+    part = saved[1]
+    _refused(part[: len(part) // 2], "SHA-256|truncated")
+    _refused(part[:20], "truncated|too short")
+    flipped = bytearray(part)
+    flipped[-10] ^= 0x01
+    _refused(bytes(flipped), "SHA-256")
+    _refused(b"\x80\x04not an ember artifact", "magic|too short")
+
+
+def test_foreign_artifacts_are_refused(saved):
+    part = saved[1]
+    _refused(_re_signed(part, lambda d: None, tag="ember-0.0.0-another-build"), "another ember build")
+    _refused(_re_signed(part, lambda d: d.update(torch="1.0.0")), "made with torch 1.0.0")
+    _refused(_re_signed(part, lambda d: d.update(compiler=d["compiler"].replace("-march=", "-march=other"))),
+             "another C compiler or for another CPU")
+    _refused(_re_signed(part, lambda d: d.update(what="something else")), "not a precompiled artifact")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_wrong_device_artifact_is_refused(saved):
+    _refused(_re_signed(saved[1], lambda d: d.update(device="cuda:0", arch="sm_90")), "no CUDA device")
+
+
+def test_ember_load_refuses_then_compiles_at_run_time(saved, tmp_path):
+    path, _, model, x, expected = saved
+    data = open(path, "rb").read()
+    bad = tmp_path / "bad.ember"
+    bad.write_bytes(data[:-100])
+    with pytest.raises(precompile.PrecompileRefused, match="SHA-256|truncated"):
+        ember.load(str(bad), model, strict=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn = ember.load(str(bad), model)
+    assert any("compiling at run time" in str(w.message) for w in caught)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(fn(x), expected)
+    other_torch = tmp_path / "other_torch.ember"
+    other_torch.write_bytes(_re_signed(data, lambda d: d.update(torch="1.0.0")))
+    with pytest.raises(precompile.PrecompileRefused, match="saved with torch 1.0.0"):
+        ember.load(str(other_torch), model, strict=True)
+
+
+def test_a_graph_that_runs_eagerly_cannot_be_saved(tmp_path):
+    torch._dynamo.reset()
+    x = torch.randn(3, 3, dtype=torch.complex64)  # ember's IR has no complex: the graph runs eagerly
+    # Refused when compiling (AOTAutograd's graph), or when saving (a graph of ember's front end).
+    with pytest.raises(precompile.PrecompileRefused, match="cannot be precompiled.*runs eagerly"):
+        compiled = torch.compile(lambda t: t * 2 + 1, fullgraph=True, backend="ember").aot_compile(((x,), {}))
+        compiled.save_compiled_function(str(tmp_path / "eager.bin"))
+
+
+def test_graph_format_round_trips_every_value_kind():
+    import sympy
+
+    from ember.fx_import import Call, Ref, SymValue
+
+    s = sympy.Symbol("s7", positive=True, integer=True)
+    from torch.utils._sympy.functions import FloorDiv
+
+    values = [None, True, 3, -2**70, "x", 1.5, -0.0, float("nan"), float("inf"), [1, (2, 3)], {"k": [4.0]},
+              Ref(3, 1), SymValue(FloorDiv(2 * s + 1, 4)), SymValue(s / 3, is_float=True),
+              Call("aten::add.Tensor", (Ref(1), 2.0), {"alpha": 1}), torch.float16, torch.device("cpu"),
+              torch.strided, torch.channels_last, 1 + 2j]
+    enc = graph_format._Encoder()
+    doc = enc.value(values)
+    expanded = torch.arange(3.0).expand(4, 3)  # stride 0: the exact layout must come back
+    view = torch.arange(24, dtype=torch.int32).reshape(4, 6)[1:, ::2]
+    tensors = [enc.tensor(expanded), enc.tensor(view), enc.tensor(torch.empty(0, 5))]
+    data = graph_format.encode("t", {"v": doc, "tensors": tensors}, enc.blobs)
+    back, blobs = graph_format.decode(data, "t")
+    dec = graph_format._Decoder(blobs)
+    got = dec.value(back["v"])
+    assert repr(got) == repr(values)  # NaN != NaN; their reprs are equal
+    assert str(got[6]) == "-0.0" and isinstance(got[9][1], tuple)
+    for t, spec in zip([expanded, view, torch.empty(0, 5)], back["tensors"]):
+        u = dec.tensor(spec)
+        assert u.stride() == t.stride() and torch.equal(u, t)
+    with pytest.raises(graph_format.FormatError, match="no encoding"):
+        graph_format._Encoder().value(object())
+    with pytest.raises(graph_format.FormatError, match="unknown size function"):
+        dec.expr(["__import__", ["I", 1]])
+    with pytest.raises(graph_format.FormatError, match="unknown value kind"):
+        dec.value({"pickle": "x"})
