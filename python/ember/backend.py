@@ -20,7 +20,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import _core, aot_cache, aten_trace, counters as stats, graph_cache, logs, precompile
+from . import _core, aot_cache, aten_trace, counters as stats, graph_cache, logs, mega_cache, precompile
 from .cse import eliminate_common_subexpressions
 from .attention import drop_no_op_masks, fuse_masked_attention
 from .config import Config, config as global_config
@@ -206,8 +206,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
 
 
 def _kernels_loaded(cfg: Config, record: GraphRecord, summary: dict):
-    """What is told about a graph once its kernels are loaded: its times, logs and dumps."""
+    """What is told about a graph once its kernels are loaded: its times, logs and dumps;
+    its kernels are recorded for torch's Mega-Cache."""
     summary.update(times=record.times)
+    mega_cache.record_graph(cfg, record.cg)
     _log_graph(record)
     _dump_timings(cfg, record)
 
@@ -289,6 +291,7 @@ def load_graph(payload: dict, cfg: Config, mode: str | None = None, static_input
     cg, runner = build_runner(imported, attrs, device, cfg, kind)
     record.imported, record.cg = imported, cg
     record.ops = [imported.node_ops[nid] for nid in imported.calls]
+    mega_cache.record_graph(cfg, cg)
     seconds = time.perf_counter() - t0
     record.times = {**cg.times, "total": seconds}
     record.loaded = True

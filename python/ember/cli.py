@@ -84,6 +84,22 @@ def _cache(args) -> int:
         d = cache.info(args.dir)
         print(json.dumps(d, indent=2) if args.json else cache.format_info(d))
         return 0 if d["usable"] is not False else 1
+    if args.action in ("export", "import"):
+        if not args.file:
+            print(f"ember cache {args.action}: name the FILE", file=sys.stderr)
+            return 2
+        try:
+            if args.action == "export":
+                d = cache.export(args.file, args.dir)
+                print(f"exported {d['entries']} entries ({cache.format_bytes(d['bytes'])}) from {d['dir']} to "
+                      f"{args.file}" + (f"; skipped {d['skipped']} that failed verification" if d["skipped"] else ""))
+            else:
+                d = cache.import_file(args.file, args.dir)
+                print(f"imported {d['entries']} entries ({cache.format_bytes(d['bytes'])}) into {d['dir']}")
+        except (ValueError, PermissionError, OSError) as e:
+            print(e, file=sys.stderr)
+            return 1
+        return 0
     try:
         before = cache.clear(args.dir)
     except PermissionError as e:
@@ -139,8 +155,9 @@ def main(argv=None) -> int:
     explain.add_argument("--json", metavar="OUT.json", help="also write the report as JSON")
     explain.add_argument("--no-measure", action="store_true", help="skip timing and the speedup estimate")
 
-    cache = sub.add_parser("cache", help="the on-disk kernel cache")
-    cache.add_argument("action", choices=["info", "clear"])
+    cache = sub.add_parser("cache", help="the on-disk kernel cache: info, clear, export FILE, import FILE")
+    cache.add_argument("action", choices=["info", "clear", "export", "import"])
+    cache.add_argument("file", nargs="?", help="export: the file to write; import: the file to read")
     cache.add_argument("--dir", help="cache directory (default: ember.config.cache_dir, EMBER_CACHE_DIR or "
                        "~/.cache/ember)")
     cache.add_argument("--json", action="store_true", help="info as JSON")

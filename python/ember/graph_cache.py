@@ -24,7 +24,7 @@ import hashlib
 import torch
 import torch.fx
 
-from . import _core, aot_cache, counters as stats, graph_format, logs
+from . import _core, aot_cache, counters as stats, graph_format, logs, mega_cache
 from .aten_trace import attribute, const_key, global_state, tensor_key
 
 SUFFIX = "graph"
@@ -124,6 +124,7 @@ def load(graph_key: str, cfg, mode: str | None, static_inputs: list[int]):
                                   type(e).__name__, e)
         return None
     stats.count_graph_cache("hit")
+    mega_cache.record(_dir(cfg), graph_key, SUFFIX, data)
     return runner
 
 
@@ -139,5 +140,6 @@ def save(graph_key: str, runner, cfg, mode: str | None) -> None:
         why = "the cache directory is not usable"
     if ok:
         stats.count_graph_cache("saved_graphs")
+        mega_cache.record(_dir(cfg), graph_key, SUFFIX, state)
     else:
         logs.logger("cache").info("graph %s not written to the graph cache: %s", graph_key[:16], why)

@@ -121,3 +121,91 @@ def test_foreign_owned_artifact_is_not_loaded(filled_cache, planted_library):
     out = run_child(cache)
     assert not marker.exists(), "ember loaded a foreign-owned cache entry"
     assert "cache: ['miss']" in out
+
+
+# ---- shipping caches: `ember cache export/import` and torch's Mega-Cache -------------------
+
+def ember_cli(*args, cache):
+    env = dict(os.environ, EMBER_CACHE_DIR=str(cache))
+    return subprocess.run([sys.executable, "-m", "ember", "cache", *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_exported_cache_imports_into_a_fresh_directory_and_hits(filled_cache, tmp_path):
+    cache, _ = filled_cache
+    blob = tmp_path / "cache.export"
+    r = ember_cli("export", str(blob), cache=cache)
+    assert r.returncode == 0 and "exported" in r.stdout, r.stderr
+    fresh = tmp_path / "fresh"
+    r = ember_cli("import", str(blob), cache=fresh)
+    assert r.returncode == 0 and "imported" in r.stdout, r.stderr
+    assert "cache: ['disk']" in run_child(fresh)  # the imported kernels load: no C compiler
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "other_build"])
+def test_damaged_or_foreign_export_is_refused_and_installs_nothing(filled_cache, tmp_path, damage):
+    from ember import graph_format
+
+    cache, _ = filled_cache
+    blob = tmp_path / "cache.export"
+    assert ember_cli("export", str(blob), cache=cache).returncode == 0
+    data = blob.read_bytes()
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "flip":
+        data = data[:-5] + bytes([data[-5] ^ 1]) + data[-4:]
+    else:  # intact and signed, by another ember build
+        doc, blobs = graph_format.decode(data, None)
+        doc.pop("blobs")
+        data = graph_format.encode("ember-0.0.0-another-build", doc, [bytes(b) for b in blobs])
+    blob.write_bytes(data)
+    fresh = tmp_path / "fresh"
+    r = ember_cli("import", str(blob), cache=fresh)
+    assert r.returncode == 1 and "not importing" in r.stderr, (r.stdout, r.stderr)
+    assert not list(fresh.rglob("*.idx")), "a refused export installed entries"
+
+
+MEGA_CHILD = textwrap.dedent("""
+    import sys, torch, ember
+    path = sys.argv[2]
+    if sys.argv[1] == "save":
+        x = torch.linspace(-3, 3, 64).reshape(8, 8)
+        with torch.no_grad():
+            torch.compile(lambda t: torch.softmax(t * 2, -1) + t.tanh(), backend="ember")(x)
+        open(path, "wb").write(torch.compiler.save_cache_artifacts()[0])
+    else:
+        torch.compiler.load_cache_artifacts(open(path, "rb").read())
+    exec(sys.argv[3] if len(sys.argv) > 3 else "")
+""")
+
+
+def test_mega_cache_carries_ember_entries_to_a_fresh_machine(tmp_path):
+    from ember import mega_cache
+
+    if mega_cache.unavailable_reason():
+        pytest.skip(mega_cache.unavailable_reason())
+
+    def run(cache, *args):
+        env = dict(os.environ, EMBER_CACHE_DIR=str(cache), TORCHINDUCTOR_CACHE_DIR=str(cache) + "-torch")
+        r = subprocess.run([sys.executable, "-c", MEGA_CHILD, *args], env=env, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+
+    blob = tmp_path / "mega.bin"
+    run(tmp_path / "a", "save", str(blob))
+    run(tmp_path / "b", "load", str(blob))  # a fresh machine: nothing compiled, only loaded
+    assert "cache: ['disk']" in run_child(tmp_path / "b")
+
+
+def test_mega_cache_refuses_a_damaged_or_foreign_entry(tmp_path, monkeypatch):
+    from ember import config, graph_format, mega_cache, precompile
+
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path / "cache"))
+    good = mega_cache._content("ab" * 32, "so", b"\x7fELF not really")
+    assert mega_cache.install(good)
+    assert not mega_cache.install(good[:-3])
+    doc, blobs = graph_format.decode(good, precompile.artifact_tag())
+    doc.pop("blobs")
+    assert not mega_cache.install(graph_format.encode("ember-0.0.0-another-build", doc, [bytes(blobs[0])]))
+    doc["key"] = "../../etc/passwd"
+    assert not mega_cache.install(graph_format.encode(precompile.artifact_tag(), doc, [bytes(blobs[0])]))

@@ -1,13 +1,23 @@
-"""`ember cache info|clear`: the on-disk kernel cache as the C++ core sees it.
+"""`ember cache info|clear|export|import`: the on-disk kernel cache as the C++ core sees it.
 
 The safety checks are the core's own (csrc/runtime/disk_cache.h): a directory that is
 a symlink, not ours, or writable by others is reported unusable and never cleared.
+
+export writes every verified entry (kernels, cubins, max-autotune decisions, ember's graph
+cache) into one file in ember's own format (python/ember/graph_format.py: magic, format,
+ember's build, SHA-256, checked before anything is read); import checks it and installs
+each entry through the same DiskCache, so a fleet ships one file to fresh machines. The
+file holds machine code: import only exports you trust, as you would a shared library.
 """
 from __future__ import annotations
 
 import os
 import pwd
+import re
 import stat
+
+# An index file: <dir>/<key[0:2]>/<key>.<suffix>.idx (csrc/runtime/disk_cache.h).
+_INDEX = re.compile(r"^([0-9a-f]{16,128})\.([A-Za-z0-9_]{1,16})\.idx$")
 
 
 def cache_dir(override: str | None = None) -> str:
@@ -46,6 +56,69 @@ def clear(directory: str | None = None) -> dict:
         raise PermissionError(f"ember: not clearing {before['dir']}: {before['reason']}")
     _core.disk_cache_clear(before["dir"])
     return before
+
+
+def entries(directory: str | None = None) -> list[tuple[str, str]]:
+    """(key, suffix) of every committed entry, by its index file."""
+    path = cache_dir(directory)
+    found = []
+    for shard in sorted(os.listdir(path)) if os.path.isdir(path) else []:
+        if len(shard) != 2 or not os.path.isdir(os.path.join(path, shard)):
+            continue
+        for name in sorted(os.listdir(os.path.join(path, shard))):
+            m = _INDEX.match(name)
+            if m and m.group(1).startswith(shard):
+                found.append((m.group(1), m.group(2)))
+    return found
+
+
+def export(out_path: str, directory: str | None = None) -> dict:
+    """Writes the cache's verified entries to out_path; {"dir", "entries", "bytes", "skipped"}."""
+    from ember import _core, graph_format, precompile
+
+    d = info(directory)
+    if not d["exists"] or not d["usable"]:
+        raise PermissionError(f"ember: not exporting {d['dir']}: {d['reason'] or 'it does not exist'}")
+    listed, blobs, skipped = [], [], 0
+    for key, suffix in entries(d["dir"]):
+        data = _core.cache_read(d["dir"], key, suffix)  # verified; a bad entry is a miss
+        if data is None:
+            skipped += 1
+            continue
+        listed.append([key, suffix])
+        blobs.append(data)
+    doc = {"what": "cache export", "entries": listed}
+    with open(out_path, "wb") as f:
+        f.write(graph_format.encode(precompile.artifact_tag(), doc, blobs))
+    return {"dir": d["dir"], "entries": len(listed), "bytes": sum(len(b) for b in blobs), "skipped": skipped}
+
+
+def import_file(in_path: str, directory: str | None = None) -> dict:
+    """Installs an export's entries; {"dir", "entries", "bytes"}. Raises ValueError for a file
+    that is not an intact export of this ember build, PermissionError for an unusable cache."""
+    from ember import _core, graph_format, precompile
+
+    with open(in_path, "rb") as f:
+        data = f.read()
+    try:
+        doc, blobs = graph_format.decode(data, precompile.artifact_tag())
+    except graph_format.FormatError as e:
+        raise ValueError(f"ember: not importing {in_path}: {e}") from None
+    listed = doc.get("entries")
+    if doc.get("what") != "cache export" or not isinstance(listed, list) or len(listed) != len(blobs):
+        raise ValueError(f"ember: not importing {in_path}: not an ember cache export")
+    path = cache_dir(directory)
+    installed = 0
+    for entry, blob in zip(listed, blobs):
+        if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, str) for x in entry)):
+            raise ValueError(f"ember: not importing {in_path}: a malformed entry")
+        key, suffix = entry
+        if not _INDEX.match(f"{key}.{suffix}.idx"):
+            raise ValueError(f"ember: not importing {in_path}: a malformed entry name {key[:20]}.{suffix[:20]}")
+        if not _core.cache_write(path, key, suffix, bytes(blob)):
+            raise PermissionError(f"ember: cannot write the cache at {path}: {info(directory)['reason']}")
+        installed += 1
+    return {"dir": path, "entries": installed, "bytes": sum(len(b) for b in blobs)}
 
 
 def format_bytes(n: int) -> str:
