@@ -111,6 +111,33 @@ def _cache(args) -> int:
     return 0
 
 
+def _precompile(args) -> int:
+    import contextlib
+    import os
+
+    import torch
+
+    import ember
+    from ember import precompile
+    from ember.tools import targets
+
+    target = targets.load(args.target)
+    t0 = time.perf_counter()
+    grad = torch.enable_grad() if args.train else torch.no_grad()
+    try:
+        with grad, contextlib.redirect_stdout(sys.stderr):
+            ember.save(target.model, target.inputs, args.output, mode=args.mode, dynamic=args.dynamic or None,
+                       kernels="reference" if args.reference else "embed")
+    except precompile.PrecompileRefused as e:
+        print(f"ember precompile: {e}", file=sys.stderr)
+        return 1
+    kind = "training (forward + backward)" if args.train else "inference"
+    print(f"wrote {args.output} ({os.path.getsize(args.output) / 1024:.1f} KiB, {kind}, kernels "
+          f"{'by reference' if args.reference else 'embedded'}) in {time.perf_counter() - t0:.2f} s")
+    print(f"load it with: fn = ember.load({args.output!r}, model); fn(*inputs)")
+    return 0
+
+
 def _bench(args) -> int:
     from ember.tools import bench
 
@@ -155,6 +182,16 @@ def main(argv=None) -> int:
     explain.add_argument("--json", metavar="OUT.json", help="also write the report as JSON")
     explain.add_argument("--no-measure", action="store_true", help="skip timing and the speedup estimate")
 
+    precompile = sub.add_parser("precompile", help="compile a model once into a file that ember.load loads in a "
+                                "new process with no tracing (torch's aot_compile)")
+    precompile.add_argument("target", help=target_help)
+    precompile.add_argument("-o", "--output", required=True, metavar="PATH", help="the artifact to write")
+    precompile.add_argument("--reference", action="store_true",
+                            help="name the kernels by their cache key instead of carrying them (this machine only)")
+    precompile.add_argument("--train", action="store_true", help="forward + backward (default: inference, no_grad)")
+    precompile.add_argument("--dynamic", action="store_true", help="symbolic sizes (torch.compile dynamic=True)")
+    precompile.add_argument("--mode", default=None, help="ember's mode (default, reduce-overhead, max-autotune)")
+
     cache = sub.add_parser("cache", help="the on-disk kernel cache: info, clear, export FILE, import FILE")
     cache.add_argument("action", choices=["info", "clear", "export", "import"])
     cache.add_argument("file", nargs="?", help="export: the file to write; import: the file to read")
@@ -163,7 +200,8 @@ def main(argv=None) -> int:
     cache.add_argument("--json", action="store_true", help="info as JSON")
 
     args = parser.parse_args(argv)
-    commands = {"demo": _demo, "doctor": _doctor, "bench": _bench, "explain": _explain, "cache": _cache}
+    commands = {"demo": _demo, "doctor": _doctor, "bench": _bench, "explain": _explain, "cache": _cache,
+                "precompile": _precompile}
     try:
         return commands[args.cmd](args)
     except KeyboardInterrupt:

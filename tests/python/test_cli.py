@@ -28,7 +28,7 @@ def ember_cmd(*args, cache_dir=None, env_extra=None, timeout=300):
 def test_help_lists_every_command():
     r = ember_cmd("--help")
     assert r.returncode == 0, r.stderr
-    for cmd in ("demo", "doctor", "bench", "explain", "cache"):
+    for cmd in ("demo", "doctor", "bench", "explain", "cache", "precompile"):
         assert cmd in r.stdout
     script = shutil.which("ember", path=os.path.dirname(sys.executable))
     if script:  # the console script the package installs
@@ -158,11 +158,35 @@ def test_explain_names_graph_break_and_recompile_with_source_lines(tmp_path):
     assert frames == ["0/0", "1/0", "0/1"]
 
 
-@pytest.mark.parametrize("cmd", ["explain", "bench"])
+@pytest.mark.parametrize("cmd", ["explain", "bench", "precompile"])
 def test_unknown_target_is_one_line_not_a_traceback(cmd):
-    r = ember_cmd(cmd, "no_such_model")
+    r = ember_cmd(cmd, "no_such_model", *(["-o", "x.ember"] if cmd == "precompile" else []))
     assert r.returncode == 2 and "unknown example model 'no_such_model'" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_precompile_writes_an_artifact_that_loads_in_a_new_process(tmp_path):
+    from ember import precompile
+
+    if precompile.unavailable_reason():
+        pytest.skip(precompile.unavailable_reason())
+    out = tmp_path / "mlp.ember"
+    r = ember_cmd("precompile", "mlp", "-o", str(out), cache_dir=tmp_path / "cache")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert re.search(r"wrote .*mlp\.ember \([\d.]+ KiB, inference, kernels embedded\)", r.stdout), r.stdout
+    check = textwrap.dedent(f"""
+        import torch, ember
+        from ember import examples
+        model, inputs = examples.get("mlp")
+        with torch.no_grad():
+            out = ember.load({str(out)!r}, model, strict=True)(*inputs)
+            torch.testing.assert_close(out, model(*inputs), rtol=1e-4, atol=1e-5)
+        s = ember.stats()
+        assert s["dynamo_compiles"] == 0 and s["c_compiler_runs"] == 0 and s["precompile"]["loaded"] == 1, s
+    """)
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "fresh"))
+    r = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
 
 
 def test_explain_api_takes_more_calls():
