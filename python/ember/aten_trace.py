@@ -49,8 +49,10 @@ _QUERY_FUNCTIONS = (getattr, len, torch.numel, torch.is_floating_point, torch.is
 # Anything else that returns no tensor (autocast's enter and exit, say) is left to
 # AOTAutograd: it may change how the graph computes.
 _PURE_MODULES = ("_operator", "operator", "math", "builtins")
-# Global state a graph's value does not depend on when nothing needs autograd.
-_DROPPED_CALLS = (torch._C._set_grad_enabled,)
+# Calls that change nothing a graph's values depend on: grad mode (nothing needs
+# autograd), and the API usage logging some modules call (Hugging Face's masks, through
+# torch's functional APIs), which returns None and has no example value.
+_DROPPED_CALLS = (torch._C._set_grad_enabled, torch._C._log_api_usage_once)
 
 
 class NotTraced(Exception):
@@ -228,6 +230,17 @@ def _specialized(value):
 
 def _is_view(op) -> bool:
     return any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns)
+
+
+def _views_its_base(n: torch.fx.Node) -> bool:
+    """Whether a traced node's value shares memory with its first argument: a view op, or an
+    element of a view op's list (split, unbind); not an element of a multi-output op's fresh
+    tensors (topk's values, which Mixtral's router divides in place)."""
+    if n.target is operator.getitem:
+        base = n.args[0]
+        return isinstance(base, torch.fx.Node) and isinstance(base.target, torch._ops.OpOverload) and \
+            _is_view(base.target)
+    return isinstance(n.target, torch._ops.OpOverload) and _is_view(n.target)
 
 
 class _Tracer:
@@ -450,8 +463,7 @@ class _Tracer:
                 new = self.graph.node_copy(n, lambda a: vmap[a])
                 new.meta["ember_source"] = source
                 base = n.args[0] if n.args and isinstance(n.args[0], torch.fx.Node) else None
-                views = n.target is operator.getitem or isinstance(n.target, torch._ops.OpOverload) and _is_view(n.target)
-                if base is not None and views:
+                if base is not None and _views_its_base(n):
                     root = self.root[new] = self.root[vmap[base]]
                     self.views.setdefault(root, []).append(new)
                 else:
@@ -461,15 +473,16 @@ class _Tracer:
         return pytree.tree_unflatten([next(traced) if kind == "t" else c for kind, c in out_leaves], out_spec)
 
     def _functionalize(self, n, vmap, source):
-        """An in-place op (relu_, add_ of `out += identity`) on an intermediate, as its
-        functional form: the result replaces the mutated value for every later read.
-        A mutated input, or a mutated view, is AOTAutograd's to functionalize."""
+        """An in-place op (relu_, add_ of `out += identity`) on an intermediate, or on a view
+        of one (Falcon's `mlp_output += attention_output`, the view of a linear's result), as
+        its functional form: the result replaces the mutated value for every later read.
+        That is exact as long as nothing reads the view's base, or another view of it, after
+        the mutation (_check_mutations). A mutated input, or a view of one, is AOTAutograd's
+        to functionalize (its writes must reach the caller's tensor)."""
         mutated = vmap[n.args[0]]
         root = self.root[mutated]
         if root.op in ("placeholder", "get_attr"):
-            raise NotTraced(f"it mutates an input ({n.target})")
-        if root is not mutated:
-            raise NotTraced(f"it mutates a view in place ({n.target})")
+            raise NotTraced(f"it mutates an input or a view of one ({n.target})")
         op = _functional(n.target)
         args = torch.fx.node.map_arg(n.args, lambda a: vmap[a])
         kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: vmap[a])
@@ -486,7 +499,7 @@ class _Tracer:
                                 ember_source=source)
         self.root[new] = new
         self.latest[mutated] = new
-        self.mutations.append((mutated, new))
+        self.mutations.append((mutated, root, new))
         return new
 
     def _current(self, value):
@@ -496,15 +509,16 @@ class _Tracer:
         return value
 
     def _check_mutations(self):
-        """No read of a mutated value, or of a view of it, may come after the mutation:
-        such a read wants the new value, which the view does not see here."""
+        """No read of a mutated value, of its base, or of a view of that base may come after
+        the mutation: such a read wants the new value, which the old nodes do not hold."""
         if not self.mutations:
             return
         order = {node: i for i, node in enumerate(self.graph.nodes)}
-        for old, new in self.mutations:
-            for v in [old] + self.views.get(old, []):
+        for old, root, new in self.mutations:
+            for v in dict.fromkeys([old, root] + self.views.get(root, [])):
                 if any(order[u] > order[new] for u in v.users):
-                    raise NotTraced("a tensor mutated in place is read through a view made before the mutation")
+                    raise NotTraced("a tensor mutated in place is read through its base or a view made before "
+                                    "the mutation")
 
 
 def attribute(module, target: str):

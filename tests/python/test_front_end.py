@@ -104,7 +104,7 @@ def views_input(x):
     return x.t(), x[1:], x * 2
 
 
-@pytest.mark.parametrize("fn, why", [(mutates_input, "mutates an input"), (mutates_a_view, "mutates a view"),
+@pytest.mark.parametrize("fn, why", [(mutates_input, "mutates an input"), (mutates_a_view, "read through its base"),
                                      (reads_a_stale_view, "view made before"), (views_input, "view of")])
 def test_graphs_ember_does_not_trace_go_to_aot_autograd_and_stay_correct(fn, why):
     x = torch.randn(5, 6)
@@ -117,6 +117,55 @@ def test_graphs_ember_does_not_trace_go_to_aot_autograd_and_stay_correct(fn, why
     torch.testing.assert_close(xc, xe)  # the input mutated as eagerly
     if fn is views_input:
         assert actual[0]._base is xc and actual[1]._base is xc  # real views, as eager returns
+
+
+def mutates_a_view_of_an_intermediate(x):
+    # Falcon's `mlp_output += attention_output`: the mutated value is a view (a reshape)
+    # of a linear's result, whose base nothing reads again.
+    y = (x * 2).view(-1, 3)
+    y += x.view(-1, 3).cos()
+    return y.sum(-1), y * 3
+
+
+def divides_topk_values_in_place(x):
+    # Mixtral's router: topk's values are a tensor of their own, not a view of its input.
+    w, i = torch.topk(x.softmax(-1), 2)
+    w /= w.sum(-1, keepdim=True)
+    return w, i
+
+
+def mutates_a_split(x):
+    # split's pieces are views: mutating one changes its base, which is read afterwards.
+    y = x * 2
+    a, b = y.split(3, dim=1)
+    a.mul_(2)
+    return y + 1
+
+
+@pytest.mark.parametrize("fn", [mutates_a_view_of_an_intermediate, divides_topk_values_in_place])
+def test_in_place_ops_on_views_of_intermediates_are_traced_by_ember(fn):
+    x = torch.randn(5, 6)
+    _, front_ends = front_ends_of(fn, x)
+    assert front_ends == ["ember"], front_ends
+    for a, e in zip(compile_fresh(fn)(x), fn(x)):
+        torch.testing.assert_close(a, e)
+
+
+def test_mutated_split_piece_whose_base_is_read_goes_to_aot_autograd():
+    x = torch.randn(5, 6)
+    _, front_ends = front_ends_of(mutates_a_split, x)
+    assert front_ends[0].startswith("AOTAutograd") and "read through its base" in front_ends[0], front_ends
+    torch.testing.assert_close(compile_fresh(mutates_a_split)(x), mutates_a_split(x))
+
+
+def logs_api_usage(x):
+    torch._C._log_api_usage_once("ember.test")  # Hugging Face's masks reach it through torch's APIs
+    return x.softmax(-1) * 2
+
+
+def test_api_usage_logging_is_dropped():
+    _, front_ends = front_ends_of(logs_api_usage, torch.randn(4, 8))
+    assert front_ends == ["ember"], front_ends
 
 
 class Bottleneck(nn.Module):
