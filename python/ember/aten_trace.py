@@ -338,6 +338,8 @@ class _Tracer:
             return args[0][0][_slices(args[0][1], flat=False)]  # an element of a multi-output call, or of a size
         distinct = list(dict.fromkeys(x for x in flat if isinstance(x, torch.fx.Node)))
         if "example_value" not in node.meta:  # Dynamo records one for every value it computes
+            if target is operator.setitem:
+                raise NotTraced("it assigns into a tensor in place (x[...] = v), which AOTAutograd functionalizes")
             raise NotTraced(f"{_name(node)} has no example value")
         example = node.meta["example_value"]
         if not any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(example)):

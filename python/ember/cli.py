@@ -152,7 +152,8 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(prog="ember", description="ember: a C++ torch.compile backend")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    target_help = ("a built-in model (mlp, ln_gelu, tiny_gpt2, small_cnn; gpt2, bert, resnet50, vit_small "
+    target_help = ("a built-in model (mlp, ln_gelu, tiny_gpt2, small_cnn, tiny_llama; gpt2, bert, resnet50, "
+                   "vit_small, llama "
                    "when transformers/torchvision/timm are installed) or path/to/file.py:factory, where "
                    "factory() returns (model, inputs) or (model, inputs, more_calls)")
 

@@ -62,6 +62,22 @@ def tiny_gpt2():
     return model.eval(), (torch.randint(0, vocab, (4, 128)),)
 
 
+def _llama(hidden, layers, heads, kv_heads, intermediate, vocab):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate,
+                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                         max_position_embeddings=2048, use_cache=False)
+    return LogitsOnly(LlamaForCausalLM(config)).eval()
+
+
+def tiny_llama():
+    """A Llama-style decoder (RMSNorm, rotary embeddings, grouped-query attention, SwiGLU):
+    2 layers, 256 wide, 4 query and 2 key/value heads."""
+    return _llama(256, 2, 4, 2, 688, 4096), (torch.randint(0, 4096, (4, 128)),)
+
+
 def _randomize_batch_norm(bn):
     # Fresh BatchNorm has mean 0, var 1, weight 1, bias 0, which makes eval-mode BN the
     # identity and would hide a wrong lowering.
@@ -92,6 +108,7 @@ MODELS = {
     "ln_gelu": ln_gelu_block,
     "tiny_gpt2": tiny_gpt2,
     "small_cnn": small_cnn,
+    "tiny_llama": tiny_llama,
 }
 
 
@@ -143,11 +160,18 @@ def vit_small():
     return timm.create_model("vit_small_patch16_224", pretrained=False).eval(), (torch.randn(1, 3, 224, 224),)
 
 
+def llama():
+    """A Llama-style decoder at TinyLlama-1.1B's widths (2048 wide, 32 query and 4 key/value
+    heads, SwiGLU 5632) with 8 of its 22 layers, batch 1 x 128 tokens."""
+    return _llama(2048, 8, 32, 4, 5632, 32000), (torch.randint(0, 32000, (1, 128)),)
+
+
 LARGER_MODELS = {
     "gpt2": gpt2,
     "bert": bert,
     "resnet50": resnet50,
     "vit_small": vit_small,
+    "llama": llama,
 }
 
 

@@ -1,7 +1,8 @@
 """What `ember bench` and `ember explain` run: a TARGET names a model and its inputs.
 
-    mlp, ln_gelu, tiny_gpt2, small_cnn        built in (ember.examples), no downloads
-    gpt2, bert, resnet50, vit_small            larger, random weights; need transformers,
+    mlp, ln_gelu, tiny_gpt2, small_cnn,       built in (ember.examples), no downloads
+    tiny_llama
+    gpt2, bert, resnet50, vit_small, llama     larger, random weights; need transformers,
                                                torchvision or timm installed
     path/to/file.py:factory                    factory() returns (model, inputs) or
                                                (model, inputs, more_calls)
@@ -56,7 +57,8 @@ def load(spec: str) -> Target:
 
 
 # The package each model that needs one imports.
-_NEEDS = {"tiny_gpt2": "transformers", "gpt2": "transformers", "bert": "transformers",
+_NEEDS = {"tiny_gpt2": "transformers", "tiny_llama": "transformers", "llama": "transformers",
+          "gpt2": "transformers", "bert": "transformers",
           "resnet50": "torchvision", "vit_small": "timm"}
 
 
