@@ -92,6 +92,8 @@ def child(action, name, backend, device, dtype_name, directory):
     with torch.no_grad():
         if action == "save":
             t0 = time.perf_counter()
+            if hasattr(torch._dynamo.config, "enable_aot_compile"):
+                torch._dynamo.config.enable_aot_compile = True  # off by default before torch 2.13
             fn = torch.compile(call, fullgraph=True, backend=backend, options={"guard_filter_fn": portable_guards})
             compiled = fn.aot_compile(((model, *inputs), {}))
             out = compiled(model, *inputs)

@@ -61,8 +61,10 @@ def save(model, example_inputs, path: str, *, kwargs: dict | None = None, mode: 
     if kernels not in ("embed", "reference"):
         raise ValueError(f"ember.save: kernels must be 'embed' or 'reference', not {kernels!r}")
     args = (example_inputs,) if torch.is_tensor(example_inputs) else tuple(example_inputs)
-    compiled = torch.compile(_call, fullgraph=True, backend=make_backend(mode, options), dynamic=dynamic,
-                             options={"guard_filter_fn": portable_guards})
+    # torch.compile attaches .aot_compile only while this is on (off by default before torch 2.13).
+    with torch._dynamo.config.patch(enable_aot_compile=True):
+        compiled = torch.compile(_call, fullgraph=True, backend=make_backend(mode, options), dynamic=dynamic,
+                                 options={"guard_filter_fn": portable_guards})
     fn = compiled.aot_compile(((model, *args), dict(kwargs or {})))
     previous = config.precompile_kernels
     config.precompile_kernels = kernels

@@ -60,6 +60,8 @@ def unavailable_reason() -> str | None:
         return f"torch {torch.__version__} has no torch._dynamo.aot_compile_types.SerializableCallable"
     if not hasattr(torch.compiler, "load_compiled_function"):
         return f"torch {torch.__version__} has no torch.compiler.load_compiled_function"
+    if not hasattr(torch._dynamo.config, "enable_aot_compile"):
+        return f"torch {torch.__version__} has no torch._dynamo.config.enable_aot_compile"
     if not hasattr(torch._functorch.config, "bypass_autograd_cache_key"):
         return f"torch {torch.__version__} has no torch._functorch.config.bypass_autograd_cache_key"
     return aot_cache.unavailable_reason()

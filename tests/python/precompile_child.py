@@ -17,6 +17,9 @@ import torch.nn as nn
 
 import ember
 
+if hasattr(torch._dynamo.config, "enable_aot_compile"):
+    torch._dynamo.config.enable_aot_compile = True  # off by default before torch 2.13
+
 RESULT_TAG = "PRECOMPILE_STATS "
 
 

@@ -15,6 +15,9 @@ import torch.nn as nn
 import ember
 from ember import deploy, graph_format, precompile
 
+if hasattr(torch._dynamo.config, "enable_aot_compile"):
+    torch._dynamo.config.enable_aot_compile = True  # off by default before torch 2.13
+
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "precompile_child.py")
 
 pytestmark = pytest.mark.skipif(precompile.unavailable_reason() is not None,
