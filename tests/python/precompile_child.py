@@ -39,7 +39,7 @@ def training_fn(m, x):
 
 def results(scenario, compiled, m, x):
     """The outputs of one call (and the gradients, in training)."""
-    if scenario == "inference":
+    if scenario != "training":
         with torch.no_grad():
             return {"out": compiled(m, x)}
     loss = compiled(m, x)
@@ -50,28 +50,34 @@ def results(scenario, compiled, m, x):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("action", choices=["save", "load"])
-    parser.add_argument("scenario", choices=["inference", "training"])
+    parser.add_argument("scenario", choices=["inference", "training", "cuda"])
     parser.add_argument("dir")
     parser.add_argument("--kernels", default="embed")
     args = parser.parse_args()
-    fn = inference_fn if args.scenario == "inference" else training_fn
+    fn = training_fn if args.scenario == "training" else inference_fn
     m = mlp() if args.scenario == "training" else mlp().eval()
     x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
+    if args.scenario == "cuda":  # bf16 inference on the GPU: cubins in the artifact
+        m, x = m.cuda().bfloat16(), x.cuda().bfloat16()
+        fn = lambda m, x: torch.softmax(m(x), -1) * 2  # noqa: E731
     path = os.path.join(args.dir, f"{args.scenario}.bin")
     if args.action == "save":
         ember.config.precompile_kernels = args.kernels
-        with torch.no_grad() if args.scenario == "inference" else torch.enable_grad():
+        with torch.no_grad() if args.scenario != "training" else torch.enable_grad():
             compiled = torch.compile(fn, fullgraph=True, backend="ember").aot_compile(((m, x), {}))
-        torch.save(results(args.scenario, compiled, m, x), path + ".expected")
+        torch.save({k: v.cpu() for k, v in results(args.scenario, compiled, m, x).items()}, path + ".expected")
         compiled.save_compiled_function(path)
     else:
         with open(path, "rb") as f:
             compiled = torch.compiler.load_compiled_function(f)
         got, expected = results(args.scenario, compiled, m, x), torch.load(path + ".expected")
+        got = {k: v.cpu() for k, v in got.items()}
         assert got.keys() == expected.keys()
         for k in got:
             assert torch.equal(got[k], expected[k]), f"{k} differs from the original compile's"
-    print(RESULT_TAG + json.dumps(ember.stats()))
+    stats = ember.stats()
+    stats["cuda_compile_counts"] = ember._core.cuda_compile_counts()  # NVRTC runs: the CPU's are in stats
+    print(RESULT_TAG + json.dumps(stats))
     sys.stdout.flush()
 
 

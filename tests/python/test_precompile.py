@@ -45,6 +45,16 @@ def test_artifact_loads_in_a_new_process_on_a_fresh_cache_with_no_compiler(tmp_p
     assert loaded["precompile"]["loaded"] == 1 and loaded["precompile"]["kernels_installed"] >= 1, loaded
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_artifact_loads_with_its_cubins_and_no_nvrtc(tmp_path):
+    run_child(tmp_path, "save", "cuda")
+    loaded, _ = run_child(tmp_path, "load", "cuda", cache="fresh")
+    assert loaded["graphs_compiled"] == 0 and loaded["dynamo_compiles"] == 0, loaded
+    assert loaded["precompile"]["loaded"] == 1 and loaded["precompile"]["kernels_installed"] >= 1, loaded
+    assert loaded["cuda_compile_counts"]["nvrtc_runs"] == 0, loaded  # the cubins came from the artifact
+
+
 def test_artifact_by_reference_uses_the_kernel_cache_or_compiles(tmp_path):
     run_child(tmp_path, "save", "inference", "--kernels", "reference")
     same_cache, _ = run_child(tmp_path, "load", "inference")
