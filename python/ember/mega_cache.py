@@ -91,7 +91,8 @@ def record_graph(cfg, cg) -> None:
     cache_dir = cfg.cache_dir or _core.default_cache_dir()
     cubins = list(getattr(cg, "cubins", []))
     for i, (key, suffix) in enumerate(cg.cache_entries):
-        record(cache_dir, key, suffix, cubins[i] if suffix == "cubin" else None)
+        if key:  # a graph with no kernel of its own (all ATen calls) has no library
+            record(cache_dir, key, suffix, cubins[i] if suffix == "cubin" else None)
 
 
 def install(content: bytes) -> bool:

@@ -225,6 +225,8 @@ def _envelope(cfg, mode, runners, graph: dict, parts: list[bytes]) -> bytes:
         cg = runner.cg
         cubins = list(getattr(cg, "cubins", []))
         for i, (key, suffix) in enumerate(cg.cache_entries):
+            if not key:  # a graph with no kernel of its own (all ATen calls) has no library
+                continue
             entry = [key, suffix, -1]
             if embed:
                 data = cubins[i] if suffix == "cubin" else _core.cache_read(cache_dir, key, suffix)
