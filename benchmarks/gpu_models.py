@@ -43,7 +43,7 @@ import time
 
 import torch
 
-MODELS = ["gpt2", "bert", "resnet50", "vit", "gpt2_train"]
+MODELS = ["gpt2", "bert", "resnet50", "vit", "gpt2_train"]  # also: llama (a Llama-style decoder)
 BACKENDS = ["eager", "inductor", "ember"]  # also: *_ro (reduce-overhead), *_ma, *_mac (max-autotune, below)
 TOL = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-4}
 RESULT_TAG = "GPU_MODELS_RESULT "
@@ -66,6 +66,15 @@ def build(name: str, quick: bool, dtype=torch.bfloat16, device="cuda"):
         model = BertModel(BertConfig())
         batch, seq = (2, 128) if quick else (16, 512)
         inputs = (torch.randint(0, 30522, (batch, seq), device=device),)
+    elif base == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+        # TinyLlama-1.1B's widths (GQA 32/4 heads, SwiGLU 5632), 8 of its 22 layers: issue 27's
+        # Llama-style decoder, whose warm start was slower than Inductor's.
+        cfg = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=8,
+                          num_attention_heads=32, num_key_value_heads=4, use_cache=False)
+        model = LlamaForCausalLM(cfg)
+        batch, seq = (2, 128) if quick else (8, 512)
+        inputs = (torch.randint(0, cfg.vocab_size, (batch, seq), device=device),)
     elif base == "resnet50":
         import torchvision
         model = torchvision.models.resnet50()
