@@ -50,6 +50,7 @@ try:
 except ImportError:  # a torch without it: the cache is unavailable, the class unused
     _OutputCodeBase = object
 
+
 @functools.lru_cache(maxsize=1)
 def unavailable_reason() -> str | None:
     """None where this torch supports a compiler's OutputCode in its AOTAutogradCache,

@@ -404,8 +404,8 @@ def make_backend(mode: str | None = None, options: dict | None = None):
         front_end = f"AOTAutograd ({reason})"
         # torch's precompile (aot_compile) needs the serializable compilers whatever the cache says.
         if not precompiling and aot_cache.note_unused(cfg):
-            return _aot_autograd(cfg, mode, cached=False, front_end=front_end, user_fallback=True)(gm, example_inputs), \
-                "AOTAutograd"
+            aot = _aot_autograd(cfg, mode, cached=False, front_end=front_end, user_fallback=True)
+            return aot(gm, example_inputs), "AOTAutograd"
         before = stats.aot_cache_counts()
         with aot_cache.enabled(cfg, mode):
             compiled = _aot_autograd(cfg, mode, cached=True, front_end=front_end,

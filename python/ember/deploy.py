@@ -41,7 +41,8 @@ def portable_guards(entries) -> list[bool]:
     from torch._dynamo.guards import CheckFunctionManager
 
     unsupported = set(CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES)
-    return [not (e.is_global or e.guard_type in unsupported or unsupported.intersection(e.derived_guard_types or ()))
+    return [not (e.is_global or e.guard_type in unsupported
+                 or unsupported.intersection(getattr(e, "derived_guard_types", None) or ()))
             for e in entries]
 
 

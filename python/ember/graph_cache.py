@@ -9,8 +9,9 @@ the global state a trace depends on (aten_trace.global_state) and ember's tag
 is the graph's state in ember's own format (graph_format.py: the graph text, the imported
 graph, constants; no library, no pointer, no pickle), stored in ember's disk cache
 (csrc/runtime/disk_cache.h), which verifies the content's SHA-256 on every read;
-graph_format.decode_state checks format, tag and digest again before decoding. Computing the key needs no torch source hash and no tracing:
-a warm start goes from Dynamo's graph straight to the C++ pipeline and the kernel cache.
+graph_format.decode_state checks format, tag and digest again before decoding. Computing
+the key needs no torch source hash and no tracing: a warm start goes from Dynamo's graph
+straight to the C++ pipeline and the kernel cache.
 
 A graph whose calls ember cannot key exactly (a constant argument of a type it does not
 know, a function outside torch's own namespaces, whose code could change between
