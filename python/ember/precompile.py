@@ -217,6 +217,9 @@ def _envelope(cfg, mode, runners, graph: dict, parts: list[bytes]) -> bytes:
     """The artifact: ember's container with the graph's parts and its kernels."""
     from .config import config
 
+    if config.precompile_kernels not in ("embed", "reference"):
+        raise ValueError(f"ember.config.precompile_kernels must be 'embed' or 'reference', "
+                         f"not {config.precompile_kernels!r}")
     embed = config.precompile_kernels == "embed"
     blobs = list(parts)
     kernels = []
