@@ -23,6 +23,8 @@ nb::dict cache_dict(const ember::DiskCache& cache) {
   d["dir"] = cache.dir();
   d["usable"] = cache.usable();
   d["reason"] = cache.reason();
+  d["problem"] = cache.problem();
+  d["fix"] = cache.fix();
   d["entries"] = cache.entry_count();
   d["bytes"] = cache.size_bytes();
   return d;
@@ -86,7 +88,8 @@ void define_tools(nb::module_& m) {
         "path, flags, identity, ok, log, seconds.");
   m.def(
       "disk_cache_info", [](const std::string& dir) { return cache_dict(ember::DiskCache(dir)); }, nb::arg("dir"),
-      "The disk cache at dir as the core sees it (creates dir if missing): dir, usable, reason, entries, bytes.");
+      "The disk cache at dir as the core sees it (creates dir if missing): dir, usable, reason, problem, fix, "
+      "entries, bytes.");
   m.def(
       "disk_cache_clear",
       [](const std::string& dir) {

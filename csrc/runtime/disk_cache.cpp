@@ -380,11 +380,13 @@ std::string create_missing_dirs(const std::string& dir, std::vector<std::string>
   }
 }
 
-// Every directory above the (resolved) cache dir. Returns a problem or "".
-std::string check_ancestors(const std::string& resolved) {
+// Every directory above the (resolved) cache dir. Returns a problem or "", and the
+// directory at fault in *culprit.
+std::string check_ancestors(const std::string& resolved, std::string* culprit) {
   for (size_t slash = resolved.rfind('/'); slash != std::string::npos;
        slash = slash == 0 ? std::string::npos : resolved.rfind('/', slash - 1)) {
     std::string parent = slash == 0 ? "/" : resolved.substr(0, slash);
+    *culprit = parent;
     struct stat st;
     if (::stat(parent.c_str(), &st) != 0) {
       return resolved + " is inside " + parent + ", which cannot be examined: " + std::strerror(errno);
@@ -395,35 +397,53 @@ std::string check_ancestors(const std::string& resolved) {
   return "";
 }
 
-// Returns "" when the cache directory can be trusted, with its resolved path in *resolved_dir;
-// else what is wrong with it, to follow "cache dir ".
-std::string trust_problem(const std::string& requested, std::string* resolved_dir) {
-  const std::string suffix = "; refusing to load shared objects from it";
-  if (requested.empty()) return "'' is empty" + suffix;
+// Why a directory ember did not create would be refused, and the command that fixes it
+// where one does: our own directory whose mode lets others in. Anything else (another
+// owner, a symlink, a parent we do not own) is fixed by choosing another directory.
+struct Problem {
+  std::string what;  // follows "cache dir "; empty when the directory can be trusted
+  std::string fix;   // a shell command, or empty
+};
+
+Problem dir_problem(const std::string& path) {
+  Problem p{path + " " + private_dir_problem(path), ""};
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid()) p.fix = "chmod 700 " + path;
+  return p;
+}
+
+// Returns an empty problem when the cache directory can be trusted, with its resolved
+// path in *resolved_dir.
+Problem trust_problem(const std::string& requested, std::string* resolved_dir) {
+  if (requested.empty()) return {"'' is empty", ""};
   std::string dir = absolute_path(requested);
-  if (dir[0] != '/') return dir + " is relative and the working directory is unknown" + suffix;
+  if (dir[0] != '/') return {dir + " is relative and the working directory is unknown", ""};
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
 
   std::vector<std::string> created;
   std::string problem = create_missing_dirs(dir, &created);
-  if (!problem.empty()) return problem + suffix;
+  if (!problem.empty()) return {problem, ""};
 
   // lstat the path as given, before anything resolves it: the cache dir itself must not be
   // a symlink. Directories we created get the same check.
   created.push_back(dir);
   for (const std::string& path : created) {
-    problem = private_dir_problem(path);
-    if (!problem.empty()) return path + " " + problem + suffix;
+    if (!private_dir_problem(path).empty()) return dir_problem(path);
   }
 
   // From here on use the resolved path, so that later operations cannot be redirected
   // through a symlinked parent, and check every parent on it.
   char resolved[PATH_MAX];
-  if (!::realpath(dir.c_str(), resolved)) return dir + " cannot be resolved: " + std::strerror(errno) + suffix;
-  problem = check_ancestors(resolved);
-  if (!problem.empty()) return problem + suffix;
+  if (!::realpath(dir.c_str(), resolved)) return {dir + " cannot be resolved: " + std::strerror(errno), ""};
+  std::string parent;
+  problem = check_ancestors(resolved, &parent);
+  if (!problem.empty()) {
+    struct stat st;
+    bool ours = ::stat(parent.c_str(), &st) == 0 && st.st_uid == geteuid();
+    return {problem, ours ? "chmod go-w " + parent : ""};
+  }
   *resolved_dir = resolved;
-  return "";
+  return {};
 }
 
 }  // namespace
@@ -431,9 +451,13 @@ std::string trust_problem(const std::string& requested, std::string* resolved_di
 // ---- DiskCache -----------------------------------------------------------------------
 
 DiskCache::DiskCache(std::string dir) : dir_(dir) {
-  std::string problem = trust_problem(dir, &dir_);
-  usable_ = problem.empty();
-  if (!usable_) reason_ = "cache dir " + problem;
+  Problem problem = trust_problem(dir, &dir_);
+  usable_ = problem.what.empty();
+  if (!usable_) {
+    problem_ = problem.what;
+    fix_ = problem.fix;
+    reason_ = "cache dir " + problem_ + "; refusing to load shared objects from it";
+  }
 }
 
 std::optional<std::string> DiskCache::lookup(const std::string& key, const std::string& suffix) {

@@ -45,6 +45,12 @@ class DiskCache {
   bool usable() const { return usable_; }
   // Why the cache is unusable, for a warning; empty when usable.
   const std::string& reason() const { return reason_; }
+  // The same without its frame: "<path> is writable by group or others (mode 0777)", for
+  // messages about a directory kept by someone else (torch's cache directory).
+  const std::string& problem() const { return problem_; }
+  // A shell command that makes the directory trusted ("chmod 700 <dir>" for our own
+  // directory that others may write), or empty where the fix is another directory.
+  const std::string& fix() const { return fix_; }
   // The directory as an absolute path with symlinked parents resolved; all later file
   // operations go through this path, so a parent symlink cannot be redirected afterwards.
   const std::string& dir() const { return dir_; }
@@ -78,6 +84,8 @@ class DiskCache {
   std::string dir_;
   bool usable_ = false;
   std::string reason_;
+  std::string problem_;
+  std::string fix_;
 };
 
 }  // namespace ember

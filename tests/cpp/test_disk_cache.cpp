@@ -227,6 +227,8 @@ TEST(disk_cache_world_writable_dir_is_unusable) {
   CHECK(!c.usable());
   CHECK_EQ(c.reason(), "cache dir " + scratch.path +
                            " is writable by group or others (mode 0777); refusing to load shared objects from it");
+  CHECK_EQ(c.problem(), scratch.path + " is writable by group or others (mode 0777)");
+  CHECK_EQ(c.fix(), "chmod 700 " + scratch.path);  // ours: the user may close it
   CHECK_EQ(mode_of(scratch.path), mode_t(0777));  // not ours to chmod
   CHECK(!c.lookup(key_for("x"), "so").has_value());
   CHECK_THROWS(c.temp_path("so"));
@@ -243,6 +245,7 @@ TEST(disk_cache_symlinked_dir_is_unusable) {
   DiskCache c(link);
   CHECK(!c.usable());
   CHECK(c.reason().find("is a symlink") != std::string::npos);
+  CHECK_EQ(c.fix(), "");  // chmod would follow the link: only another directory helps
 }
 
 TEST(disk_cache_shared_parent) {
@@ -254,6 +257,7 @@ TEST(disk_cache_shared_parent) {
   DiskCache exposed(shared + "/cache");
   CHECK(!exposed.usable());
   CHECK(exposed.reason().find("not sticky") != std::string::npos);
+  CHECK_EQ(exposed.fix(), "chmod go-w " + shared);
   // Sticky, like /tmp: only we may rename what we own in it.
   ::chmod(shared.c_str(), 01777);
   DiskCache sticky(shared + "/cache");
@@ -276,6 +280,7 @@ TEST(disk_cache_foreign_owner) {
   DiskCache c(foreign);
   CHECK(!c.usable());
   CHECK(c.reason().find("owned by uid 12345") != std::string::npos);
+  CHECK_EQ(c.fix(), "");  // not ours to chmod
 
   // A foreign index is refused and left alone.
   DiskCache mine(scratch.path + "/mine");
