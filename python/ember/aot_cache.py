@@ -24,7 +24,9 @@ repeats that tag and carries the SHA-256 of its content; format, tag and digest 
 before anything is decoded, and decoding runs no code the entry names. Anything that fails
 while loading (a mismatched format, tag or digest, a failed rebuild) makes torch bypass the
 entry and compile as usual. torch's entry around ember's state is torch's own pickle, in
-torch's cache directory.
+torch's cache directory, which torch unpickles on a lookup: ember looks up and writes
+entries only when that directory passes the checks of its own disk cache (owner, mode,
+symlinks, parents; unsafe_torch_cache_dir), and otherwise warns once and compiles.
 
 Training: the entry is written when forward and backward are both compiled, inside the
 backend call, so the backward is compiled with the forward
@@ -91,11 +93,21 @@ def _tell_once(message: str) -> None:
 
 
 def note_unused(cfg) -> str | None:
-    """off_reason(cfg), told once in the cache log."""
-    reason = off_reason(cfg)
+    """off_reason(cfg) or an unsafe torch cache directory, told once in the cache log."""
+    reason = off_reason(cfg) or unsafe_torch_cache_dir()
     if reason:
         _tell_once(reason)
     return reason
+
+
+def unsafe_torch_cache_dir() -> str | None:
+    """torch unpickles the entries it finds in its cache directory, so ember neither
+    looks up nor writes entries there unless the directory passes the checks of ember's
+    own disk cache (cache_dirs.py; warned once per process, with the fix). Why not, or None."""
+    from . import cache_dirs
+
+    refused = cache_dirs.warn_torch_cache_refused()
+    return f"torch's cache directory {refused['dir']} is refused: {refused['problem']}" if refused else None
 
 
 @functools.lru_cache(maxsize=1)

@@ -20,7 +20,7 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import _core, aot_cache, aten_trace, counters as stats, graph_cache, logs, mega_cache, precompile
+from . import _core, aot_cache, aten_trace, cache_dirs, counters as stats, graph_cache, logs, mega_cache, precompile
 from .cse import eliminate_common_subexpressions
 from .attention import drop_no_op_masks, fuse_masked_attention
 from .config import Config, config as global_config
@@ -186,6 +186,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         record.times = {"import": t1 - t0, **cg.times, "total": t2 - t0}
         stats.count_graph(kind, t2 - t0)
         summary.update(cache=cg.cache_status, kernels=len(cg.kernels), cache_note=cg.cache_note)
+        if cg.cache_note:
+            cache_dirs.warn_ember_cache_refused(cfg)
         if getattr(cg, "kernels_ready", True):
             _kernels_loaded(cfg, record, summary)
         else:
@@ -298,6 +300,8 @@ def load_graph(payload: dict, cfg: Config, mode: str | None = None, static_input
     stats.count_loaded(kind, seconds)
     summary.update(cache=cg.cache_status, times=record.times, kernels=len(cg.kernels), cache_note=cg.cache_note,
                    loaded=True)
+    if cg.cache_note:
+        cache_dirs.warn_ember_cache_refused(cfg)
     if logs.enabled("cache"):
         logs.logger("cache").info("graph %s: loaded from the %s (kernels: cache %s %s)",
                                   record.name, source, cg.cache_status, cg.cache_key[:16])

@@ -33,7 +33,7 @@ def info(directory: str | None = None) -> dict:
 
     path = cache_dir(directory)
     d = {"dir": path, "exists": os.path.lexists(path), "entries": 0, "bytes": 0, "usable": None, "reason": "",
-         "mode": None, "owner": None}
+         "problem": "", "fix": "", "mode": None, "owner": None}
     if not d["exists"]:
         d["reason"] = "does not exist yet (created, mode 0700, by the first compile)"
         return d
@@ -41,7 +41,8 @@ def info(directory: str | None = None) -> dict:
     d["mode"] = f"{stat.S_IMODE(st.st_mode):04o}"
     d["owner"] = _user(st.st_uid)
     core = _core.disk_cache_info(path)
-    d.update(usable=core["usable"], reason=core["reason"], entries=core["entries"], bytes=core["bytes"])
+    d.update(usable=core["usable"], reason=core["reason"], problem=core["problem"], fix=core["fix"],
+             entries=core["entries"], bytes=core["bytes"])
     return d
 
 

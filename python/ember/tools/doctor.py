@@ -29,7 +29,7 @@ class Check:
 
 def run_checks() -> list[Check]:
     checks = [_python_and_torch(), _dynamo(), _ember_core(), _libstdcxx(), _backends(), _c_compiler(), _cpu(), _threads(),
-              _cuda(), _cache(), _smoke_compile()]
+              _cuda(), _cache(), _torch_cache(), _smoke_compile()]
     return [c for c in checks if c is not None]
 
 
@@ -274,6 +274,7 @@ def _cuda():
 
 @_guard("cache")
 def _cache():
+    from ember import cache_dirs
     from ember.config import config
     from ember.tools import cache
 
@@ -292,9 +293,8 @@ def _cache():
         return Check("cache", "OK", f"{where} (not created yet; the first compile creates it, mode 0700)",
                      details=details)
     if not d["usable"]:
-        return Check("cache", "WARN", f"{where} is unsafe and bypassed (every process recompiles): {d['reason']}",
-                     f"chmod go-w {d['dir']} if it is yours, else set EMBER_CACHE_DIR to a private directory",
-                     details)
+        return Check("cache", "WARN", f"{where} is refused, so every process compiles again: {d['problem']}",
+                     cache_dirs.fix_text(d, cache_dirs.ember_cache_setting(config)), details)
     free = shutil.disk_usage(d["dir"]).free
     details["free_bytes"] = free
     summary = (f"{where}: {d['entries']} entries, {cache.format_bytes(d['bytes'])}, mode {d['mode']}, "
@@ -302,6 +302,26 @@ def _cache():
     if free < 100 * 2**20:
         return Check("cache", "WARN", summary, "free disk space, or move the cache with EMBER_CACHE_DIR", details)
     return Check("cache", "OK", summary, details=details)
+
+
+@_guard("torch cache")
+def _torch_cache():
+    """torch's cache directory, where ember keeps its graphs for warm starts
+    (AOTAutogradCache, python/ember/aot_cache.py) only if it passes the same checks."""
+    from ember import aot_cache, cache_dirs
+    from ember.config import config
+
+    if aot_cache.off_reason(config):
+        return Check("torch cache", "INFO", f"ember's graphs are not kept in torch's AOTAutogradCache: "
+                     f"{aot_cache.off_reason(config)}")
+    directory = cache_dirs.torch_cache_dir()
+    refused = cache_dirs.torch_cache_refusal()
+    if refused is not None:
+        return Check("torch cache", "WARN", f"{directory} is refused, so ember's graphs are not kept in torch's "
+                     f"AOTAutogradCache (warm starts compile them again): {refused['problem']}",
+                     cache_dirs.fix_text(refused, "TORCHINDUCTOR_CACHE_DIR"), {"dir": directory, **refused})
+    return Check("torch cache", "OK", f"{directory}: private, ember's graphs are kept in its AOTAutogradCache",
+                 details={"dir": directory})
 
 
 @_guard("compile")
