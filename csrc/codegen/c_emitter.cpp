@@ -73,6 +73,17 @@ void CEmitter::forget_local(int buffer) {
 
 std::string CEmitter::fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
 
+std::string CEmitter::opaque_zero(DType t) {
+  std::string type = c_type(t);
+  auto it = opaque_zeros_.find(type);
+  if (it != opaque_zeros_.end()) return it->second;
+  // Read once per call through a volatile: the compiler cannot know it is +0.0.
+  std::string name = fresh("zero");
+  scopes_.front().lines.push_back("volatile " + type + " " + name + "_v = 0; const " + type + " " + name + " = " +
+                                  name + "_v;");
+  return opaque_zeros_[type] = name;
+}
+
 int CEmitter::level_of(const Expr& e) {
   auto it = level_cache_.find(e.get());
   if (it != level_cache_.end()) return it->second.second;
@@ -252,6 +263,19 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
     case ExprOp::Where: return a[0] + " ? " + a[1] + " : " + a[2];
     case ExprOp::Cast: {
       DType from = e->args[0]->dtype;
+      const Expr& x = e->args[0];
+      if (flt && from == DType::I64 && x->op == ExprOp::Cast && is_float(x->args[0]->dtype)) {
+        // Float -> int64 -> float is a truncation, except that the integer keeps no
+        // sign of zero: (float)(int64_t)-0.5f is +0.0. Under -fno-trapping-math gcc
+        // fuses the pair into trunc(), which gives -0.0 (then 0 / -0.5 is +0.0 where
+        // eager has -0.0: fuzz seed 72148), and it drops a literal + 0.0f first,
+        // knowing an int converts to no -0.0. Adding a zero it cannot see gives C's
+        // +0.0 back and is the identity on every other value (NVRTC keeps the pair).
+        std::string f = "(" + c_type(t) + ")" + a[0] + " + " + opaque_zero(t);
+        if (t == DType::F16) return "ember_round_h(" + f + ")";
+        if (t == DType::BF16) return "ember_round_bf(" + f + ")";
+        return "(" + f + ")";
+      }
       if (t == DType::F16) return "ember_round_h((float)" + a[0] + ")";
       if (t == DType::BF16) return "ember_round_bf((float)" + a[0] + ")";
       if (is_bool(t)) return "(" + a[0] + " != 0)";

@@ -74,6 +74,9 @@ class CEmitter {
   std::string print(const Expr& e, const std::vector<std::string>& a);
   std::string guarded(const Expr& e);
   std::string load_text(const Expr& e, const std::string& index);
+  // The name of a +0 of C type c_type(t) whose value the C compiler cannot see, declared
+  // at the top of the function on first use.
+  std::string opaque_zero(DType t);
 
   std::unordered_map<int, BufferRef> buffers_;
   std::vector<Scope> scopes_ = {Scope{}};
@@ -84,6 +87,7 @@ class CEmitter {
   // Keyed by node address; each entry holds its Expr, so that a temporary expression
   // freed after one emit() cannot leave its level to a new node at the same address.
   std::unordered_map<const ExprNode*, std::pair<Expr, int>> level_cache_;
+  std::unordered_map<std::string, std::string> opaque_zeros_;  // by C type
   int counter_ = 0;
   int guarded_depth_ = 0;  // > 0 while printing the branch of a Where
 };

@@ -141,3 +141,25 @@ TEST(fuzz_vector_reduction_over_zero_size_dims) {
 )");
   CHECK(!p.code.source.empty());
 }
+
+// Seed 72148: (float)(int64_t)x is a truncation whose zero has no sign. gcc fuses the two
+// conversions into trunc() (-0.0 for x = -0.3) after dropping a literal + 0.0f, so the
+// sum with a zero it cannot see (declared once per function) must stay in the source,
+// for f32 and f64 (an f16 result rounds the f32 value).
+TEST(fuzz_float_int64_float_adds_an_opaque_zero) {
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[8]{1}
+  %1 = aten._to_copy.default(%0, "i64", none, none, none, false, none) : i64[8]{1}
+  %2 = aten.div.Tensor_mode(%1, %0, "trunc") : f32[8]{1}
+  %3 = input(1) : f64[8]{1}
+  %4 = aten._to_copy.default(%3, "i64", none, none, none, false, none) : i64[8]{1}
+  %5 = aten._to_copy.default(%4, "f64", none, none, none, false, none) : f64[8]{1}
+  %6 = aten._to_copy.default(%1, "f16", none, none, none, false, none) : f16[8]{1}
+  return (%2, %5, %6)
+}
+)");
+  const std::string& c = p.code.source;
+  CHECK(c.find("volatile float zero") != std::string::npos);
+  CHECK(c.find("volatile double zero") != std::string::npos);
+  CHECK_EQ(count_of(c, " + zero"), size_t(2));  // the f16 result rounds the f32 value
+}

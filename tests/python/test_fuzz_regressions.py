@@ -220,3 +220,16 @@ def test_var_over_zero_size_dims():
     x = torch.randn(9, 3, 0, 8, dtype=torch.bfloat16)
     fn = lambda t: (torch.ops.aten.var.correction(t, [1, 2], correction=1, keepdim=True), t.sum([1, 2], keepdim=True))
     check_identical(fn, x)
+
+
+# Seed 72148: float -> int64 -> float, as `x.long() / y` computes it, is a truncation
+# whose zero has no sign: eager's 0 / -0.33 is -0.0. gcc fused the two conversions into
+# trunc() (-0.0 for -0.33, so 0 / -0.33 gave +0.0) and first dropped the + 0.0 that
+# would have undone it; the generated C now adds a zero gcc cannot see.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_float_to_int64_to_float_keeps_an_unsigned_zero(dtype):
+    x = torch.tensor([-0.33, 2.5, -1.5, -0.7, 0.2, -0.0, 7.9, -7.9] * 5, dtype=dtype)
+    fn = lambda t: (torch.div(t.to(torch.int64), t, rounding_mode="trunc"), t.to(torch.int64).to(t.dtype),
+                    t.to(torch.int64) / -t.abs())
+    check_identical(fn, x)
+    check_identical(lambda t: torch.div(t.to(torch.int64), t, rounding_mode="trunc"), x.reshape(5, 8).t())
