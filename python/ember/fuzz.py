@@ -620,10 +620,14 @@ class Generator:
                 # Integers the float type cannot hold: sums that cancel (int64 extremes)
                 # depend on the order of accumulation, which differs from eager's.
                 raise _Reject()
+            if "f64" not in dt:
+                self.require_order_free_sum(a, dims)
             self.emit(f"torch.sum({a.name}, {dims}, keepdim={keep}{dt})", (a.exact and not a.is_float and not dt))
         elif fn == "sum_all":
+            self.require_order_free_sum(a, None)
             self.emit(f"torch.sum({a.name})", a.exact and not a.is_float)
         elif fn == "mean":
+            self.require_order_free_sum(a, dims)
             self.emit(f"torch.mean({a.name}, {dims}, keepdim={keep})", False)
         elif fn == "prod":
             d = self.dim(a)
@@ -741,6 +745,24 @@ class Generator:
         big = big.prod(d) if d is not None else big.prod()
         small = small.prod(d) if d is not None else small.prod()
         if bool((big > info.max / 16).any()) or bool((small < info.tiny * 16).any()):
+            raise _Reject()
+
+    def require_order_free_sum(self, a: Value, dims):
+        """Rejects a float sum over `dims` (None: all) whose partial sums may overflow in
+        some order but not in another: ±3e38 values whose total is finite. Each order
+        gives its own answer (the total, +-inf, or NaN where one partial sum reached
+        +inf and another -inf; eager's vector lanes and ember's loops sum in different
+        orders; seed 70314), so none is defined. No partial sum can exceed the sum of the
+        magnitudes, which is safe below the accumulator's range (float32's for f16 and
+        bf16, whose sums accumulate in float32). Infinities in the input are fine: they
+        give the same inf or NaN in every order."""
+        if not a.is_float or a.t.numel() == 0:
+            return
+        acc = a.dtype if a.dtype in (torch.float32, torch.float64) else torch.float32
+        x = a.t.double().abs()
+        x = torch.where(x.isfinite(), x, torch.zeros_like(x))
+        total = x.sum() if dims is None or a.rank == 0 else x.sum(dims)
+        if bool((total > torch.finfo(acc).max / 16).any()):
             raise _Reject()
 
     def require_conditioned(self, a: Value, dims):
