@@ -165,7 +165,16 @@ std::vector<TensorIR> minmax_dim(LowerCtx& ctx, const Node& n, ReduceOp vop, Red
   return {squeeze_dims(ctx, v, dims, keepdim), squeeze_dims(ctx, i, dims, keepdim)};
 }
 
-// var/std with a correction, and var_mean: two passes (mean, then squared deviations).
+// var/std with a correction, and var_mean: two passes, a sum to the mean m = sum / n,
+// then the sum of squared deviations d = x - m. var_mean's mean also sums d in the second
+// pass and returns m + sum(d) / n (the correction of the corrected two-pass algorithm,
+// Chan, Golub and LeVeque): sum / n is off by the rounding of a sum of values with a
+// large common offset, and sum(d), a sum of values within the slice's spread, measures
+// that error. layer_norm's decomposition subtracts this mean and multiplies by its
+// weights: values near 139 (fuzz seed 80280) had a mean off by 1.3e-5 which, times
+// weights of about 100, made errors 20x eager's, whose Welford mean has no offset error.
+// (A shift by the slice's first element would need no second sum, but it reads the row
+// at a second index, which keeps CUDA's row tiles from holding the row in registers.)
 std::vector<TensorIR> variance(LowerCtx& ctx, const Node& n, bool take_sqrt, bool with_mean) {
   const TensorIR& in = ctx.tensor(n.args[0]);
   std::vector<int64_t> dims = reduce_dims(n.args.size() > 1 ? n.args[1] : Arg::none(), in.rank());
@@ -180,8 +189,11 @@ std::vector<TensorIR> variance(LowerCtx& ctx, const Node& n, bool take_sqrt, boo
   TensorIR sum = ctx.reduce(in, dims, ReduceOp::Sum, acc, acc);
   TensorIR mean = map_stored(ctx, sum, acc, [nelem](Expr x) { return op2(ExprOp::Div, x, nelem); });
   Dims sizes = in.sizes;
-  TensorIR dev2 = ctx.lazy(acc, sizes, [in, mean, acc](const std::vector<Expr>& idx) {
-    Expr d = op2(ExprOp::Sub, cast(in.fn(idx), acc), mean.fn(broadcast_index(idx, mean.sizes)));
+  auto dev = [in, mean, acc](const std::vector<Expr>& idx) {
+    return op2(ExprOp::Sub, cast(in.fn(idx), acc), mean.fn(broadcast_index(idx, mean.sizes)));
+  };
+  TensorIR dev2 = ctx.lazy(acc, sizes, [dev](const std::vector<Expr>& idx) {
+    Expr d = dev(idx);
     return op2(ExprOp::Mul, d, d);
   }, {&in});
   TensorIR ss = ctx.reduce(dev2, dims, ReduceOp::Sum, acc, acc);
@@ -191,6 +203,16 @@ std::vector<TensorIR> variance(LowerCtx& ctx, const Node& n, bool take_sqrt, boo
     Expr v = op2(ExprOp::Div, x, denom);
     return take_sqrt ? op1(ExprOp::Sqrt, v) : v;
   });
+  // A slice of one element keeps m: var_mean([inf]) is (NaN, inf) in eager. In larger
+  // slices an infinity makes the corrected mean NaN, as eager's Welford mean is.
+  if (with_mean && (!n_dim.is_static() || n_dim.hint() > 1)) {
+    TensorIR dev1 = ctx.lazy(acc, sizes, dev, {&in});
+    TensorIR s1 = ctx.reduce(dev1, dims, ReduceOp::Sum, acc, acc);
+    TensorIR m = mean;
+    mean = ctx.lazy(acc, m.sizes, [m, s1, nelem](const std::vector<Expr>& idx) {
+      return op2(ExprOp::Add, m.fn(idx), op2(ExprOp::Div, s1.fn(idx), nelem));
+    }, {&m, &s1});
+  }
   auto squeeze = [&](const TensorIR& kd) { return keepdim || kd.sizes.empty() ? kd : squeeze_lazy(ctx, kd, dims); };
   std::vector<TensorIR> outs = {squeeze(var)};
   if (with_mean) {

@@ -163,3 +163,44 @@ TEST(fuzz_float_int64_float_adds_an_opaque_zero) {
   CHECK(c.find("volatile double zero") != std::string::npos);
   CHECK_EQ(count_of(c, " + zero"), size_t(2));  // the f16 result rounds the f32 value
 }
+
+// Seed 80280 (--dynamic): inner dims whose strides are symbolic (a view of an input
+// with symbolic sizes) were not merged, so a [13,16] reduction summed row by row with a
+// symbolic size and in one 208-long loop without: another order, another rounding.
+// Merged on canonical forms, both paths loop (and sum) the same way.
+TEST(fuzz_inner_dims_with_symbolic_strides_merge) {
+  Pipeline p(R"(graph(s0=17) {
+  %0 = sym_input(0, s0) : none
+  %1 = input(1) : f32[13,16,s0]{16*s0,s0,1}
+  %2 = aten.select.int(%1, 2, 9) : f32[13,16]{16*s0,s0}
+  %3 = aten.sum.dim_IntList(%2, [0, 1], false, none) : f32[]{}
+  %4 = aten.mul.Tensor(%2, 2.0) : f32[13,16]{16,1}
+  return (%3, %4)
+}
+)");
+  CHECK_EQ(p.schedule_text(), "kernel ember_k0 outer=[]\n  stage 0 inner=[208]: buf1(sum) buf2\n");
+  // Not contiguous together (the row stride is not 16 times the column stride): kept.
+  Pipeline q(R"(graph(s0=17) {
+  %0 = sym_input(0, s0) : none
+  %1 = input(1) : f32[13,16,s0]{17*s0,s0,1}
+  %2 = aten.select.int(%1, 2, 9) : f32[13,16]{17*s0,s0}
+  %3 = aten.sum.dim_IntList(%2, [0, 1], false, none) : f32[]{}
+  return (%3)
+}
+)");
+  CHECK_EQ(q.schedule_text(), "kernel ember_k0 outer=[]\n  stage 0 inner=[13,16]: buf1(sum)\n");
+}
+
+// Seed 80280: layer_norm's mean (var_mean's) of values near 139 was sum / n, off by the
+// rounding of the offset's sum; the second pass now also sums the deviations and the
+// mean is m + sum(x - m) / n.
+TEST(fuzz_var_mean_mean_is_corrected_by_the_deviations_sum) {
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[2,208]{208,1}
+  %1 = aten.var_mean.correction(%0, [1], 0, true) : (f32[2,1]{1,1}, f32[2,1]{1,1})
+  return (%1, %1.1)
+}
+)");
+  CHECK_EQ(p.schedule_text(), "kernel ember_k0 outer=[2]\n  stage 0 inner=[208]: buf1(sum)\n"
+                              "  stage 1 inner=[208]: buf2(sum) buf3(sum)\n  stage 2 inner=[]: buf4 buf5\n");
+}

@@ -64,17 +64,19 @@ TEST(layer_norm_fuses_into_one_kernel_with_three_stages) {
   CHECK_EQ(p.schedule_text(),
            "kernel ember_k0 outer=[4]\n"
            "  stage 0 inner=[16]: buf2(sum)\n"
-           "  stage 1 inner=[16]: buf3(sum)\n"
-           "  stage 2 inner=[16]: buf4\n");
-  // mean and variance stay in registers: only the input, weight and output are arguments.
+           "  stage 1 inner=[16]: buf3(sum) buf4(sum)\n"
+           "  stage 2 inner=[16]: buf5\n");
+  // mean, variance and the mean's correction (the deviations' sum, beside their
+  // squares') stay in registers: only the input, weight and output are arguments.
   CHECK_EQ(p.code.kernels[0].args.size(), 3u);
   CHECK(!p.code.buffer_in_memory[2]);
   CHECK(!p.code.buffer_in_memory[3]);
+  CHECK(!p.code.buffer_in_memory[4]);
 }
 
 TEST(fusion_disabled_gives_one_kernel_per_buffer) {
   Pipeline p(kLayerNorm, /*fuse=*/false);
-  CHECK_EQ(p.schedule.kernels.size(), 3u);
+  CHECK_EQ(p.schedule.kernels.size(), 4u);
   CHECK(p.code.buffer_in_memory[2]);
 }
 
@@ -337,8 +339,8 @@ TEST(split_reductions_marks_long_reductions_of_few_row_kernels) {
   CHECK_EQ(bn.schedule_text(),
            "kernel ember_k0 outer=[]\n"
            "  stage 0 vector split=64 inner=[32,131072]: buf1(sum)\n"
-           "  stage 1 vector split=64 inner=[32,131072]: buf2(sum)\n"
-           "  stage 2 inner=[32]: buf3 buf4\n");
+           "  stage 1 vector split=64 inner=[32,131072]: buf2(sum) buf3(sum)\n"
+           "  stage 2 inner=[32]: buf4 buf5\n");
   // Many rows: rows are the parallelism; short reductions stay whole.
   Pipeline rows(R"(graph {
   %0 = input(0) : f32[512,4096]{4096,1}

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import ember
 
@@ -233,3 +234,29 @@ def test_float_to_int64_to_float_keeps_an_unsigned_zero(dtype):
                     t.to(torch.int64) / -t.abs())
     check_identical(fn, x)
     check_identical(lambda t: torch.div(t.to(torch.int64), t, rounding_mode="trunc"), x.reshape(5, 8).t())
+
+
+# Seed 80280 (--dynamic): layer_norm over [13, 16] of values near 139 (139.03 minus small
+# integers) with weights of about 100. Its mean (var_mean's) was sum / n, off by the
+# rounding of a sum with a large offset (1.3e-5), which the weights made 20x eager's
+# error (eager's Welford mean has no offset error); under dynamic=True the [13, 16]
+# loops were not merged either (symbolic strides), another summation order. Now the
+# mean is corrected by the deviations' sum, and both paths loop the same way.
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_layer_norm_of_values_with_a_large_offset_is_as_accurate_as_eager(dynamic):
+    gen = torch.Generator().manual_seed(80280)
+    ints = torch.randint(-9, 10, (13, 2, 16, 17), dtype=torch.int32, generator=gen)
+    offset = torch.tensor(139.0292)
+    w = torch.randn(13, 16, generator=gen) * 100
+    b = torch.randn(13, 16, generator=gen)
+
+    def fn(i, s, w, b):
+        x = torch.rsub(i.select(3, 9).transpose(1, 0), s)
+        return F.layer_norm(x, [13, 16], w, b, eps=0.1), torch.var_mean(x, [1, 2], correction=0)[1]
+
+    ref = fn(ints, offset.double(), w.double(), b.double())
+    eager = fn(ints, offset, w, b)
+    ours = compile_fresh(fn, dynamic=dynamic)(ints, offset, w, b)
+    for o, e, r in zip(ours, eager, ref):
+        rmse = lambda t: (t.double() - r).square().mean().sqrt().item()  # noqa: E731
+        assert rmse(o) <= 3 * rmse(e) + 1e-7, (rmse(o), rmse(e))  # BRIEF.md's rule

@@ -104,7 +104,7 @@ EMBER_FN double ember_floordiv(double a, double b) {
   return q - f > 0.5 ? f + 1.0 : f;
 }
 
-/* ember_k0: a0=buf0 a1=buf3 a2=buf4 */
+/* ember_k0: a0=buf0 a1=buf4 a2=buf5 */
 void ember_k0(int64_t begin, int64_t end, char* const* args) {
   EMBER_EXP_BOUNDS
   const float* restrict a0 = (const float*)args[0];
@@ -155,65 +155,81 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
       comb5[i0] = (float)comb4[i0];
     }
     double vacc6_w_ch[64][32];
+    double vacc7_w_ch[64][32];
     #pragma omp parallel for schedule(static) if (!omp_in_parallel())
     for (int64_t ch = 0; ch < 64LL; ++ch) {
       const int64_t ch_lo = ch * 2048LL, ch_hi = ch_lo + 2048LL < 131072LL ? ch_lo + 2048LL : 131072LL;
       float vacc6[32];
       double vacc6_w[32];
       for (int64_t i0 = 0; i0 < 32LL; ++i0) vacc6_w[i0] = 0;
+      float vacc7[32];
+      double vacc7_w[32];
+      for (int64_t i0 = 0; i0 < 32LL; ++i0) vacc7_w[i0] = 0;
       for (int64_t cb = 0; cb < 32LL; cb += 16) {
         const int64_t nb = 32LL - cb < 16 ? 32LL - cb : 16;
-        float lane7[16];
+        float lane8[16];
         #pragma omp simd
         for (int64_t l = 0; l < nb; ++l) {
           const int64_t i0 = cb + l;
-          const float t8 = comb5[i0] / (131072.0f);
-          lane7[l] = t8;
+          const float t9 = comb5[i0] / (131072.0f);
+          lane8[l] = t9;
         }
         for (int64_t i1b = ch_lo; i1b < ch_hi; i1b += 256LL) {
           float vacc6_p[16] = {0};
+          float vacc7_p[16] = {0};
           for (int64_t i1 = i1b; i1 < (i1b + 256LL < ch_hi ? i1b + 256LL : ch_hi); ++i1) {
-            const int64_t t9 = i1 * 32LL;
+            const int64_t t10 = i1 * 32LL;
             #pragma omp simd
             for (int64_t l = 0; l < nb; ++l) {
               const int64_t i0 = cb + l;
-              const int64_t t10 = i0 + t9;
-              const float t11 = a0[t10];
-              const float t12 = t11 - lane7[l];
-              const float t13 = t12 * t12;
-              vacc6_p[l] += t13;
+              const int64_t t11 = i0 + t10;
+              const float t12 = a0[t11];
+              const float t13 = t12 - lane8[l];
+              const float t14 = t13 * t13;
+              vacc6_p[l] += t14;
+              vacc7_p[l] += t13;
             }
           }
           #pragma omp simd
           for (int64_t l = 0; l < nb; ++l) vacc6_w[cb + l] += vacc6_p[l];
+          #pragma omp simd
+          for (int64_t l = 0; l < nb; ++l) vacc7_w[cb + l] += vacc7_p[l];
         }
       }
       for (int64_t i0 = 0; i0 < 32LL; ++i0) {
         vacc6_w_ch[ch][i0] = vacc6_w[i0];
+        vacc7_w_ch[ch][i0] = vacc7_w[i0];
       }
     }
-    double comb14[32];
-    float comb15[32];
+    double comb15[32];
+    float comb16[32];
+    double comb17[32];
+    float comb18[32];
     for (int64_t i0 = 0; i0 < 32LL; ++i0) {
-      comb14[i0] = vacc6_w_ch[0][i0];
+      comb15[i0] = vacc6_w_ch[0][i0];
+      comb17[i0] = vacc7_w_ch[0][i0];
     }
     for (int64_t ch = 1; ch < 64LL; ++ch) {
       for (int64_t i0 = 0; i0 < 32LL; ++i0) {
-        comb14[i0] += vacc6_w_ch[ch][i0];
+        comb15[i0] += vacc6_w_ch[ch][i0];
+        comb17[i0] += vacc7_w_ch[ch][i0];
       }
     }
     #pragma omp simd
     for (int64_t i0 = 0; i0 < 32LL; ++i0) {
-      comb15[i0] = (float)comb14[i0];
+      comb16[i0] = (float)comb15[i0];
+      comb18[i0] = (float)comb17[i0];
     }
     #pragma omp simd
     for (int64_t i0 = 0; i0 < 32LL; ++i0) {
-      const float t16 = comb15[i0] / (131072.0f);
-      a1[i0] = t16;
-      const bool t17 = (comb15[i0] != comb15[i0]);
-      const float t18 = comb5[i0] / (131072.0f);
-      const float t19 = t17 ? NAN : t18;
-      a2[i0] = t19;
+      const float t19 = comb16[i0] / (131072.0f);
+      a1[i0] = t19;
+      const bool t20 = (comb16[i0] != comb16[i0]);
+      const float t21 = comb5[i0] / (131072.0f);
+      const float t22 = comb18[i0] / (131072.0f);
+      const float t23 = t21 + t22;
+      const float t24 = t20 ? NAN : t23;
+      a2[i0] = t24;
     }
   }
 }

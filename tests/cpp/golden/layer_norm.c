@@ -104,7 +104,7 @@ EMBER_FN double ember_floordiv(double a, double b) {
   return q - f > 0.5 ? f + 1.0 : f;
 }
 
-/* ember_k0: a0=buf0 a1=buf1 a2=buf4 */
+/* ember_k0: a0=buf0 a1=buf1 a2=buf5 */
 void ember_k0(int64_t begin, int64_t end, char* const* args) {
   EMBER_EXP_BOUNDS
   const float* restrict a0 = (const float*)args[0];
@@ -121,29 +121,33 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
       acc0 += t3;
     }
     float acc4 = 0;
-    const float t7 = acc0 / (16.0f);
-    #pragma omp simd reduction(+:acc4)
+    float acc5 = 0;
+    const float t8 = acc0 / (16.0f);
+    #pragma omp simd reduction(+:acc4) reduction(+:acc5)
     for (int64_t i0 = 0; i0 < 16LL; ++i0) {
-      const int64_t t5 = t1 + i0;
-      const float t6 = a0[t5];
-      const float t8 = t6 - t7;
-      const float t9 = t8 * t8;
-      acc4 += t9;
+      const int64_t t6 = t1 + i0;
+      const float t7 = a0[t6];
+      const float t9 = t7 - t8;
+      const float t10 = t9 * t9;
+      acc4 += t10;
+      acc5 += t9;
     }
-    const bool t12 = (acc4 != acc4);
-    const float t13 = t12 ? NAN : t7;
-    const float t15 = acc4 / (16.0f);
-    const float t16 = t15 + (9.99999975e-06f);
-    const float t17 = 1.0f / sqrtf(t16);
+    const bool t13 = (acc4 != acc4);
+    const float t14 = acc5 / (16.0f);
+    const float t15 = t8 + t14;
+    const float t16 = t13 ? NAN : t15;
+    const float t18 = acc4 / (16.0f);
+    const float t19 = t18 + (9.99999975e-06f);
+    const float t20 = 1.0f / sqrtf(t19);
     #pragma omp simd
     for (int64_t i0 = 0; i0 < 16LL; ++i0) {
-      const int64_t t10 = t1 + i0;
-      const float t11 = a0[t10];
-      const float t14 = t11 - t13;
-      const float t18 = t14 * t17;
-      const float t19 = a1[i0];
-      const float t20 = t18 * t19;
-      a2[t10] = t20;
+      const int64_t t11 = t1 + i0;
+      const float t12 = a0[t11];
+      const float t17 = t12 - t16;
+      const float t21 = t17 * t20;
+      const float t22 = a1[i0];
+      const float t23 = t21 * t22;
+      a2[t11] = t23;
     }
   }
 }
