@@ -1,0 +1,148 @@
+"""The fuzzer's GPU campaign (python -m ember.fuzz --device cuda) as far as it runs without
+a GPU: its programs (f32, bf16 and f16 graphs), its campaign machinery on the CPU (the dry
+path), and the CUDA ember generates for its programs, compiled by NVRTC (no GPU needed):
+a CUDA codegen error on a random graph fails CI."""
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from ember import cuda, fuzz
+from ember.fuzz.cuda import nvrtc_slice
+from ember.fuzz.judge import is_sticky
+
+GPU = fuzz.GPU_DTYPES
+
+
+def test_gpu_programs_take_one_float_dtype_each_and_no_f64():
+    seen = set()
+    for seed in range(60):
+        prog = fuzz.generate(seed, GPU)
+        assert prog.dtype in GPU
+        seen.add(prog.dtype)
+        assert "f64" not in prog.source()
+        floats = [s.dtype for s in prog.inputs if s.dtype in ("f32", "f64", "f16", "bf16")]
+        assert set(floats) <= set(GPU)
+        # The first input has the program's dtype; others may differ, for promotion.
+        assert prog.inputs[0].dtype == prog.dtype
+        again = fuzz.generate(seed, GPU)
+        assert again.source() == prog.source() and again.to_json() == prog.to_json()
+    assert seen == set(GPU)
+
+
+def test_cpu_programs_are_not_changed_by_the_gpu_profile():
+    # The CPU campaigns' seeds keep their programs (docs/reliability.md names them).
+    prog = fuzz.generate(70314)
+    assert prog.dtype is None
+    assert "v0 = torch.nan_to_num(a2, )" in prog.source()
+
+
+def test_inputs_are_made_with_their_layout_on_the_device():
+    prog = fuzz.generate(80280)
+    for spec, x, y in zip(prog.inputs, fuzz.make_inputs(prog), fuzz.make_inputs(prog, "cpu")):
+        assert x.stride() == y.stride() and x.storage_offset() == y.storage_offset(), spec
+        assert torch.equal(x.nan_to_num(), y.nan_to_num())
+
+
+def test_dry_run_of_the_gpu_campaign_on_the_cpu(tmp_path):
+    """The GPU campaign's programs, judged on the CPU: its generator, judge and summary,
+    with an output directory, as `--device cuda` writes them."""
+    seeds = range(0, 40)
+    summary = fuzz.campaign(seeds, jobs=2, progress=False, dtypes=GPU, out_dir=str(tmp_path), chunk=20)
+    problems = [f"seed {f['seed']}: {f['status']}: {f.get('minimized_detail') or f.get('detail', '')}\n"
+                f"{f.get('minimized_source', '')}" for f in summary["failures"]]
+    assert not problems, "\n".join(problems)
+    assert summary["counts"].get("ok", 0) >= 0.95 * len(seeds), summary["counts"]
+    assert set(summary["by_dtype"]) == set(GPU)
+    assert summary["finished"] and summary["graphs_done"] == len(seeds) and summary["crashes"] == 0
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk["counts"] == summary["counts"] and on_disk["dtypes"] == list(GPU)
+
+
+def test_time_limit_stops_the_campaign_with_a_partial_summary():
+    # The worker takes seconds to start (torch, ember); then a few seeds a second at most.
+    summary = fuzz.campaign(range(0, 1000), jobs=1, progress=False, dtypes=GPU, chunk=1000, time_limit=15)
+    assert 0 < summary["graphs_done"] < 1000 and not summary["finished"]
+    assert summary["failures_total"] == 0
+    # `--seeds <not_run>` continues it.
+    assert len(fuzz.parse_seeds(summary["not_run"])) == 1000 - summary["graphs_done"]
+
+
+def test_seed_lists_round_trip():
+    assert fuzz.parse_seeds("5") == [5] and fuzz.parse_seeds("3:6,10:12,20") == [3, 4, 5, 10, 11, 20]
+    assert fuzz.seed_ranges([3, 4, 5, 10, 11, 20]) == "3:6,10:12,20:21"
+    assert fuzz.parse_seeds(fuzz.seed_ranges(range(7, 19))) == list(range(7, 19))
+
+
+def test_repro_files_round_trip(tmp_path):
+    prog = fuzz.generate(1234, GPU)
+    path = tmp_path / "seed_1234.py"
+    path.write_text(fuzz.repro_text(prog, fuzz.Result("mismatch", "output 0: ..."), prog.flags, "cuda"))
+    again, flags, device = fuzz.read_repro(str(path))
+    assert again.to_json() == prog.to_json() and flags == json.loads(json.dumps(prog.flags)) and device == "cuda"
+    compile(path.read_text(), str(path), "exec")  # the file is Python
+
+
+def test_sticky_cuda_errors_end_the_worker():
+    assert is_sticky("RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert is_sticky("ember: cuLaunchKernel failed: CUDA_ERROR_ILLEGAL_ADDRESS")
+    assert not is_sticky("RuntimeError: shape mismatch")
+
+
+def test_cuda_without_a_gpu_is_refused_clearly():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    r = subprocess.run([sys.executable, "-m", "ember.fuzz", "--device", "cuda", "--seeds", "0:2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "cannot run on cuda" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not cuda.nvrtc_info()["available"], reason="NVRTC is not installed")
+def test_nvrtc_compiles_the_cuda_of_fuzz_graphs(tmp_path):
+    """CI's compile-only slice: the CUDA ember generates for 60 programs of the GPU
+    campaign compiles with NVRTC for sm_90. Graphs the CUDA path refuses would run
+    eagerly (counted, not failures); an NVRTC or internal error is a bug."""
+    totals = nvrtc_slice(range(0, 60), str(tmp_path), GPU)
+    assert not totals["errors"], json.dumps(totals["errors"], indent=1)[:6000]
+    assert totals["programs"] == 60 and totals["compiled"] >= 0.8 * totals["graphs"], totals
+    assert totals["kernels"] >= totals["compiled"] // 2, totals
+
+
+# A stand-in for `python -m ember.fuzz --worker ...`: the first seed of its list passes;
+# the second crashes the process, hangs, or meets a CUDA error that ends the context.
+FAKE_WORKER = r"""
+import json, os, signal, sys, time
+args = sys.argv[sys.argv.index("--worker") + 1].split(",")
+out = sys.argv[sys.argv.index("--worker-out") + 1]
+how = os.environ["FAKE_FAILURE"]
+for i, seed in enumerate(args):
+    if i == 1:
+        if how == "crash":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if how == "hang":
+            time.sleep(3600)
+        if how == "device_error":
+            with open(out, "a") as f:
+                f.write(json.dumps({"seed": int(seed), "status": "device_error", "detail": "illegal memory access"}) + "\n")
+            sys.exit(3)
+    with open(out, "a") as f:
+        f.write(json.dumps({"seed": int(seed), "status": "ok", "ops": 1}) + "\n")
+"""
+
+
+@pytest.mark.parametrize("how,status", [("crash", "crash"), ("hang", "timeout"), ("device_error", "device_error")])
+def test_a_worker_that_dies_costs_one_seed(tmp_path, monkeypatch, how, status):
+    camp = importlib.import_module("ember.fuzz.campaign")  # the module (the package exports its function)
+    script = tmp_path / "fake_worker.py"
+    script.write_text(FAKE_WORKER)
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
+    python.chmod(0o755)
+    monkeypatch.setattr(camp.sys, "executable", str(python))
+    monkeypatch.setenv("FAKE_FAILURE", how)
+    settings = camp.Settings(cache_dir=str(tmp_path), minimize=False)
+    results = camp._run_chunk([10, 11, 12, 13], settings, seconds_per_seed=2)
+    assert [(r["seed"], r["status"]) for r in results] == [(10, "ok"), (11, status), (12, "ok"), (13, status)]
