@@ -315,6 +315,9 @@ def _torch_cache():
         return Check("torch cache", "INFO", f"ember's graphs are not kept in torch's AOTAutogradCache: "
                      f"{aot_cache.off_reason(config)}")
     directory = cache_dirs.torch_cache_dir()
+    if not os.path.lexists(directory):  # the doctor creates nothing
+        return Check("torch cache", "OK", f"{directory} (not created yet; ember's first compile creates it, mode 0700)",
+                     details={"dir": directory})
     refused = cache_dirs.torch_cache_refusal()
     if refused is not None:
         return Check("torch cache", "WARN", f"{directory} is refused, so ember's graphs are not kept in torch's "
