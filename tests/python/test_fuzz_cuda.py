@@ -64,11 +64,11 @@ def test_dry_run_of_the_gpu_campaign_on_the_cpu(tmp_path):
 
 def test_time_limit_stops_the_campaign_with_a_partial_summary():
     # The worker takes seconds to start (torch, ember); then a few seeds a second at most.
-    summary = fuzz.campaign(range(0, 1000), jobs=1, progress=False, dtypes=GPU, chunk=1000, time_limit=15)
-    assert 0 < summary["graphs_done"] < 1000 and not summary["finished"]
+    summary = fuzz.campaign(range(0, 3000), jobs=1, progress=False, dtypes=GPU, chunk=3000, time_limit=30)
+    assert 0 < summary["graphs_done"] < 3000 and not summary["finished"]
     assert summary["failures_total"] == 0
     # `--seeds <not_run>` continues it.
-    assert len(fuzz.parse_seeds(summary["not_run"])) == 1000 - summary["graphs_done"]
+    assert len(fuzz.parse_seeds(summary["not_run"])) == 3000 - summary["graphs_done"]
 
 
 def test_seed_lists_round_trip():
