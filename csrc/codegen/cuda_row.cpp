@@ -50,12 +50,32 @@ bool print_row_stage(CudaPrinter& pr, const ColumnSplit& split, int st) {
   // Per-row pointwise values are computed by every thread (all of them read them) and
   // stored by thread 0; a per-row stage with reductions runs its one iteration on thread 0.
   const bool loop = !stage.inner.empty() || reductions;
+  // In a per-row stage the pointwise values stay at the row's scope, outside that one
+  // iteration: later stages read them from registers (placement.cpp keeps them out of
+  // memory), and a value bound inside the loop would be gone (fuzz: logsumexp or
+  // var_mean over a dim of size 1 on CUDA, "codegen: unknown buffer").
+  const bool row_values = stage.inner.empty();
+  auto row_value = [&](const KernelItem& item) {
+    return row_values && !item.is_scan && !p.computed[item.computed].is_reduction;
+  };
+  for (const auto& item : stage.items) {
+    if (!row_value(item)) continue;
+    const ComputedBuffer& c = p.computed[item.computed];
+    std::string v = em.emit(item.value);
+    if (pr.m.in_memory[c.buffer]) {
+      em.line("if (tid == 0) " +
+              CEmitter::store_text(em.buffer_name(c.buffer), em.emit(item.store_index), p.buffers[c.buffer].dtype, v));
+      stored = true;
+    }
+    em.bind_local(c.buffer, v, em.depth());
+  }
   if (loop) {
     em.open_scope(pr.inner_vars(stage));
     for (const auto& l : pr.decompose_dims("j", stage.inner, "i")) em.line(l);
   }
   for (size_t i = 0; i < stage.items.size(); ++i) {
     const KernelItem& item = stage.items[i];
+    if (row_value(item)) continue;
     const ComputedBuffer& c = p.computed[item.computed];
     std::string v = em.emit(item.value);
     if (item.is_scan) {

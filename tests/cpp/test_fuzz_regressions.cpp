@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "check.h"
+#include "codegen/cuda_kernel.h"
 #include "ir/expr.h"
 #include "pipeline_util.h"
 
@@ -203,4 +204,44 @@ TEST(fuzz_var_mean_mean_is_corrected_by_the_deviations_sum) {
 )");
   CHECK_EQ(p.schedule_text(), "kernel ember_k0 outer=[2]\n  stage 0 inner=[208]: buf1(sum)\n"
                               "  stage 1 inner=[208]: buf2(sum) buf3(sum)\n  stage 2 inner=[]: buf4 buf5\n");
+}
+
+// The GPU campaign's NVRTC slice (seeds 355, 554, 807 of the f32/bf16/f16 programs):
+// a reduction over a dim of size 1 is a per-row stage (no inner dims) with a pointwise
+// value beside its reduction (logsumexp's max with infinities zeroed; var_mean's mean).
+// The CUDA printer bound that value inside the stage's one-iteration loop, and the next
+// stage, which reads it from a register, failed: "codegen: unknown buffer 2".
+TEST(fuzz_cuda_per_row_stage_keeps_its_values_for_later_stages) {
+  const std::string text = R"(graph {
+  %0 = input(0) : bf16[2,17,64,1]{1,128,2,1}
+  %1 = aten._to_copy.default(%0, "f32", none, none, none, false, none) : f32[2,17,64,1]{1,128,2,1} internal
+  %2 = aten.amax.default(%1, [3], true) : f32[2,17,64,1]{1088,64,1,1} internal
+  %3 = aten.abs.default(%2) : f32[2,17,64,1]{1088,64,1,1} internal
+  %4 = aten.eq.Scalar(%3, inf) : bool[2,17,64,1]{1088,64,1,1} internal
+  %5 = aten.scalar_tensor.default(0.0, "f32", "strided", "cpu", none) : f32[]{} internal
+  %6 = aten.where.self(%4, %5, %2) : f32[2,17,64,1]{1088,64,1,1} internal
+  %7 = aten.squeeze.dims(%6, [3]) : f32[2,17,64]{1088,64,1} internal
+  %8 = aten.sub.Tensor(%1, %6, 1) : f32[2,17,64,1]{1,128,2,1} internal
+  %9 = aten.exp.default(%8) : f32[2,17,64,1]{1,128,2,1} internal
+  %10 = aten.sum.dim_IntList(%9, [3], false, none) : f32[2,17,64]{1088,64,1} internal
+  %11 = aten.log.default(%10) : f32[2,17,64]{1088,64,1} internal
+  %12 = aten.add.Tensor(%11, %7, 1) : f32[2,17,64]{1088,64,1} internal
+  %13 = aten._to_copy.default(%12, "bf16", none, none, none, false, none) : bf16[2,17,64]{1088,64,1}
+  return (%13)
+}
+)";
+  Graph g = parse_graph(text);
+  Program prog = lower_graph(g);
+  eliminate_dead_code(prog);
+  Schedule s = fuse(prog, FuseOptions{});
+  merge_inner_dims(s);
+  CHECK_EQ(print_schedule(s, prog, g), "kernel ember_k0 outer=[2,17,64]\n  stage 0 inner=[]: buf1(max)\n"
+                                       "  stage 1 inner=[]: buf2 buf3(sum)\n  stage 2 inner=[]: buf4\n");
+  std::string source;
+  try {
+    source = generate_cuda(prog, s).source;
+  } catch (const std::exception& e) {
+    CHECK_EQ(std::string(e.what()), "");
+  }
+  CHECK(source.find("if (tid == 0) b4[") != std::string::npos);
 }

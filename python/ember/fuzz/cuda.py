@@ -19,6 +19,7 @@ class NvrtcResult:
     kernels: int = 0
     refused: list = dataclasses.field(default_factory=list)  # what the CUDA path refuses (runs eagerly)
     errors: list = dataclasses.field(default_factory=list)   # NVRTC or internal errors: bugs
+    invalid: str = ""   # eager itself fails (a minimizer's candidate may be invalid)
 
 
 def nvrtc_compile(prog: Program, cache_dir: str, arch: str = "sm_90") -> NvrtcResult:
@@ -51,6 +52,11 @@ def nvrtc_compile(prog: Program, cache_dir: str, arch: str = "sm_90") -> NvrtcRe
 
     fn = compile_source(prog)
     inputs = make_inputs(prog)
+    try:
+        fn(*inputs)
+    except Exception as e:
+        out.invalid = f"{type(e).__name__}: {e}"
+        return out
     with torch.no_grad():
         aot_module_simplified(torch.fx.symbolic_trace(fn), inputs, fw_compiler=compiler,
                               decompositions=decomposition_table())
