@@ -54,6 +54,14 @@ class BoundsSimplifier {
         if (!a || c <= 0) return std::nullopt;
         return Interval{floor_div(a->lo, c), floor_div(a->hi, c)};
       }
+      case ExprOp::TruncDiv:
+      case ExprOp::Fmod: {  // C's, which the rules below make of non-negative values only
+        auto a = range(e->args[0]);
+        int64_t c = positive_divisor(e);
+        if (!a || a->lo < 0 || c <= 0) return std::nullopt;
+        if (e->op == ExprOp::TruncDiv) return Interval{a->lo / c, a->hi / c};
+        return a->hi < c ? *a : Interval{0, c - 1};
+      }
       case ExprOp::Mod:
       case ExprOp::BitAnd: {
         auto a = range(e->args[0]);
@@ -84,7 +92,9 @@ class BoundsSimplifier {
     if (!c->is_const() || c->ival <= 0) return 0;
     switch (e->op) {
       case ExprOp::FloorDiv:
-      case ExprOp::Mod: return c->ival;
+      case ExprOp::Mod:
+      case ExprOp::TruncDiv:
+      case ExprOp::Fmod: return c->ival;
       case ExprOp::Shr: return c->ival < 63 ? int64_t{1} << c->ival : 0;
       case ExprOp::BitAnd: return (c->ival & (c->ival + 1)) == 0 ? c->ival + 1 : 0;
       default: return 0;
@@ -161,6 +171,12 @@ class BoundsSimplifier {
             return k == 0 ? args[0] : binary(ExprOp::Shr, args[0], int_const(k), DType::I64);
           return binary(ExprOp::BitAnd, args[0], int_const(c - 1), DType::I64);
         }
+        // Below the divisor (a reshape's index of a dim that does not wrap): the
+        // quotient is 0 and the remainder the value itself. Otherwise, of a
+        // non-negative value, C's division, which needs no sign tests.
+        if (a && a->lo >= 0 && c > 0 && a->hi < c) return e->op == ExprOp::FloorDiv ? int_const(0, e->dtype) : args[0];
+        if (a && a->lo >= 0 && c > 0)
+          return binary(e->op == ExprOp::FloorDiv ? ExprOp::TruncDiv : ExprOp::Fmod, args[0], args[1], e->dtype);
         break;
       }
       case ExprOp::LogicalAnd:

@@ -17,6 +17,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct TensorIR {
   // them keeps later views and extern operands (a transposed bmm input) as eager
   // has them, instead of forcing a transposing copy.
   Dims preferred_strides;
+  // A reshape of a lazy value (ops_view.cpp): the value it reshapes. Readers index
+  // through `fn`; realizing it stores that value in its own shape instead and views
+  // the result, as a kernel of the producer's shape fuses with the producer.
+  std::shared_ptr<const TensorIR> reshaped_from;
 
   Dim numel() const;
   int rank() const { return static_cast<int>(sizes.size()); }
@@ -94,6 +99,9 @@ class LowerCtx {
   TensorIR from_view(const StridedView& v) const;
   // A lazy value with the current node as its origin (plus the given inputs').
   TensorIR lazy(DType t, Dims sizes, IndexFn fn, std::initializer_list<const TensorIR*> inputs) const;
+  // Whether a lazy value's ops are cheap enough to compute again wherever it is read
+  // (LowerOptions::realize_cost_threshold; index arithmetic not counted).
+  bool cheap_to_recompute(const TensorIR& t) const;
   // Computes `t` into a new buffer with `strides` (contiguous if empty) and returns
   // the stored value. A value already in memory with that layout is returned as is.
   TensorIR realize(const TensorIR& t, Dims strides = {});
@@ -161,6 +169,8 @@ void require_static(const LowerCtx& ctx, const Node& n);
 int64_t normalize_dim(int64_t dim, int64_t rank);
 // Whether a layout broadcasts a dim of size > 1 (stride 0 there).
 bool has_broadcast_dim(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
+// torch's computeStride: strides that view `sizes`/`strides` as `shape`, if any.
+std::optional<Dims> view_strides(const Dims& sizes, const Dims& strides, const Dims& shape);
 // Whether two sizes of one broadcast dim agree: equal, or (symbolic) equal at the hints:
 // Dynamo traced the op with them as one dim, and its guards keep that true.
 bool compatible(const Dim& a, const Dim& b);

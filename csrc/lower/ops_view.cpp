@@ -3,7 +3,9 @@
 //
 // A view of a value in memory stays a StridedView (affine indexing, and extern ops
 // can receive it as a torch view with no copy). A view of a lazy value remaps its
-// index function. Reshapes that strides cannot express realize their input first.
+// index function, reshapes included (lazy_reshape), unless the reshape would divide
+// the innermost index: then, or when strides cannot express a reshape of memory, the
+// input is realized first.
 #include <algorithm>
 #include <optional>
 
@@ -11,11 +13,6 @@
 
 namespace ember {
 
-namespace {
-
-std::vector<TensorIR> one(TensorIR t) { return {std::move(t)}; }
-
-// torch's computeStride: strides that view `sizes`/`strides` as `shape`, if any.
 // With symbolic sizes the grouping of dims follows the hints, and every group must
 // match exactly (canonical forms), so a result holds for all sizes.
 std::optional<Dims> view_strides(const Dims& sizes, const Dims& strides, const Dims& shape) {
@@ -45,6 +42,10 @@ std::optional<Dims> view_strides(const Dims& sizes, const Dims& strides, const D
   return out;
 }
 
+namespace {
+
+std::vector<TensorIR> one(TensorIR t) { return {std::move(t)}; }
+
 Dims infer_shape(Dims shape, const Dim& numel) {
   Dim known = 1;
   int64_t infer = -1;
@@ -69,7 +70,89 @@ TensorIR with_view(LowerCtx& ctx, const TensorIR& src, StridedView v) {
   return t;
 }
 
+// A reshape as groups of dims: each group is a run of non-unit input dims and a run
+// of non-unit output dims with the same number of elements (a split, a merge, or an
+// identity). Positions index the full size lists. None when the sizes do not group
+// exactly (symbolic sizes whose products differ in form).
+struct ReshapeGroup {
+  std::vector<size_t> in, out;
+};
+
+std::optional<std::vector<ReshapeGroup>> reshape_groups(const Dims& from, const Dims& to) {
+  std::vector<size_t> a, b;
+  for (size_t d = 0; d < from.size(); ++d)
+    if (from[d] != 1) a.push_back(d);
+  for (size_t d = 0; d < to.size(); ++d)
+    if (to[d] != 1) b.push_back(d);
+  std::vector<ReshapeGroup> groups;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    ReshapeGroup g{{a[i]}, {b[j]}};
+    Dim pa = from[a[i++]], pb = to[b[j++]];
+    while (pa.hint() != pb.hint()) {
+      if (pa.hint() < pb.hint()) {
+        if (i == a.size()) return std::nullopt;
+        g.in.push_back(a[i]);
+        pa *= from[a[i++]];
+      } else {
+        if (j == b.size()) return std::nullopt;
+        g.out.push_back(b[j]);
+        pb *= to[b[j++]];
+      }
+    }
+    if (pa != pb) return std::nullopt;
+    groups.push_back(std::move(g));
+  }
+  if (i != a.size() || j != b.size()) return std::nullopt;
+  return groups;
+}
+
+// A reshape of a lazy value as an index remap, when the value is cheap to compute
+// again and the innermost output dim stays an affine function of one input dim (its
+// group is a split or an identity): the merged groups outside it cost a division per
+// row, not per element, and the copy the reshape would otherwise realize (a full write
+// and read of the tensor) is gone. Inductor reindexes views of pointwise values the
+// same way.
+std::optional<TensorIR> lazy_reshape(LowerCtx& ctx, const TensorIR& in, const Dims& shape) {
+  // A costly value (a gather chain, a softmax's input) is stored: a reader that loads
+  // it more than once (a softmax's three passes) would compute it each time.
+  if (!ctx.cheap_to_recompute(in)) return std::nullopt;
+  auto groups = reshape_groups(in.sizes, shape);
+  if (!groups || groups->empty() || groups->back().in.size() != 1) return std::nullopt;
+  Dims from = in.sizes;
+  std::vector<ReshapeGroup> gs = std::move(*groups);
+  return ctx.lazy(in.dtype, shape, [in, from, shape, gs](const std::vector<Expr>& idx) {
+    std::vector<Expr> src(from.size(), int_const(0));
+    for (const ReshapeGroup& g : gs) {
+      Expr linear = int_const(0);
+      Dim inner = 1;
+      for (size_t k = g.out.size(); k-- > 0;) {
+        linear = add(linear, mul(idx[g.out[k]], inner.expr()));
+        inner *= shape[g.out[k]];
+      }
+      if (g.in.size() == 1) {
+        src[g.in[0]] = linear;
+        continue;
+      }
+      Dim below = 1;
+      for (size_t k = g.in.size(); k-- > 0;) {
+        Expr e = below == 1 ? linear : binary(ExprOp::FloorDiv, linear, below.expr(), DType::I64);
+        if (k > 0) e = binary(ExprOp::Mod, e, from[g.in[k]].expr(), DType::I64);
+        src[g.in[k]] = e;
+        below *= from[g.in[k]];
+      }
+    }
+    return in.fn(src);
+  }, {&in});
+}
+
 TensorIR reshape(LowerCtx& ctx, const TensorIR& in, const Dims& shape) {
+  if (!in.view) {
+    if (auto t = lazy_reshape(ctx, in, shape)) {
+      t->reshaped_from = std::make_shared<const TensorIR>(in);
+      return *t;
+    }
+  }
   if (in.view) {
     if (auto st = view_strides(in.sizes, in.view->strides, shape)) {
       StridedView v = *in.view;
