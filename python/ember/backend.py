@@ -20,7 +20,8 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import _core, aot_cache, aten_trace, cache_dirs, counters as stats, graph_cache, logs, mega_cache, precompile
+from . import _core, aot_cache, aten_trace, cache_dirs, counters as stats, graph_cache, graph_source, logs, mega_cache
+from . import precompile
 from .cse import eliminate_common_subexpressions
 from .attention import drop_no_op_masks, fuse_masked_attention
 from .config import Config, config as global_config
@@ -99,8 +100,9 @@ class _LazyDecompositionTable(collections.abc.Mapping):
 class GraphRecord:
     """What happened to one graph, for explain() and stats."""
 
-    def __init__(self, name):
+    def __init__(self, name, source: graph_source.GraphSource | None = None):
         self.name = name
+        self.source = source or graph_source.GraphSource()  # the user's module and file:line
         self.cg = None
         self.imported = None
         self.times = {}
@@ -111,6 +113,10 @@ class GraphRecord:
         self.front_end = ""
         self.ops: list[str] = []  # the graph's ATen ops, in order
 
+    def title(self) -> str:
+        """How logs and dumps name the graph: 'inference_0 LayerNormGeluBlock.forward (examples.py:33)'."""
+        return f"{self.name} {self.source.label()}"
+
 
 # explain() installs a list here to collect full records while it runs.
 _recorders: list[list] = []
@@ -119,9 +125,10 @@ _recorders: list[list] = []
 _summaries: list[dict] = []
 
 
-def _new_record(kind: str) -> tuple[GraphRecord, dict]:
-    record = GraphRecord(f"{kind}_{len(_summaries)}")
-    summary = {"name": record.name, "cache": "fallback", "times": {}, "kernels": 0, "cache_note": ""}
+def _new_record(kind: str, source: graph_source.GraphSource | None) -> tuple[GraphRecord, dict]:
+    record = GraphRecord(f"{kind}_{len(_summaries)}", source or graph_source.current())
+    summary = {"name": record.name, "source": record.source.label(), "cache": "fallback", "times": {}, "kernels": 0,
+               "cache_note": ""}
     _summaries.append(summary)
     for r in _recorders:
         r.append(record)
@@ -161,13 +168,16 @@ class RunAsUserCode(Exception):
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: str = "forward",
                   mode: str | None = None, front_end: str = "AOTAutograd", imported=None,
-                  static_inputs: list[int] | None = None, user_fallback: bool = False, user_gm=None):
+                  static_inputs: list[int] | None = None, user_fallback: bool = False, user_gm=None,
+                  source: graph_source.GraphSource | None = None):
     """The runner of an ATen graph (`imported`: its import, when the caller made it). A
     graph that must run eagerly runs `gm` as it is, or, with `user_fallback`, raises
     RunAsUserCode so that the backend runs the user's own graph. `user_gm`: Dynamo's graph,
     when it takes the same arguments as `gm` (ember's front end), is what runs if the C
-    compiler, still running in the background when this returns, fails."""
-    record, summary = _new_record(kind)
+    compiler, still running in the background when this returns, fails. `source`: where
+    the graph comes from in the user's code (default: the Dynamo graph being compiled,
+    else what the ATen graph's nodes say)."""
+    record, summary = _new_record(kind, source or graph_source.current() or graph_source.describe_aten(gm))
     record.front_end = summary["front_end"] = front_end
     if _recorders:
         record.ops = [str(n.target) for n in gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
@@ -198,7 +208,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         stats.count_graph(kind, time.perf_counter() - t0)
         stats.count_fallback("unsupported")
         record.fallback_reason = str(e)
-        logs.logger("fallback").info("graph %s runs eagerly: %s", record.name, e)
+        logs.logger("fallback").info("graph %s runs eagerly: %s", record.title(), e)
     except Exception as e:  # an ember bug or a C compiler failure
         stats.count_graph(kind, time.perf_counter() - t0)
         _compile_failed(cfg, record, e)
@@ -247,7 +257,7 @@ def _compile_failed(cfg: Config, record: GraphRecord, e: Exception):
     where = (f" (traceback and IR dumps in {dump_dir})" if dump_dir
              else " (set ember.config.debug_dir or EMBER_DEBUG_DIR to keep the traceback and IR)")
     warnings.warn(
-        f"ember: compiling graph {record.name} failed, running it eagerly: {first_line}{where}. "
+        f"ember: compiling graph {record.title()} failed, running it eagerly: {first_line}{where}. "
         "Set ember.config.fallback_on_error = False to raise instead.",
         RuntimeWarning,
         stacklevel=3,
@@ -284,7 +294,7 @@ def load_graph(payload: dict, cfg: Config, mode: str | None = None, static_input
     the C compiler, if missing there). Errors propagate: the caller then compiles the
     graph as usual."""
     kind = payload["kind"]
-    record, summary = _new_record(kind)
+    record, summary = _new_record(kind, None)
     record.front_end = summary["front_end"] = source
     t0 = time.perf_counter()
     imported = payload["imported"]
@@ -304,7 +314,7 @@ def load_graph(payload: dict, cfg: Config, mode: str | None = None, static_input
         cache_dirs.warn_ember_cache_refused(cfg)
     if logs.enabled("cache"):
         logs.logger("cache").info("graph %s: loaded from the %s (kernels: cache %s %s)",
-                                  record.name, source, cg.cache_status, cg.cache_key[:16])
+                                  record.title(), source, cg.cache_status, cg.cache_key[:16])
     _use_cuda_graphs(runner, kind, mode, record.name, static_inputs)
     return runner
 
@@ -334,7 +344,7 @@ def _dump_timings(cfg: Config, record: GraphRecord):
     import os
 
     cg = record.cg
-    info = {"graph": record.name, "times_s": record.times, "cache": cg.cache_status, "cache_key": cg.cache_key,
+    info = {"graph": record.name, "source": record.source.to_dict(), "times_s": record.times, "cache": cg.cache_status, "cache_key": cg.cache_key,
             "cache_note": cg.cache_note, "kernels": len(cg.kernels), "externs": len(cg.externs),
             "passes": [name for name, _ in cg.passes]}
     with open(os.path.join(_debug_dir(cfg, record.name), "timings.json"), "w") as f:
@@ -361,12 +371,12 @@ def _log_graph(record: GraphRecord):
     cg = record.cg
     if logs.enabled("output_code"):
         logs.logger("output_code").info(
-            "graph %s\n--- fusion plan ---\n%s--- generated C ---\n%s", record.name, cg.schedule_text, cg.source
+            "graph %s\n--- fusion plan ---\n%s--- generated C ---\n%s", record.title(), cg.schedule_text, cg.source
         )
     if logs.enabled("fusion"):
-        logs.logger("fusion").info("graph %s\n%s", record.name, cg.schedule_text)
+        logs.logger("fusion").info("graph %s\n%s", record.title(), cg.schedule_text)
     if logs.enabled("cache"):
-        logs.logger("cache").info("graph %s: cache %s %s %s", record.name, cg.cache_status, cg.cache_key[:16], cg.cache_note)
+        logs.logger("cache").info("graph %s: cache %s %s %s", record.title(), cg.cache_status, cg.cache_key[:16], cg.cache_note)
 
 
 def make_backend(mode: str | None = None, options: dict | None = None):
@@ -418,10 +428,11 @@ def make_backend(mode: str | None = None, options: dict | None = None):
         return compiled, "AOTAutograd"
 
     def backend(gm, example_inputs):
-        if precompile.active():  # torch's aot_compile: the result must serialize itself
-            return precompile.compile_for_precompile(lambda g, x: compile(g, x, precompiling=True), gm,
-                                                     example_inputs, cfg, mode)
-        return compile(gm, example_inputs)[0]
+        with graph_source.compiling(graph_source.describe(gm)):
+            if precompile.active():  # torch's aot_compile: the result must serialize itself
+                return precompile.compile_for_precompile(lambda g, x: compile(g, x, precompiling=True), gm,
+                                                         example_inputs, cfg, mode)
+            return compile(gm, example_inputs)[0]
 
     backend.aot = _aot_autograd(cfg, mode, cached=False)
     return backend
@@ -479,11 +490,12 @@ def _aot_autograd(cfg: Config, mode: str | None, cached: bool, front_end: str = 
     then runs Dynamo's graph); a backward compiled later, at the first backward pass
     (outside the backend call), runs its own ATen graph instead."""
     in_call = [False]
+    source = [None]  # the Dynamo graph's, for a backward compiled after the backend call
 
     def compiler(kind):
         def compile(gm, example_inputs):
             return compile_graph(gm, example_inputs, cfg, kind, mode, front_end,
-                                 user_fallback=user_fallback and in_call[0])
+                                 user_fallback=user_fallback and in_call[0], source=source[0])
 
         return aot_cache.serializable(compile, cfg, mode, kind) if cached else compile
 
@@ -500,6 +512,7 @@ def _aot_autograd(cfg: Config, mode: str | None, cached: bool, front_end: str = 
 
     def call(gm, example_inputs):
         in_call[0] = True
+        source[0] = graph_source.current()
         try:
             return aot(gm, example_inputs)
         finally:

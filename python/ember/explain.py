@@ -24,6 +24,7 @@ import torch
 
 from . import backend as _backend
 from . import counters as _stats
+from . import graph_source
 
 
 def _op_name(imported, node_id):
@@ -32,7 +33,7 @@ def _op_name(imported, node_id):
 
 
 def _graph_dict(record, frame: dict | None) -> dict:
-    d = {"name": record.name, "frame": frame, "fallback_reason": record.fallback_reason, "kernels": [],
+    d = {"name": record.name, "source": record.source.to_dict(), "label": record.source.label(), "frame": frame, "fallback_reason": record.fallback_reason, "kernels": [],
          "externs": [], "steps": 0, "times_s": {k: round(v, 6) for k, v in record.times.items()}, "cache": None,
          "loaded": record.loaded, "front_end": record.front_end}
     cg, imported = record.cg, record.imported
@@ -108,7 +109,7 @@ class Report:
         if self.recompiles:
             lines += ["", f"recompilations: {len(self.recompiles)}"]
             for i, r in enumerate(self.recompiles, 1):
-                lines.append(f"  {i}. {r['function']} ({_short(r['file'])}:{r['line']}) compiled again as "
+                lines.append(f"  {i}. {r['label']} compiled again as "
                              f"{r['compile_id']}, because a guard failed:")
                 for f in r["failures"]:
                     lines.append(f"     [{f['entry']}] {f['guard']}")
@@ -117,9 +118,8 @@ class Report:
         for g in self.graphs:
             lines.append("")
             frame = g.get("frame")
-            where = f" (Dynamo {frame['compile_id']}: {frame['function']} at {_short(frame['file'])}:{frame['line']})" \
-                if frame else ""
-            lines.append(f"graph {g['name']}{where}" + (f": cache {g['cache']}" if g["cache"] else ""))
+            dynamo = f", Dynamo frame {frame['compile_id']}" if frame else ""
+            lines.append(f"graph {g['name']}: {g['label']}{dynamo}" + (f"; cache {g['cache']}" if g["cache"] else ""))
             if g["fallback_reason"]:
                 lines.append(f"  runs eagerly: {g['fallback_reason']}")
                 continue
@@ -199,11 +199,6 @@ def _summarize(ops: list[str]) -> str:
     return ", ".join(f"{k}x{v}" if v > 1 else k for k, v in counts.items())
 
 
-def _frame_name(code_name: str, first_line: int) -> str:
-    m = re.match(r"torch_dynamo_resume_in_(\w+)_at_(\d+)$", code_name)
-    return f"{m.group(1)} (resumed after line {m.group(2)})" if m else code_name
-
-
 def _source(filename: str, line: int, function: str | None = None) -> dict:
     return {"file": filename, "line": line, "function": function,
             "code": linecache.getline(filename, line).strip() or None}
@@ -240,9 +235,10 @@ class _CompileTracker:
         compile_id = str(CompileContext.current_compile_id())
         tx = InstructionTranslator.current_tx()
         code = tx.f_code if tx is not None else None
-        frame = {"compile_id": compile_id,
-                 "function": _frame_name(code.co_name, code.co_firstlineno) if code else "?",
-                 "file": code.co_filename if code else "?", "line": code.co_firstlineno if code else 0}
+        # Named after the user's code (module class, file:line), not the frame's code object,
+        # which is torch's own wrapper when Dynamo compiles an nn.Module.
+        source = graph_source.describe(gm, tx)
+        frame = {"compile_id": compile_id, "label": source.label(), **source.to_dict()}
         self.frames.append(frame)
         new = []
         for key, reasons in guard_failures.items():
@@ -327,6 +323,7 @@ def last_compile_stats() -> dict:
     summaries = _backend._summaries
     return {
         "graphs": len(summaries),
+        "sources": [f"{s['name']}: {s['source']}" for s in summaries],
         "backend_seconds": sum(s["times"].get("total", 0.0) for s in summaries),
         "compile_seconds": sum(s["times"].get("compile", 0.0) for s in summaries),
         "cache": [s["cache"] for s in summaries],

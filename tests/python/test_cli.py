@@ -141,7 +141,7 @@ def test_explain_names_graph_break_and_recompile_with_source_lines(tmp_path):
     text = r.stdout
     assert re.search(r"graph breaks: 1\n\s+1\. \S*model_with_break\.py:7 in f: print\(\"halfway\"\)", text), text
     assert "Dynamo does not know how to trace builtin operator `print`" in text
-    assert re.search(r"recompilations: 1\n\s+1\. f \(\S*model_with_break\.py:5\) compiled again as 0/1", text)
+    assert re.search(r"recompilations: 1\n\s+1\. f \(\S*model_with_break\.py:6\) compiled again as 0/1", text)
     assert "[0/0] scale == 2.0" in text
     assert re.search(r"from \S*model_with_break\.py:6 in f: y = torch.relu\(x\) \* scale", text)
     assert "ember_k0" in text and "relu" in text
