@@ -191,6 +191,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         attrs = [getattr(gm, name) for name in imported.attr_inputs]
         cg, runner = build_runner(imported, attrs, device, cfg, kind, _debug_dir(cfg, record.name),
                                   background=cfg.compile_in_background)
+        runner.profile_name = f"ember {record.title()}"
         record.cg = cg
         t2 = time.perf_counter()
         record.times = {"import": t1 - t0, **cg.times, "total": t2 - t0}
@@ -301,6 +302,7 @@ def load_graph(payload: dict, cfg: Config, mode: str | None = None, static_input
     device = None if payload["device"] == "cpu" else torch.device(payload["device"])
     attrs = [t.to(device) if device is not None else t for t in payload["attrs"]]
     cg, runner = build_runner(imported, attrs, device, cfg, kind)
+    runner.profile_name = f"ember {record.title()}"
     record.imported, record.cg = imported, cg
     record.ops = [imported.node_ops[nid] for nid in imported.calls]
     mega_cache.record_graph(cfg, cg)

@@ -15,6 +15,7 @@ import threading
 import time
 
 import torch
+import torch.autograd.profiler as _profiler
 
 from . import _core, counters as stats, logs
 from .runtime import GraphRunner
@@ -118,9 +119,16 @@ class CudaGraphRunner(GraphRunner):
         self._replay = CudaGraphReplay(self, name, static_inputs)
 
     def __call__(self, args):
+        if _profiler._is_profiler_enabled:
+            return self._profiled_call(args)
         return self._replay(args) if self._replay is not None else self.run(args)
 
-    def run(self, args):
+    def _run_profiled(self, args):
+        # A replay launches no kernel from the host: the trace shows the graph's range, and
+        # the device's kernels under it.
+        return self._replay(args) if self._replay is not None else self.run(args, self._step_names())
+
+    def run(self, args, step_names=None):
         """One call of the graph's kernels and ATen calls, never a recording's replay."""
         if self._host_inputs is None:
             # The 0-d CPU inputs fx_import typed as device values (not opaque ones).
@@ -131,7 +139,7 @@ class CudaGraphRunner(GraphRunner):
             args = self._inputs_to_device(args)
         if self._tuning is not None:
             return self._tuned_call(args)
-        return GraphRunner.__call__(self, args)
+        return GraphRunner.run(self, args, step_names)
 
     def _inputs_to_device(self, args):
         """`args` with its CPU scalars on the device: one host-to-device copy per dtype (a
@@ -151,9 +159,9 @@ class CudaGraphRunner(GraphRunner):
         variants on the call's buffers before running (concurrent first calls wait for it)."""
         with self._tuning_lock:
             if self._tuning is None:  # another thread's first call timed them
-                return GraphRunner.__call__(self, args)
+                return GraphRunner.run(self, args)
             t0 = time.perf_counter()
-            out = GraphRunner.__call__(self, args)
+            out = GraphRunner.run(self, args)
             if not self.cg.autotune_pending:
                 self._tuning = None
                 self._tuning_scratch = None
