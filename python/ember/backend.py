@@ -20,8 +20,8 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import _core, aot_cache, aten_trace, cache_dirs, counters as stats, graph_cache, graph_source, logs, mega_cache
-from . import precompile
+from . import _core, aot_cache, aten_trace, cache_dirs, compile_events, counters as stats, graph_cache, graph_source
+from . import logs, mega_cache, precompile
 from .cse import eliminate_common_subexpressions
 from .attention import drop_no_op_masks, fuse_masked_attention
 from .config import Config, config as global_config
@@ -112,6 +112,10 @@ class GraphRecord:
         # graph, the cache it came from ("AOTAutograd cache", "graph cache").
         self.front_end = ""
         self.ops: list[str] = []  # the graph's ATen ops, in order
+        self.trace_id = compile_events.trace_id()  # Dynamo's compile id and attempt, for logs and artifacts
+        # The C compiler ran on a thread of its own: times["compile"] and ["load"] are not
+        # part of times["total"], the time spent in the backend.
+        self.background = False
 
     def title(self) -> str:
         """How logs and dumps name the graph: 'inference_0 LayerNormGeluBlock.forward (examples.py:33)'."""
@@ -193,6 +197,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
                                   background=cfg.compile_in_background)
         runner.profile_name = f"ember {record.title()}"
         record.cg = cg
+        record.background = not getattr(cg, "kernels_ready", True)
         t2 = time.perf_counter()
         record.times = {"import": t1 - t0, **cg.times, "total": t2 - t0}
         stats.count_graph(kind, t2 - t0)
@@ -209,7 +214,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         stats.count_graph(kind, time.perf_counter() - t0)
         stats.count_fallback("unsupported")
         record.fallback_reason = str(e)
-        logs.logger("fallback").info("graph %s runs eagerly: %s", record.title(), e)
+        compile_events.graph_fallback(record)
     except Exception as e:  # an ember bug or a C compiler failure
         stats.count_graph(kind, time.perf_counter() - t0)
         _compile_failed(cfg, record, e)
@@ -223,7 +228,7 @@ def _kernels_loaded(cfg: Config, record: GraphRecord, summary: dict):
     its kernels are recorded for torch's Mega-Cache."""
     summary.update(times=record.times)
     mega_cache.record_graph(cfg, record.cg)
-    _log_graph(record)
+    compile_events.graph_ready(record)
     _dump_timings(cfg, record)
 
 
@@ -250,6 +255,7 @@ def _compile_failed(cfg: Config, record: GraphRecord, e: Exception):
         raise e
     stats.count_fallback("error")
     record.fallback_reason = f"{type(e).__name__}: {e}"
+    compile_events.graph_fallback(record)
     lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()] or [type(e).__name__]
     # The first line says what failed; add the first line of the cause (a compiler error).
     cause = next((ln for ln in lines[1:] if "error" in ln.lower() or "not found" in ln), lines[1] if len(lines) > 1 else "")
@@ -317,6 +323,7 @@ def load_graph(payload: dict, cfg: Config, mode: str | None = None, static_input
     if logs.enabled("cache"):
         logs.logger("cache").info("graph %s: loaded from the %s (kernels: cache %s %s)",
                                   record.title(), source, cg.cache_status, cg.cache_key[:16])
+    compile_events.graph_ready(record, cache_line=False)
     _use_cuda_graphs(runner, kind, mode, record.name, static_inputs)
     return runner
 
@@ -369,18 +376,6 @@ def _dump_error(cfg: Config, name: str) -> str | None:
     return os.path.dirname(path)
 
 
-def _log_graph(record: GraphRecord):
-    cg = record.cg
-    if logs.enabled("output_code"):
-        logs.logger("output_code").info(
-            "graph %s\n--- fusion plan ---\n%s--- generated C ---\n%s", record.title(), cg.schedule_text, cg.source
-        )
-    if logs.enabled("fusion"):
-        logs.logger("fusion").info("graph %s\n%s", record.title(), cg.schedule_text)
-    if logs.enabled("cache"):
-        logs.logger("cache").info("graph %s: cache %s %s %s", record.title(), cg.cache_status, cg.cache_key[:16], cg.cache_note)
-
-
 def make_backend(mode: str | None = None, options: dict | None = None):
     """A Dynamo backend: AOTAutograd (ember's decompositions, the min-cut partitioner),
     then every graph compiled with ember, through torch's AOTAutogradCache where it can
@@ -415,8 +410,9 @@ def make_backend(mode: str | None = None, options: dict | None = None):
             if compiled is not None:
                 return compiled, "ember"
         stats.count_front_end("AOTAutograd")
-        logs.logger("front_end").info("Dynamo graph %s: AOTAutograd traces it: %s",
-                                      torch._guards.CompileContext.current_compile_id(), reason)
+        logs.logger("front_end").info("Dynamo graph %s %s: AOTAutograd traces it: %s",
+                                      torch._guards.CompileContext.current_compile_id(),
+                                      graph_source.current().label(), reason)
         front_end = f"AOTAutograd ({reason})"
         # torch's precompile (aot_compile) needs the serializable compilers whatever the cache says.
         if not precompiling and aot_cache.note_unused(cfg):

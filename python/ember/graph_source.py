@@ -52,8 +52,10 @@ class GraphSource:
 
 def is_internal(path: str | None) -> bool:
     """A file of torch or of Python's standard library: never the user's code."""
-    if not path or path.startswith("<"):
+    if not path:
         return True
+    if path.startswith("<"):  # code with no file: the user's at a prompt or in `python -c`, else torch's
+        return path not in ("<string>", "<stdin>")
     return os.path.realpath(path).startswith(_INTERNAL_DIRS)
 
 

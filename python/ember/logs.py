@@ -2,12 +2,20 @@
 
 Each channel is a logger named ember.<channel>; nothing is printed unless the
 channel is enabled (by the environment or by enable()).
+
+They are torch's logs too (names registered by the _ember_torch_logs package):
+TORCH_LOGS=ember (INFO) or +ember (DEBUG) prints every channel but output_code through
+torch's handler and format, as TORCH_LOGS=inductor leaves out Inductor's code; the code
+is the artifact TORCH_LOGS=ember_output_code, and is printed with Inductor's under
+TORCH_LOGS=output_code.
 """
 from __future__ import annotations
 
 import logging
 import os
 import sys
+
+from _ember_torch_logs import OUTPUT_CODE, register as _register_torch_names
 
 CHANNELS = ("output_code", "fusion", "cache", "fallback", "perf_hints", "front_end")
 
@@ -39,11 +47,38 @@ def enable(channels) -> None:
         if _handler not in log.handlers:
             log.addHandler(_handler)
         log.propagate = False
+        _enabled_here.add(c)
+
+
+_enabled_here: set[str] = set()  # channels EMBER_LOGS or enable() turned on
 
 
 def enabled(channel: str) -> bool:
+    if channel == "output_code":  # never by TORCH_LOGS=+ember alone (the ember logger's level)
+        return channel in _enabled_here or bool(_torch_code_loggers())
     return logger(channel).isEnabledFor(logging.INFO)
 
 
+def output_code(msg: str, *args) -> None:
+    """A graph's code: to EMBER_LOGS=output_code, and to each torch artifact enabled."""
+    if "output_code" in _enabled_here:
+        logger("output_code").info(msg, *args)
+    for log in _torch_code_loggers():
+        log.debug(msg, *args)
+
+
+def _torch_code_loggers() -> list:
+    """torch's artifact loggers for ember's code that TORCH_LOGS (or set_logs) turned on."""
+    try:
+        from torch._logging import _internal
+
+        state = _internal._get_log_state()
+        return [_internal.getArtifactLogger("ember", name) for name in (OUTPUT_CODE, "output_code")
+                if state.is_artifact_enabled(name)]
+    except (ImportError, AttributeError, ValueError):
+        return []
+
+
+_register_torch_names()  # again, for a process that did not load torch's entry points
 if os.environ.get("EMBER_LOGS"):
     enable(os.environ["EMBER_LOGS"])
