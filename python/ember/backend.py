@@ -354,9 +354,9 @@ def _dump_timings(cfg: Config, record: GraphRecord):
 
     cg = record.cg
     info = {"graph": record.name, "source": record.source.to_dict(), "times_s": record.times,
-            "background_phases": ["compile", "load"] if record.background else [], "cache": cg.cache_status, "cache_key": cg.cache_key,
-            "cache_note": cg.cache_note, "kernels": len(cg.kernels), "externs": len(cg.externs),
-            "passes": [name for name, _ in cg.passes]}
+            "background_phases": ["compile", "load"] if record.background else [], "cache": cg.cache_status,
+            "cache_key": cg.cache_key, "cache_note": cg.cache_note, "kernels": len(cg.kernels),
+            "externs": len(cg.externs), "passes": [name for name, _ in cg.passes]}
     with open(os.path.join(_debug_dir(cfg, record.name), "timings.json"), "w") as f:
         json.dump(info, f, indent=2)
 

@@ -144,7 +144,13 @@ def _bench(args) -> int:
     backends = [b for spec in args.backend for b in spec.split(",") if b] or list(bench.DEFAULT_BACKENDS)
     return bench.main(args.target, backends, iters=args.iters, rounds=args.rounds, warmup=args.warmup,
                       json_path=args.json, png_path=args.png, timeout=args.timeout,
-                      first_call=not args.no_first_call)
+                      first_call=not args.no_first_call, html_path=args.html)
+
+
+def _report(args) -> int:
+    from ember.tools import report
+
+    return report.main(args.target, args.output, measure=not args.no_measure, json_path=args.json)
 
 
 def main(argv=None) -> int:
@@ -173,6 +179,7 @@ def main(argv=None) -> int:
     bench.add_argument("--warmup", type=int, default=5, help="untimed calls before timing")
     bench.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
     bench.add_argument("--png", metavar="OUT.png", help="draw a chart (needs matplotlib)")
+    bench.add_argument("--html", metavar="OUT.html", help="also write ember report's page, with this benchmark")
     bench.add_argument("--timeout", type=float, default=900, help="seconds per measurement process")
     bench.add_argument("--no-first-call", action="store_true",
                        help="skip the cold/warm first-call processes (steady state only)")
@@ -182,6 +189,14 @@ def main(argv=None) -> int:
     explain.add_argument("target", help=target_help)
     explain.add_argument("--json", metavar="OUT.json", help="also write the report as JSON")
     explain.add_argument("--no-measure", action="store_true", help="skip timing and the speedup estimate")
+
+    report = sub.add_parser("report", help="one self-contained HTML page: graphs, graph breaks, recompilations, "
+                            "fusion plans, highlighted code, per-kernel time and bandwidth, estimated vs measured "
+                            "speedup")
+    report.add_argument("target", help=target_help)
+    report.add_argument("-o", "--output", required=True, metavar="OUT.html", help="the page to write")
+    report.add_argument("--no-measure", action="store_true", help="skip the speedup measurement and estimate")
+    report.add_argument("--json", metavar="OUT.json", help="also write the page's data as JSON")
 
     precompile = sub.add_parser("precompile", help="compile a model once into a file that ember.load loads in a "
                                 "new process with no tracing (torch's aot_compile)")
@@ -202,7 +217,7 @@ def main(argv=None) -> int:
 
     args = parser.parse_args(argv)
     commands = {"demo": _demo, "doctor": _doctor, "bench": _bench, "explain": _explain, "cache": _cache,
-                "precompile": _precompile}
+                "precompile": _precompile, "report": _report}
     try:
         return commands[args.cmd](args)
     except KeyboardInterrupt:

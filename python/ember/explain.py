@@ -33,9 +33,12 @@ def _op_name(imported, node_id):
     return "placeholder" if op == "input" else op
 
 
-def _graph_dict(record, frame: dict | None) -> dict:
-    d = {"name": record.name, "source": record.source.to_dict(), "label": record.source.label(), "frame": frame, "fallback_reason": record.fallback_reason, "kernels": [],
-         "externs": [], "steps": 0, "times_s": {k: round(v, 6) for k, v in record.times.items()}, "cache": None,
+def _graph_dict(record, frame: dict | None, step_us: dict | None = None) -> dict:
+    """The graph as data; with `step_us` (explain's details: each kernel step's measured
+    time) also its fusion plan, generated code and kernel steps with bytes and time."""
+    d = {"name": record.name, "source": record.source.to_dict(), "label": record.source.label(), "frame": frame,
+         "fallback_reason": record.fallback_reason, "kernels": [], "externs": [], "steps": 0,
+         "times_s": {k: round(v, 6) for k, v in record.times.items()}, "cache": None,
          "background_phases": [p for p in BACKGROUND_PHASES if record.background and p in record.times],
          "loaded": record.loaded, "front_end": record.front_end}
     cg, imported = record.cg, record.imported
@@ -60,6 +63,12 @@ def _graph_dict(record, frame: dict | None) -> dict:
     d["cache"] = cg.cache_status
     d["cache_note"] = cg.cache_note
     d["ops"] = dict(imported.op_counts)
+    if step_us is not None:
+        from .tools.kernel_times import kernel_steps
+
+        d.update(fusion_plan=cg.schedule_text, code=cg.source,
+                 code_language="CUDA C" if "__global__" in cg.source else "C",
+                 kernel_steps=[{**s, "us": step_us.get(s["label"])} for s in kernel_steps(cg)])
     return d
 
 
@@ -81,10 +90,11 @@ class Report:
         self.graph_breaks = graph_breaks
         self.recompiles = recompiles or []
         self.estimate = estimate
+        self.device = None  # explain(details=True): the device and its copy bandwidth
 
     def to_dict(self) -> dict:
         return {"graphs": self.graphs, "first_call_s": round(self.first_call_s, 6), "graph_breaks": self.graph_breaks,
-                "recompiles": self.recompiles, "estimate": self.estimate, "stats": self.stats}
+                "recompiles": self.recompiles, "estimate": self.estimate, "stats": self.stats, "device": self.device}
 
     @property
     def kernels(self):
@@ -160,7 +170,8 @@ def format_times(g: dict) -> str:
     t, background = g["times_s"], g.get("background_phases", [])
     ms = lambda k: f"{PHASE_NAMES.get(k, k)} {1000 * t[k]:.1f} ms"  # noqa: E731
     inside = ", ".join(ms(k) for k in t if k != "total" and k not in background)
-    text = f"{1000 * t.get('total', 0):.1f} ms" + (" in the backend" if background else "") + (f" ({inside})" if inside else "")
+    text = f"{1000 * t.get('total', 0):.1f} ms" + (" in the backend" if background else "")
+    text += f" ({inside})" if inside else ""
     if background:
         text += "; in the background: " + ", ".join(ms(k) for k in background)
     return text
@@ -267,10 +278,13 @@ class _CompileTracker:
         return self.inner(gm, example_inputs)
 
 
-def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), measure=False) -> Report:
+def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), measure=False,
+            details=False) -> Report:
     """Compile `fn` with ember, call it on `example_inputs` (then on each tuple in `calls`),
     and report what happened. measure=True also times eager against ember and estimates
-    the speedup (a few seconds). Resets Dynamo's caches before and after."""
+    the speedup (a few seconds). details=True (`ember report`) adds each graph's fusion
+    plan and code, each kernel step's bytes and time under torch.profiler, and the device's
+    copy bandwidth. Resets Dynamo's caches before and after."""
     torch._dynamo.reset()
     records: list = []
     frame_of_record: dict = {}  # id(record) -> frame; a lazily compiled backward has none
@@ -301,6 +315,14 @@ def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), meas
             estimate = estimate_speedup(fn, compiled, example_inputs, first_graphs)
             est_counts = _stats.stats_delta(est_before, _stats.stats())
             del records[len(first_graphs):]  # the estimate's own calibration graph
+        step_us, device = {}, None
+        if details:
+            from .tools import kernel_times
+            from .cuda import graph_device
+
+            device = str(graph_device(example_inputs) or "cpu")
+            compiled(*example_inputs)  # a graph compiled in the background has its kernels now
+            step_us = kernel_times.profile_steps(compiled, example_inputs, list(records), device=device)
         for args in calls:
             compiled(*args)
     finally:
@@ -308,12 +330,18 @@ def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), meas
     counters = _stats.stats_delta(stats_before, _stats.stats())
     if est_counts:  # the estimate's calibration graph is not the user's
         counters = _stats.stats_delta(est_counts, counters)
-    graphs = [_graph_dict(r, frame_of_record.get(id(r))) for r in records]
+    graphs = [_graph_dict(r, frame_of_record.get(id(r)), step_us.get(r.name, {}) if details else None)
+              for r in records]
     breaks = _graph_breaks(fn, example_inputs) if graph_breaks else None
     torch._dynamo.reset()
     if estimate is not None and breaks is not None:
         estimate["graph_breaks"] = breaks["count"]
-    return Report(graphs, first, breaks, tracker.recompiles, estimate, counters)
+    report = Report(graphs, first, breaks, tracker.recompiles, estimate, counters)
+    if details:
+        from .tools.kernel_times import copy_bandwidth_gbs
+
+        report.device = {"name": device, "copy_gbs": copy_bandwidth_gbs(device)}
+    return report
 
 
 def _graph_breaks(fn, example_inputs) -> dict:

@@ -88,9 +88,9 @@ def test_cache_refuses_an_unsafe_directory(tmp_path, capsys):
 
 
 def test_bench_table_json_and_png(tmp_path):
-    out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
+    out_json, out_png, out_html = tmp_path / "bench.json", tmp_path / "bench.png", tmp_path / "bench.html"
     r = ember_cmd("bench", "mlp", "--backend", "eager,ember", "--iters", "6", "--rounds", "2", "--warmup", "1",
-                  "--json", str(out_json), "--png", str(out_png), cache_dir=tmp_path / "cache")
+                  "--json", str(out_json), "--png", str(out_png), "--html", str(out_html), cache_dir=tmp_path / "cache")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "[ember bench] mlp / ember: cold first call" in r.stderr  # the progress lines
     rows = {line.split()[0]: line.split() for line in r.stdout.splitlines() if line.startswith(("eager ", "ember "))}
@@ -114,6 +114,12 @@ def test_bench_table_json_and_png(tmp_path):
 
     png = out_png.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+
+    # --html: ember report's page with the benchmark's backends side by side.
+    page = out_html.read_text()
+    assert "Side by side (ember bench)" in page and 'id="bandwidth"' in page and 'id="graph-inference_' in page
+    median = report["backends"]["ember"]["steady"]["median_ms"]
+    assert f"{median:.3f}" in page
 
 
 BREAK_AND_RECOMPILE = '''

@@ -494,7 +494,7 @@ def draw_figure(report: dict):
 
 
 def main(spec: str, backends: list[str], iters=100, rounds=10, warmup=5, json_path=None, png_path=None,
-         timeout=900, first_call=True) -> int:
+         timeout=900, first_call=True, html_path=None) -> int:
     from ember.tools import targets
 
     targets.check(spec)  # a TARGET that cannot load fails here, before any process starts
@@ -511,6 +511,13 @@ def main(spec: str, backends: list[str], iters=100, rounds=10, warmup=5, json_pa
             print(f"wrote {png_path}")
         except ImportError:
             print("no chart: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
+    if html_path:
+        from ember.tools import report as html_report
+
+        # ember's graphs, kernels and their times, measured in this process after the benchmark's.
+        Progress().run(f"{targets.describe(spec)}: ember report",
+                       lambda: html_report.write(spec, html_path, bench=report))
+        print(f"wrote {html_path}")
     failed = [n for n, r in report["backends"].items()
               if r["steady"].get("error") or not r["steady"].get("errors", {}).get("ok", False)]
     return 1 if failed else 0
