@@ -65,6 +65,7 @@ def test_the_page_is_self_contained_and_well_formed(report):
     assert not page.stack_errors and not page.open, (page.stack_errors, page.open)
     assert "script" not in page.tags and "link" not in page.tags  # nothing to fetch, nothing to run
     assert all(u.startswith("#") for u in page.urls), page.urls  # only links within the page
+    assert {u[1:] for u in page.urls} <= page.ids  # and each leads somewhere
     assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", text)
 
 

@@ -249,10 +249,11 @@ def render(d: dict, target: str, bench: dict | None = None) -> str:
     device = (d.get("device") or {}).get("name", "cpu")
     meta = (f"{_e(now)} &middot; ember {_e(__version__)} &middot; torch {_e(torch.__version__)} &middot; "
             f"{_e(device)} &middot; {_e(platform.processor() or platform.machine())}, {torch.get_num_threads()} threads")
-    nav = ['<a href="#summary">summary</a>', '<a href="#speedup">speedup</a>',
-           '<a href="#graph-breaks">graph breaks</a>', '<a href="#bandwidth">bandwidth</a>']
+    speedup = _speedup(d, bench)
+    nav = ['<a href="#summary">summary</a>'] + (['<a href="#speedup">speedup</a>'] if speedup else [])
+    nav += ['<a href="#graph-breaks">graph breaks</a>', '<a href="#bandwidth">bandwidth</a>']
     nav += [f'<a href="#graph-{_e(g["name"])}">{_e(g["name"])}</a>' for g in d["graphs"]]
-    body = [_summary(d, points), _speedup(d, bench), _breaks_and_recompiles(d), _bandwidth(d, points)]
+    body = [_summary(d, points), speedup, _breaks_and_recompiles(d), _bandwidth(d, points)]
     body += [_graph(g, points, open_code=i == 0) for i, g in enumerate(d["graphs"])]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>ember report: {_e(target)}</title><style>{CSS}</style></head><body>"
