@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-import ember  # noqa: F401  (registers the backend from a source tree)
+import ember
 from ember import backend, runtime
 
 
@@ -110,3 +110,16 @@ def test_gpu_trace_names_device_kernels_under_the_graph_range(tmp_path):
     device_kernels = {e["name"] for e in events if e.get("cat") == "kernel"}
     functions = {k.get("function", k["name"]) for k in record.cg.kernels}
     assert functions <= device_kernels, (functions, device_kernels)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_report_times_each_kernel_step_on_the_device():
+    model = NormGelu().cuda().eval()
+    with torch.no_grad():
+        report = ember.explain(model, torch.randn(64, 32, device="cuda"), graph_breaks=False, details=True)
+    (g,) = report.graphs
+    assert report.device["name"].startswith("cuda") and report.device["copy_gbs"] > 100
+    assert g["code_language"] == "CUDA C"
+    steps = g["kernel_steps"]
+    assert steps and all(s["us"] and s["us"] > 0 for s in steps), steps
