@@ -28,7 +28,7 @@ def ember_cmd(*args, cache_dir=None, env_extra=None, timeout=300):
 def test_help_lists_every_command():
     r = ember_cmd("--help")
     assert r.returncode == 0, r.stderr
-    for cmd in ("demo", "doctor", "bench", "explain", "cache", "precompile"):
+    for cmd in ("demo", "doctor", "bench", "explain", "cache", "precompile", "report"):
         assert cmd in r.stdout
     script = shutil.which("ember", path=os.path.dirname(sys.executable))
     if script:  # the console script the package installs
