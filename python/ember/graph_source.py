@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import os
 import re
@@ -50,6 +51,7 @@ class GraphSource:
         return dataclasses.asdict(self)
 
 
+@functools.lru_cache(maxsize=4096)
 def is_internal(path: str | None) -> bool:
     """A file of torch or of Python's standard library: never the user's code."""
     if not path:
