@@ -11,11 +11,30 @@ TORCH_LOGS=output_code.
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
 
-from _ember_torch_logs import OUTPUT_CODE, register as _register_torch_names
+
+def _torch_names():
+    """The _ember_torch_logs package, installed beside ember; in an editable install made
+    before it existed, from its file beside ember's (re-running `pip install -e .` also
+    installs torch's entry point to it)."""
+    try:
+        import _ember_torch_logs
+    except ImportError:
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_ember_torch_logs",
+                            "__init__.py")
+        spec = importlib.util.spec_from_file_location("_ember_torch_logs", path)
+        _ember_torch_logs = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_ember_torch_logs)
+        sys.modules["_ember_torch_logs"] = _ember_torch_logs
+    return _ember_torch_logs
+
+
+OUTPUT_CODE = _torch_names().OUTPUT_CODE
+_register_torch_names = _torch_names().register
 
 CHANNELS = ("output_code", "fusion", "cache", "fallback", "perf_hints", "front_end")
 
