@@ -97,6 +97,11 @@ void define_cuda(nb::module_& m) {
       .def("run_step_tuning", &CudaCompiledGraph::run_step_tuning, nb::arg("step"), nb::arg("ptrs"), nb::arg("stream"),
            nb::arg("scratch"), nb::call_guard<nb::gil_scoped_release>(),
            "run_step after timing the launch variants of its undecided kernels (stores sent to `scratch`).")
+      .def("variants", [](const CudaCompiledGraph& g, int k) {
+        nb::list out;
+        for (const auto& v : g.variants(k)) out.append(nb::make_tuple(v.choice_text, v.source));
+        return out;
+      }, nb::arg("kernel"), "max-autotune's candidates for kernel `kernel`: [(choice, source)].")
       .def_prop_ro("autotune_decisions", [](const CudaCompiledGraph& g) {
         nb::list out;
         for (const auto& d : g.autotune_decisions()) {
@@ -115,8 +120,9 @@ void define_cuda(nb::module_& m) {
       "compile_cuda",
       [](const std::string& text, const std::string& arch, int device, bool fuse, bool disk_cache,
          const std::string& cache_dir, const std::string& debug_dir, const std::vector<std::string>& nvrtc_dirs,
-         bool pad_matmuls, bool emulate_precision_casts, int kernels_per_part) {
+         bool pad_matmuls, bool emulate_precision_casts, int kernels_per_part, bool build) {
         ember::CudaCompileOptions o;
+        o.build = build;
         o.kernels_per_part = kernels_per_part;
         o.arch = arch;
         o.device = device;
@@ -133,8 +139,9 @@ void define_cuda(nb::module_& m) {
       nb::arg("graph_text"), nb::arg("arch") = "sm_90", nb::arg("device") = -1, nb::arg("fuse") = true,
       nb::arg("disk_cache") = true, nb::arg("cache_dir") = "", nb::arg("debug_dir") = "",
       nb::arg("nvrtc_dirs") = std::vector<std::string>{}, nb::arg("pad_matmuls") = true,
-      nb::arg("emulate_precision_casts") = false, nb::arg("kernels_per_part") = 1,
-      "Compile graph text to a cubin for `arch`; load it on CUDA device `device` unless it is -1.");
+      nb::arg("emulate_precision_casts") = false, nb::arg("kernels_per_part") = 1, nb::arg("build") = true,
+      "Compile graph text to a cubin for `arch`; load it on CUDA device `device` unless it is -1; "
+      "build=False stops after the CUDA source (no NVRTC).");
   m.def(
       "nvrtc_info",
       [](const std::vector<std::string>& dirs) {

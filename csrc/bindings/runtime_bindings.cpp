@@ -59,8 +59,10 @@ void define_runtime(nb::module_& m) {
   m.def(
       "compile",
       [](const std::string& text, bool fuse, bool disk_cache, const std::string& cache_dir, const std::string& debug_dir,
-         bool pad_matmuls, bool emulate_precision_casts, bool background, bool channels_last_activations) {
+         bool pad_matmuls, bool emulate_precision_casts, bool background, bool channels_last_activations,
+         bool build) {
         ember::CompileOptions o;
+        o.build = build;
         o.channels_last_activations = channels_last_activations;
         o.fuse = fuse;
         o.pad_matmuls = pad_matmuls;
@@ -75,9 +77,10 @@ void define_runtime(nb::module_& m) {
       nb::arg("graph_text"), nb::arg("fuse") = true, nb::arg("disk_cache") = true, nb::arg("cache_dir") = "",
       nb::arg("debug_dir") = "", nb::arg("pad_matmuls") = false,
       nb::arg("emulate_precision_casts") = false, nb::arg("background") = false,
-      nb::arg("channels_last_activations") = false,
+      nb::arg("channels_last_activations") = false, nb::arg("build") = true,
       "Compile graph text for the CPU. pad_matmuls runs the CUDA graphs' matmul padding (for tests); "
-      "background runs the C compiler on a thread (wait_kernels() joins it).");
+      "background runs the C compiler on a thread (wait_kernels() joins it); build=False stops after "
+      "the C source (no kernels: for tools that read the generated code).");
   m.def("default_cache_dir", &ember::default_cache_dir);
   m.def("c_compiler_identity", &ember::c_compiler_identity,
         "The C compiler's identity, which every CPU kernel cache key covers.");

@@ -121,7 +121,7 @@ std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_t
   if (dump) write_pass_dumps(cg->passes_, opts.debug_dir, "generate_c", ".c");
   if (cg->code_.kernels.empty()) {
     cg->ready_.store(true, std::memory_order_release);  // nothing to build
-  } else {
+  } else if (opts.build) {
     cg->load_kernels(opts);
   }
   return cg;
@@ -310,6 +310,7 @@ void CompiledGraph::wait_kernels() {
   if (kernels_ready()) return;
   std::lock_guard<std::mutex> lock(wait_mutex_);
   if (kernels_ready()) return;
+  if (!build_.valid()) throw std::logic_error("ember: this graph was compiled without building its kernels");
   const BuiltLibrary& built = build_.get();  // rethrows the build's error
   library_ = built.library;
   times_.compile = built.compile_seconds;

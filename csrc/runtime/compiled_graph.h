@@ -46,6 +46,7 @@ struct CompileOptions {
   std::string cache_dir;        // empty: the default (~/.cache/ember or $EMBER_CACHE_DIR)
   std::string debug_dir;        // non-empty: write the IR after each pass and the source here
   bool background = false;      // run the C compiler on a thread; see wait_kernels()
+  bool build = true;            // false: stop after the C source and the memory plan (no kernels)
 };
 
 // A kernel library built by the C compiler (or being built), with what building it took.

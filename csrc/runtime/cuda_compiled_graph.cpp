@@ -66,8 +66,12 @@ std::shared_ptr<CudaCompiledGraph> CudaCompiledGraph::compile(const std::string&
   after("plan_arena", [&] { return cg->memory_plan_text(); });
   // Written before NVRTC runs, so that its failure leaves the source behind.
   if (dump) write_pass_dumps(cg->passes_, opts.debug_dir, "generate_cuda", ".cu");
-  if (!cg->code_.kernels.empty()) cg->compile_cubin(opts);
+  if (!cg->code_.kernels.empty() && opts.build) cg->compile_cubin(opts);
   return cg;
+}
+
+std::vector<CudaKernelVariant> CudaCompiledGraph::variants(int k) const {
+  return generate_cuda_variants(program_, schedule_, k);
 }
 
 // Column-split partials live in buffers of their own (CudaCode::scratch_bytes), planned

@@ -40,6 +40,7 @@ struct CudaCompileOptions {
   std::string debug_dir;               // non-empty: write the IR after each pass and the source here
   std::vector<std::string> nvrtc_dirs; // where to look for libnvrtc first (nvrtc.h)
   int kernels_per_part = 1;            // kernels per NVRTC program (cuda_compiled_graph.cpp, split_parts)
+  bool build = true;                   // false: stop after the CUDA source and the memory plan (no NVRTC)
 };
 
 // max-autotune's outcome for one kernel function (runtime/cuda_autotune.cpp).
@@ -114,6 +115,8 @@ class CudaCompiledGraph {
   // two events, the fastest kept, and the choice cached. Waits for the device when it times.
   void run_step_tuning(int step, const std::vector<uintptr_t>& ptrs, uintptr_t stream, uintptr_t scratch);
   std::vector<AutotuneDecision> autotune_decisions() const;
+  // max-autotune's candidates for kernel k (its launch variants), as printed for timing.
+  std::vector<CudaKernelVariant> variants(int k) const;
 
  private:
   CudaCompiledGraph() = default;

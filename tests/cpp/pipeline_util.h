@@ -5,6 +5,7 @@
 #include <string>
 
 #include "codegen/c_kernel.h"
+#include "record_graph.h"
 #include "ir/graph.h"
 #include "lower/lowering.h"
 #include "schedule/dead_code.h"
@@ -21,7 +22,7 @@ struct Pipeline {
   ember::GeneratedCode code;
 
   explicit Pipeline(const std::string& text, bool fuse = true, ember::LowerOptions lower = {}) {
-    graph = ember::parse_graph(text);
+    graph = ember::parse_graph(recorded(text));
     program = ember::lower_graph(graph, lower);
     ember::eliminate_dead_code(program);
     ember::FuseOptions o;

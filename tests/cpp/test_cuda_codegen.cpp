@@ -166,7 +166,7 @@ std::string sized(std::string text, const std::vector<std::pair<std::string, std
 
 // The CUDA path's front end (no split_reductions: a CPU pass), then the CUDA printer.
 ember::CudaCode cuda_rows_of(const std::string& text) {
-  ember::Graph g = ember::parse_graph(text);
+  ember::Graph g = ember::parse_graph(ember_test::recorded(text));
   ember::Program p = ember::lower_graph(g);
   ember::eliminate_dead_code(p);
   ember::Schedule s = ember::fuse(p, ember::FuseOptions{});

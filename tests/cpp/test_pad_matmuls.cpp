@@ -17,7 +17,7 @@ struct Padded {
   Program program;
   Schedule schedule;
   explicit Padded(const std::string& text, PadMatmulOptions opts = kAlways) {
-    graph = parse_graph(text);
+    graph = parse_graph(ember_test::recorded(text));
     program = lower_graph(graph);
     pad_matmuls(program, graph, opts);
     eliminate_dead_code(program);
