@@ -126,9 +126,9 @@ void define_cuda(nb::module_& m) {
         o.kernels_per_part = kernels_per_part;
         o.arch = arch;
         o.device = device;
-        o.fuse = fuse;
-        o.pad_matmuls = pad_matmuls;
-        o.emulate_precision_casts = emulate_precision_casts;
+        o.pipeline.fuse = fuse;
+        o.pipeline.pad_matmuls = pad_matmuls;
+        o.pipeline.emulate_precision_casts = emulate_precision_casts;
         o.disk_cache = disk_cache;
         o.cache_dir = cache_dir;
         o.debug_dir = debug_dir;

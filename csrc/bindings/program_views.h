@@ -10,7 +10,7 @@
 
 #include "ir/graph.h"
 #include "lower/program.h"
-#include "runtime/exec_steps.h"
+#include "schedule/exec_steps.h"
 #include "schedule/memory_plan.h"
 
 namespace ember::bindings {

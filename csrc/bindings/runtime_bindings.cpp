@@ -63,10 +63,10 @@ void define_runtime(nb::module_& m) {
          bool build) {
         ember::CompileOptions o;
         o.build = build;
-        o.channels_last_activations = channels_last_activations;
-        o.fuse = fuse;
-        o.pad_matmuls = pad_matmuls;
-        o.emulate_precision_casts = emulate_precision_casts;
+        o.pipeline.fuse = fuse;
+        o.pipeline.pad_matmuls = pad_matmuls;
+        o.pipeline.emulate_precision_casts = emulate_precision_casts;
+        o.pipeline.channels_last_activations = channels_last_activations;
         o.disk_cache = disk_cache;
         o.cache_dir = cache_dir;
         o.debug_dir = debug_dir;

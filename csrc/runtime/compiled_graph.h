@@ -1,17 +1,12 @@
-// A compiled graph: the pipeline from graph text to loaded kernels, and the
-// launcher Python calls between extern ops.
-//
-//   [front end: parse -> lower -> eliminate dead code -> fuse -> merge inner dims]
-//   -> split reductions -> generate C -> compile (memory cache, then disk cache, then
-//   the C compiler) -> load
+// A graph compiled for the CPU: the pipeline (pipeline.h) to C source, then the
+// kernels built (memory cache, then disk cache, then the C compiler) and loaded, and
+// the launcher Python calls between extern ops.
 //
 // With CompileOptions::background the C compiler (a subprocess, seconds for a large
 // graph) runs on a thread of its own and compile() returns as soon as everything else is
 // done: the buffers, steps and arena are known, and the caller can go on (AOTAutograd
 // traces the backward, Dynamo the next frame) while the kernels build. wait_kernels()
 // joins the build and throws what it threw; run_step waits by itself.
-//
-// The front end (runtime/front_end.h) is shared with the CUDA graph.
 //
 // Execution is a list of steps: groups of consecutive kernels (one call from
 // Python runs a whole group) and extern ATen calls (run by Python). Buffers are
@@ -28,9 +23,9 @@
 #include "codegen/c_kernel.h"
 #include "ir/graph.h"
 #include "lower/program.h"
+#include "pipeline.h"
+#include "schedule/exec_steps.h"
 #include "schedule/kernel.h"
-#include "runtime/exec_steps.h"
-#include "runtime/front_end.h"
 #include "schedule/memory_plan.h"
 
 namespace ember {
@@ -38,10 +33,7 @@ namespace ember {
 class SharedLibrary;
 
 struct CompileOptions {
-  bool fuse = true;
-  bool pad_matmuls = false;     // a CUDA pass (lower/pad_matmuls.h); on the CPU for tests only
-  bool emulate_precision_casts = false;  // LowerOptions::emulate_precision_casts
-  bool channels_last_activations = false;  // LowerOptions::channels_last_activations (inference)
+  PipelineOptions pipeline;     // its target and dump are set by compile()
   bool disk_cache = true;
   std::string cache_dir;        // empty: the default (~/.cache/ember or $EMBER_CACHE_DIR)
   std::string debug_dir;        // non-empty: write the IR after each pass and the source here
@@ -61,31 +53,31 @@ class CompiledGraph {
   static std::shared_ptr<CompiledGraph> compile(const std::string& graph_text, const CompileOptions& opts);
   ~CompiledGraph();
 
-  const Graph& graph() const { return graph_; }
-  const Program& program() const { return program_; }
-  const Schedule& schedule() const { return schedule_; }
-  const GeneratedCode& code() const { return code_; }
-  const std::vector<ExecStep>& steps() const { return steps_; }
+  const Graph& graph() const { return c_.graph; }
+  const Program& program() const { return c_.program; }
+  const Schedule& schedule() const { return c_.schedule; }
+  const GeneratedCode& code() const { return c_.c_code; }
+  const std::vector<ExecStep>& steps() const { return c_.steps.steps; }
   // compile and load are 0 until the kernels are loaded (kernels_ready()).
-  const PhaseTimes& times() const { return times_; }
+  const PhaseTimes& times() const { return c_.times; }
   const std::string& cache_key() const { return key_; }
   // Intermediates that never leave the graph live in one arena of this size,
   // reused across calls; arena_offset(b) is -1 for buffers allocated per call.
   // For a graph with symbols these are the plan at the hints; arena_at() plans
   // for the sizes of a call (lifetimes are fixed, byte counts are not).
-  int64_t arena_bytes() const { return arena_.arena_bytes; }
-  int64_t arena_offset(int buffer) const { return arena_.offset.empty() ? -1 : arena_.offset[buffer]; }
+  int64_t arena_bytes() const { return c_.arena.arena_bytes; }
+  int64_t arena_offset(int buffer) const { return c_.arena.offset.empty() ? -1 : c_.arena.offset[buffer]; }
   MemoryPlan arena_at(const std::vector<int64_t>& symbols) const;
   // The graph's symbols (docs/dynamic_shapes.md): how many, and their hints.
-  int num_symbols() const { return static_cast<int>(graph_.symbols.size()); }
-  std::vector<int64_t> hints() const { return graph_.hints(); }
+  int num_symbols() const { return static_cast<int>(c_.graph.symbols.size()); }
+  std::vector<int64_t> hints() const { return c_.graph.hints(); }
   // "memory", "disk" or "miss" (compiled now); "none" when there are no kernels.
   const std::string& cache_status() const { return cache_status_; }
   const std::string& cache_note() const { return cache_note_; }  // why the disk cache was bypassed
   // The IR after each pass, in pipeline order; empty unless opts.debug_dir was set.
-  const std::vector<PassDump>& passes() const { return passes_; }
-  std::string program_text() const;
-  std::string schedule_text() const;
+  const std::vector<PassDump>& passes() const { return c_.passes; }
+  std::string program_text() const { return c_.program_text(); }
+  std::string schedule_text() const { return c_.schedule_text(); }
 
   // Whether the kernels are loaded: always after a compile without opts.background
   // (which throws instead), and after a successful wait_kernels().
@@ -102,21 +94,10 @@ class CompiledGraph {
 
  private:
   CompiledGraph() = default;
-  void build_steps();
-  void plan_memory();
   void load_kernels(const CompileOptions& opts);
   void resolve_kernels();
-  std::string memory_plan_text() const;
 
-  Graph graph_;
-  Program program_;
-  Schedule schedule_;
-  GeneratedCode code_;
-  std::vector<ExecStep> steps_;
-  MemoryPlan arena_;
-  std::vector<SizedLifetime> lifetimes_;  // arena candidates
-  PhaseTimes times_;
-  std::vector<PassDump> passes_;
+  Compiled c_;
   std::string key_;
   std::string cache_status_ = "none";
   std::string cache_note_;
@@ -127,8 +108,6 @@ class CompiledGraph {
   using LaunchFn = void (*)(int64_t rows, int64_t grain, char* const* args);
   std::vector<LaunchFn> fns_;
   std::vector<int64_t> grains_;
-  // Per step, per kernel: positions of its args within the step's pointer list.
-  std::vector<std::vector<std::vector<int>>> arg_slots_;
 };
 
 // The default cache directory: $EMBER_CACHE_DIR, else ~/.cache/ember.

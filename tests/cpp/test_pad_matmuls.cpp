@@ -10,23 +10,18 @@ namespace {
 
 constexpr PadMatmulOptions kAlways{0, 0};  // no size thresholds: small graphs get padded
 
-// The program after lowering and pad_matmuls, and the rest of the pipeline run on it
-// (fusion and codegen must accept what the pass makes).
-struct Padded {
-  Graph graph;
-  Program program;
-  Schedule schedule;
-  explicit Padded(const std::string& text, PadMatmulOptions opts = kAlways) {
-    graph = parse_graph(ember_test::recorded(text));
-    program = lower_graph(graph);
-    pad_matmuls(program, graph, opts);
-    eliminate_dead_code(program);
-    schedule = fuse(program, {});
-    merge_inner_dims(schedule);
-    generate_c(program, schedule);
-  }
-  std::string text() const { return print_program(program, graph); }
-  std::string schedule_text() const { return print_schedule(schedule, program, graph); }
+PipelineOptions padding(PadMatmulOptions pad) {
+  PipelineOptions o;
+  o.pad_matmuls = true;
+  o.pad = pad;
+  return o;
+}
+
+// The CPU pipeline with pad_matmuls after lowering (fusion and codegen must accept what
+// the pass makes).
+struct Padded : ember_test::Pipeline {
+  explicit Padded(const std::string& text, PadMatmulOptions opts = kAlways) : Pipeline(text, padding(opts)) {}
+  std::string text() const { return program_text(); }
 };
 
 }  // namespace

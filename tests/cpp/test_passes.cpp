@@ -68,16 +68,16 @@ TEST(layer_norm_fuses_into_one_kernel_with_three_stages) {
            "  stage 2 inner=[16]: buf5\n");
   // mean, variance and the mean's correction (the deviations' sum, beside their
   // squares') stay in registers: only the input, weight and output are arguments.
-  CHECK_EQ(p.code.kernels[0].args.size(), 3u);
-  CHECK(!p.code.buffer_in_memory[2]);
-  CHECK(!p.code.buffer_in_memory[3]);
-  CHECK(!p.code.buffer_in_memory[4]);
+  CHECK_EQ(p.c_code.kernels[0].args.size(), 3u);
+  CHECK(!p.c_code.buffer_in_memory[2]);
+  CHECK(!p.c_code.buffer_in_memory[3]);
+  CHECK(!p.c_code.buffer_in_memory[4]);
 }
 
 TEST(fusion_disabled_gives_one_kernel_per_buffer) {
-  Pipeline p(kLayerNorm, /*fuse=*/false);
+  Pipeline p(kLayerNorm, ember_test::unfused());
   CHECK_EQ(p.schedule.kernels.size(), 4u);
-  CHECK(p.code.buffer_in_memory[2]);
+  CHECK(p.c_code.buffer_in_memory[2]);
 }
 
 TEST(softmax_is_one_kernel) {
@@ -206,7 +206,7 @@ TEST(views_of_inputs_stay_strided) {
 
 TEST(generated_code_golden_layer_norm) {
   Pipeline p(kLayerNorm);
-  CHECK(ember_test::matches_golden("layer_norm.c", p.code.source));
+  CHECK(ember_test::matches_golden("layer_norm.c", p.c_code.source));
 }
 
 TEST(generated_code_golden_max_pool) {
@@ -216,7 +216,7 @@ TEST(generated_code_golden_max_pool) {
   return (%1, %1.1)
 }
 )");
-  CHECK(ember_test::matches_golden("max_pool.c", p.code.source));
+  CHECK(ember_test::matches_golden("max_pool.c", p.c_code.source));
 }
 
 TEST(contiguous_inner_dims_merge) {
@@ -322,7 +322,7 @@ TEST(cumsum_is_a_scan_fused_with_its_consumer) {
            "kernel ember_k0 outer=[4]\n"
            "  stage 0 inner=[10]: buf1(scan sum) buf2\n");
   // The running sum feeds the multiply directly and never touches memory.
-  CHECK(!p.code.buffer_in_memory[1]);
+  CHECK(!p.c_code.buffer_in_memory[1]);
 }
 
 // BatchNorm statistics over a channels-last activation: one row, two long vector
@@ -370,7 +370,7 @@ TEST(split_stages_run_chunks_on_threads_and_combine_in_order) {
 }
 )");
   CHECK(p.schedule_text().find("split=61 inner=[1000000]") != std::string::npos);
-  const std::string& c = p.code.source;
+  const std::string& c = p.c_code.source;
   // Up to 61 chunks (16k iterations each at least): 245 blocks of 4096 make 49 chunks of
   // 5 blocks, the last one shorter.
   CHECK(c.find("#pragma omp parallel for schedule(static) if (!omp_in_parallel())\n"
@@ -398,21 +398,21 @@ TEST(kernels_that_differ_only_in_buffers_share_a_function) {
   return (%6)
 }
 )");
-  const auto& k = p.code.kernels;
+  const auto& k = p.c_code.kernels;
   CHECK_EQ(k.size(), 3u);
   if (k.size() != 3) return;
   CHECK_EQ(k[0].function, k[0].name);
   CHECK_EQ(k[1].function, k[0].name);  // tanh again
   CHECK_EQ(k[2].function, k[2].name);  // exp: other text
   CHECK(k[0].args != k[1].args);
-  const std::string& c = p.code.source;
+  const std::string& c = p.c_code.source;
   CHECK(c.find("void " + k[1].name + "(") == std::string::npos);
   CHECK(c.find("/* " + k[1].name + ": a0=buf") != std::string::npos);
   CHECK(c.find("; runs " + k[0].name + " */") != std::string::npos);
-  CHECK_EQ(p.code.kernel_begin.size(), 3u);
+  CHECK_EQ(p.c_code.kernel_begin.size(), 3u);
 }
 
 TEST(generated_code_golden_split_batch_norm_stats) {
   Pipeline p(kBatchNormStats);
-  CHECK(ember_test::matches_golden("batch_norm_stats_split.c", p.code.source));
+  CHECK(ember_test::matches_golden("batch_norm_stats_split.c", p.c_code.source));
 }

@@ -1,4 +1,4 @@
-#include "runtime/exec_steps.h"
+#include "schedule/exec_steps.h"
 
 #include <algorithm>
 #include <unordered_map>

@@ -1,0 +1,139 @@
+#include "pipeline.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "lower/lowering.h"
+#include "schedule/dead_code.h"
+#include "schedule/fuse.h"
+#include "schedule/merge_dims.h"
+#include "schedule/merge_outer_dims.h"
+#include "schedule/split_reductions.h"
+
+namespace ember {
+
+namespace {
+
+// Runs one pass, adds its seconds to a phase, and keeps the IR after it when dumping.
+class PassRunner {
+ public:
+  PassRunner(bool dump, std::vector<PassDump>& dumps) : dump_(dump), dumps_(dumps) {}
+
+  template <class Pass, class Text>
+  void operator()(const char* name, double& phase, Pass&& pass, Text&& text) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pass();
+    phase += seconds_since(t0);
+    if (dump_) dumps_.push_back({name, text()});
+  }
+
+ private:
+  bool dump_;
+  std::vector<PassDump>& dumps_;
+};
+
+LowerOptions lower_options(const PipelineOptions& opts) {
+  LowerOptions lo;
+  lo.emulate_precision_casts = opts.emulate_precision_casts;
+  lo.channels_last_activations = opts.target == Target::CUDA || opts.channels_last_activations;
+  // CUDA's tiled transposes read and write layout copies coalesced (cuda_transpose.h).
+  lo.loads_lead_layout_copies = opts.target == Target::CPU;
+  return lo;
+}
+
+// Column-split partials (CudaCode::scratch_bytes) become buffers of the Program, planned
+// into the arena like intermediates: alive for their kernel's step only.
+void add_scratch_buffers(Program& p, CudaCode& code) {
+  for (int64_t bytes : code.scratch_bytes) {
+    Buffer b;
+    b.kind = Buffer::Kind::Computed;
+    b.dtype = DType::U8;
+    b.sizes = {Dim(bytes)};
+    b.strides = {Dim(int64_t{1})};
+    p.add_buffer(std::move(b));
+    code.buffer_in_memory.push_back(true);
+  }
+}
+
+// Kernels grouped into calls, and the arena of intermediates by lifetime in those calls
+// (the kernels of one thread or stream run in order: a lifetime in steps is a real one).
+void plan_memory(Compiled& c) {
+  std::vector<std::vector<int>> kernel_args;
+  for (const auto& k : c.c_code.kernels) kernel_args.push_back(k.args);
+  for (const auto& k : c.cuda_code.kernels) kernel_args.push_back(k.args);
+  c.steps = group_steps(c.schedule, kernel_args);
+  c.lifetimes = arena_lifetimes(c.program, c.steps.steps, c.buffer_in_memory());
+  c.arena = place_arena(c.lifetimes, static_cast<int>(c.program.buffers.size()), c.graph.hints());
+}
+
+}  // namespace
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+const std::vector<bool>& Compiled::buffer_in_memory() const {
+  return target == Target::CPU ? c_code.buffer_in_memory : cuda_code.buffer_in_memory;
+}
+
+Compiled run_pipeline(const std::string& graph_text, const PipelineOptions& opts) {
+  const bool cpu = opts.target == Target::CPU, cuda = opts.target == Target::CUDA;
+  Compiled c;
+  c.target = opts.target;
+  PhaseTimes& t = c.times;
+  PassRunner pass(opts.dump, c.passes);
+  auto graph = [&] { return print_graph(c.graph); };
+  auto program = [&] { return c.program_text(); };
+  auto schedule = [&] { return c.schedule_text(); };
+
+  pass("parse_graph", t.parse, [&] { c.graph = parse_graph(graph_text); }, graph);
+  pass("lower_graph", t.lower, [&] { c.program = lower_graph(c.graph, lower_options(opts)); }, program);
+  if (opts.pad_matmuls) pass("pad_matmuls", t.lower, [&] { pad_matmuls(c.program, c.graph, opts.pad); }, program);
+  pass("eliminate_dead_code", t.lower, [&] { eliminate_dead_code(c.program); }, program);
+  pass("fuse", t.schedule, [&] { c.schedule = fuse(c.program, FuseOptions{opts.fuse}); }, schedule);
+  pass("merge_inner_dims", t.schedule, [&] { merge_inner_dims(c.schedule); }, schedule);
+  if (cuda && !c.graph.symbols.empty())
+    pass("merge_symbolic_outer_dims", t.schedule, [&] { merge_symbolic_outer_dims(c.schedule); }, schedule);
+  if (cpu) pass("split_reductions", t.schedule, [&] { split_reductions(c.schedule); }, schedule);
+  if (cpu) pass("generate_c", t.codegen, [&] { c.c_code = generate_c(c.program, c.schedule); }, [&] { return c.c_code.source; });
+  if (cuda) {
+    pass("generate_cuda", t.codegen, [&] {
+      c.cuda_code = generate_cuda(c.program, c.schedule);
+      add_scratch_buffers(c.program, c.cuda_code);
+    }, [&] { return c.cuda_code.source; });
+  }
+  pass("plan_arena", t.schedule, [&] { plan_memory(c); }, [&] { return memory_plan_text(c); });
+  return c;
+}
+
+std::string memory_plan_text(const Compiled& c) {
+  std::ostringstream out;
+  out << "arena " << c.arena.arena_bytes << " bytes\n";
+  for (size_t b = 0; b < c.arena.offset.size(); ++b)
+    if (c.arena.offset[b] >= 0) out << "  buf" << b << " at " << c.arena.offset[b] << "\n";
+  for (const auto& k : c.cuda_code.kernels) {
+    out << k.name << ": " << cuda_shape_name(k.shape) << " grid " << k.grid << " block " << k.block;
+    if (k.partial_grid > 0) out << " (column split: partials on grid " << k.partial_grid << " block " << k.partial_block << ")";
+    if (k.row_lanes > 0) {
+      out << " (row tile: chunks of " << k.row_lanes << ", ";
+      if (k.row_slots > 0) out << k.row_slots << " a thread in registers";
+      else out << "looped";
+      for (size_t i = 0; i < k.row_cached.size(); ++i) out << (i ? ", buf" : "; read once: buf") << k.row_cached[i];
+      out << ")";
+    }
+    if (k.hoisted_values > 0)
+      out << " (hoisted before the grid loop: " << k.hoisted_values << " per-lane values, " << k.hoisted_words << " words)";
+    out << "\n";
+  }
+  return out.str();
+}
+
+void write_pass_dumps(const std::vector<PassDump>& passes, const std::string& dir) {
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const PassDump& p = passes[i];
+    const char* ext = p.pass == "generate_c" ? ".c" : p.pass == "generate_cuda" ? ".cu" : ".txt";
+    std::ofstream(dir + "/" + std::to_string(i) + "_" + p.pass + ext, std::ios::binary) << p.text;
+  }
+}
+
+}  // namespace ember
