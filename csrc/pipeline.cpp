@@ -41,20 +41,6 @@ LowerOptions lower_options(const PipelineOptions& opts) {
   return lo;
 }
 
-// Column-split partials (CudaCode::scratch_bytes) become buffers of the Program, planned
-// into the arena like intermediates: alive for their kernel's step only.
-void add_scratch_buffers(Program& p, CudaCode& code) {
-  for (int64_t bytes : code.scratch_bytes) {
-    Buffer b;
-    b.kind = Buffer::Kind::Computed;
-    b.dtype = DType::U8;
-    b.sizes = {Dim(bytes)};
-    b.strides = {Dim(int64_t{1})};
-    p.add_buffer(std::move(b));
-    code.buffer_in_memory.push_back(true);
-  }
-}
-
 // Kernels grouped into calls, and the arena of intermediates by lifetime in those calls
 // (the kernels of one thread or stream run in order: a lifetime in steps is a real one).
 void plan_memory(Compiled& c) {
@@ -97,10 +83,10 @@ Compiled run_pipeline(const std::string& graph_text, const PipelineOptions& opts
   if (cpu) pass("split_reductions", t.schedule, [&] { split_reductions(c.schedule); }, schedule);
   if (cpu) pass("generate_c", t.codegen, [&] { c.c_code = generate_c(c.program, c.schedule); }, [&] { return c.c_code.source; });
   if (cuda) {
-    pass("generate_cuda", t.codegen, [&] {
-      c.cuda_code = generate_cuda(c.program, c.schedule);
-      add_scratch_buffers(c.program, c.cuda_code);
-    }, [&] { return c.cuda_code.source; });
+    pass("schedule_cuda", t.schedule, [&] { c.cuda_schedule = schedule_cuda(c.program, c.schedule); },
+         [&] { return c.cuda_schedule.text(); });
+    pass("generate_cuda", t.codegen, [&] { c.cuda_code = generate_cuda(c.program, c.schedule, c.cuda_schedule); },
+         [&] { return c.cuda_code.source; });
   }
   pass("plan_arena", t.schedule, [&] { plan_memory(c); }, [&] { return memory_plan_text(c); });
   return c;

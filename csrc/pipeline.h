@@ -13,6 +13,7 @@
 #include "lower/pad_matmuls.h"
 #include "lower/program.h"
 #include "schedule/exec_steps.h"
+#include "schedule/cuda/schedule_cuda.h"
 #include "schedule/kernel.h"
 #include "schedule/memory_plan.h"
 
@@ -58,6 +59,7 @@ struct Compiled {
   Graph graph;
   Program program;
   Schedule schedule;
+  CudaSchedule cuda_schedule;            // Target::CUDA: every GPU decision
   GeneratedCode c_code;                  // Target::CPU
   CudaCode cuda_code;                    // Target::CUDA
   StepPlan steps;                        // kernels grouped into calls, extern calls

@@ -1,7 +1,7 @@
 #include "codegen/cuda_prelude.h"
 
 #include "codegen/c_prelude.h"
-#include "codegen/cuda_kernel.h"
+#include "schedule/cuda/kernel_info.h"
 
 namespace ember {
 

@@ -17,7 +17,7 @@ std::string CudaPrinter::signature(const std::string& fname, uint32_t block, con
   for (size_t i = 0; i < args.size(); ++i) {
     int b = args[i];
     std::string name = "b" + std::to_string(b);
-    if (b == scratch_id) {
+    if (b == ks.scratch) {
       head << (i ? ", " : "") << "unsigned char* __restrict__ " << name;
       scratch_name = name;
       continue;
@@ -75,18 +75,6 @@ std::vector<std::pair<int, std::string>> CudaPrinter::inner_vars(const Stage& st
 void CudaPrinter::pin_own_loads() {
   for (const auto& stage : k.stages)
     for (const auto& item : stage.items) em->set_min_load_level(p.computed[item.computed].buffer, em->depth());
-}
-
-int64_t numel(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
-int64_t numel(const Dims& sizes) { return product(sizes).hint(); }
-
-void walk_loads(const Expr& e, const std::function<void(const Expr&)>& f) {
-  if (e->op == ExprOp::Load) f(e);
-  for (const auto& a : e->args) walk_loads(a, f);
 }
 
 std::vector<std::string> decompose(const std::string& flat, const std::vector<int64_t>& sizes, const std::string& prefix,

@@ -1,21 +1,21 @@
 // What the parts of the CUDA printer share while printing one kernel: the kernel, where
-// its buffers live, its launch, and the expression printer whose scopes its body is
-// printed in; and the small helpers they all use. The driver (cuda_kernel.cpp) makes one
-// CudaPrinter a kernel and hands it to each shape's body: cuda_elementwise.h,
-// cuda_vector_path.h, cuda_row.h (with cuda_row_tile.h and cuda_column_split.h).
+// its buffers live, its schedule (schedule/cuda/schedule_cuda.h), and the expression
+// printer whose scopes its body is printed in; and the small helpers they all use. The
+// driver (cuda_kernel.cpp) makes one CudaPrinter a kernel and hands it to each shape's
+// body: cuda_elementwise.h, cuda_vector_path.h, cuda_row.h (with cuda_row_tile.h and
+// cuda_column_split.h).
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "codegen/c_emitter.h"
-#include "codegen/cuda_launch.h"
-#include "codegen/placement.h"
 #include "lower/program.h"
+#include "schedule/cuda/schedule_cuda.h"
 #include "schedule/kernel.h"
+#include "schedule/placement.h"
 
 namespace ember {
 
@@ -24,16 +24,16 @@ namespace ember {
 constexpr int kFirstLaneVar = kInnerVarBase + (1 << 20);
 
 struct CudaPrinter {
-  CudaPrinter(const Program& p, const Schedule& s, const Placement& m, int ki, int scratch_id, CudaLaunch launch)
-      : p(p), s(s), m(m), ki(ki), k(s.kernels[ki]), scratch_id(scratch_id), launch(std::move(launch)) {}
+  CudaPrinter(const Program& p, const Schedule& s, const Placement& m, const CudaKernelSchedule& ks)
+      : p(p), s(s), m(m), ks(ks), ki(ks.kernel), k(s.kernels[ks.kernel]), launch(ks.launch) {}
 
   const Program& p;
   const Schedule& s;
   const Placement& m;
-  const int ki;          // the kernel's index in s.kernels
-  const Kernel& k;       // s.kernels[ki]
-  const int scratch_id;  // the buffer id its scratch gets, if it has any (a column split)
-  CudaLaunch launch;
+  const CudaKernelSchedule& ks;  // every decision
+  const int ki;                  // the kernel's index in s.kernels
+  const Kernel& k;               // s.kernels[ki]
+  const CudaLaunch& launch;      // ks.launch
   std::unique_ptr<CEmitter> em;  // made by signature(): reads that function's parameters
   std::string scratch_name;      // the scratch buffer's parameter, once signature() named it
 
@@ -58,11 +58,6 @@ struct CudaPrinter {
   // (and its barrier), so they may be hoisted to the row scope but no further.
   void pin_own_loads();
 };
-
-int64_t numel(const std::vector<int64_t>& sizes);
-int64_t numel(const Dims& sizes);  // static sizes (the driver refuses symbolic ones)
-
-void walk_loads(const Expr& e, const std::function<void(const Expr&)>& f);
 
 // `flat` split into coordinates over `sizes` (row-major), one `const int64_t` line per
 // dim named prefix + d. The divisions run in the type of `flat` (32-bit where sizes allow).

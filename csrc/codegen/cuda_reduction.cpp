@@ -1,19 +1,14 @@
 #include "codegen/cuda_reduction.h"
 
-#include "codegen/cuda_kernel.h"
+#include "schedule/accumulator.h"
+#include "schedule/cuda/kernel_info.h"
 
 namespace ember {
 
 std::string acc_type(const ComputedBuffer& c, int64_t chain) {
   if (c.reduce_op == ReduceOp::Any || c.reduce_op == ReduceOp::All) return "int";
-  if (c.reduce_op == ReduceOp::Sum && c.acc_dtype == DType::F32 && chain > kSumChain) return "double";
+  if (sums_in_double(c, chain)) return "double";
   return CEmitter::c_type(c.acc_dtype);
-}
-
-int64_t acc_bytes(const std::string& type) {
-  if (type == "double" || type == "int64_t" || type == "uint64_t") return 8;
-  if (type == "float" || type == "int" || type == "int32_t" || type == "uint32_t") return 4;
-  return 8;  // anything else: a slot as wide as the widest
 }
 
 Acc declare_acc(CEmitter& em, const ComputedBuffer& c, int64_t chain) {

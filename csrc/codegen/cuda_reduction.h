@@ -15,16 +15,9 @@ struct Acc {
   std::string index;            // argmax/argmin: the best element's index (int64_t)
 };
 
-
-// A float sum whose threads each add more than kSumChain elements accumulates in double:
-// one f32 accumulator over half a million elements loses about 4 digits (c_kernel.cpp
-// blocks such sums into a double total for the same reason).
-constexpr int64_t kSumChain = 4096;
-
-// The C type a reduction accumulates in over `chain` elements per thread.
+// The C type a reduction accumulates in over `chain` elements per thread: double for a
+// long float sum (schedule/accumulator.h: kLongSum).
 std::string acc_type(const ComputedBuffer& c, int64_t chain);
-// Its bytes (a column split's partials are stored in it).
-int64_t acc_bytes(const std::string& type);
 
 // Declares the accumulator (and NaN flag) of reduction `c` over `chain` elements a thread.
 Acc declare_acc(CEmitter& em, const ComputedBuffer& c, int64_t chain);

@@ -1,42 +1,18 @@
-// Vector accesses: one 16-, 8- or 4-byte load or store for `lanes` consecutive
-// elements, as the elementwise vector path (cuda_vector_path.h) and the row tile
-// (cuda_row_tile.h) print them: which dtypes and indices allow one, and its C types.
+// The C of vector accesses (schedule/cuda/vector_access.h says which accesses are
+// vector ones): a word's type, a pointer to its lanes, a lane's value.
 #pragma once
-#include <functional>
 #include <string>
-#include <unordered_map>
 
-#include "ir/expr.h"
-#include "lower/program.h"
+#include "ir/dtype.h"
+#include "schedule/cuda/vector_access.h"
 
 namespace ember {
 
-// How many bytes a vector access of `lanes` elements of `t` moves, or 0 when this
-// dtype is not vector-accessed (bool, 8-byte types).
-int vector_bytes(DType t, int lanes);
 // The C type of a vector word of `bytes`: uint4, uint2 or uint32_t.
 std::string vector_type(int bytes);
 // A pointer cast that reads (or writes) the lanes of a vector word of elements of `t`.
 std::string lane_pointer(DType t, bool is_const);
 // Lane `lane` of the vector word named `word` (elements of `t`), f16/bf16 widened to f32.
 std::string lane_value(DType t, const std::string& word, const std::string& lane);
-
-// Whether `index` (of buffer `b`) addresses lanes idx0 .. idx0 + lanes - 1 for a group
-// of `lanes` consecutive values of var `v` starting at a multiple of `lanes`, with
-// idx0 a multiple of `lanes` and every index inside the buffer (`extents`: every var's).
-bool vector_index(const Program& p, const Expr& index, int b, int v, int lanes,
-                  const std::unordered_map<int, int64_t>& extents);
-
-// The same access pattern in a kernel of a graph with symbols, where no range can be
-// proved at the hints: `index` is v + sum(c * var) + c0 with every c and c0 a known
-// multiple of `lanes` (768 * s1 is; symbolic_affine.h). That every lane stays inside
-// the buffer is the caller's to know: it does for a store and for a load outside any
-// Where branch, lane by lane (each lane is an iteration of the kernel, which accesses
-// there anyway; v's extent is a static multiple of `lanes`).
-bool symbolic_vector_index(const Expr& index, int v, int lanes);
-
-// Calls f(load, guarded) for every load in e: guarded when it lies in a Where branch
-// (read only when the branch is taken; its index may be out of bounds otherwise).
-void walk_guarded_loads(const Expr& e, bool guarded, const std::function<void(const Expr&, bool)>& f);
 
 }  // namespace ember

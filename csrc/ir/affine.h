@@ -11,6 +11,10 @@ namespace ember {
 struct AffineForm {
   std::map<int, int64_t> coef;  // var id -> coefficient (no zero entries)
   int64_t constant = 0;
+  int64_t coef_of(int var) const {
+    auto it = coef.find(var);
+    return it == coef.end() ? 0 : it->second;
+  }
   bool operator==(const AffineForm& o) const { return coef == o.coef && constant == o.constant; }
 };
 

@@ -231,6 +231,11 @@ int64_t cost(const Expr& e) {
   return c;
 }
 
+void walk_loads(const Expr& e, const std::function<void(const Expr&)>& f) {
+  if (e->op == ExprOp::Load) f(e);
+  for (const auto& a : e->args) walk_loads(a, f);
+}
+
 std::vector<int> loaded_buffers(const Expr& e) {
   std::vector<int> out;
   std::unordered_set<int> seen;

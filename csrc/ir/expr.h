@@ -30,6 +30,7 @@
 //   at run time (docs/dynamic_shapes.md).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,6 +114,8 @@ std::optional<int64_t> coefficient(const Expr& e, int var_id);
 int64_t cost(const Expr& e);
 // Buffers read by e, in first-use order, without repeats.
 std::vector<int> loaded_buffers(const Expr& e);
+// Calls f on every Load node of e (a subtree shared by several parents once per parent).
+void walk_loads(const Expr& e, const std::function<void(const Expr&)>& f);
 
 // ---- rewriting ---------------------------------------------------------------
 // Replace Vars by expressions. Returns the same node when nothing changed.

@@ -107,7 +107,8 @@ int64_t CudaCompiledGraph::prepare_autotune(const std::string& tag) {
     for (size_t k = 0; k < c_.cuda_code.kernels.size(); ++k) {
       const CudaKernelInfo& info = c_.cuda_code.kernels[k];
       if (info.function != info.name) continue;
-      std::vector<CudaKernelVariant> variants = generate_cuda_variants(c_.program, c_.schedule, static_cast<int>(k));
+      std::vector<CudaKernelVariant> variants =
+          generate_cuda_variants(c_.program, c_.schedule, c_.cuda_schedule, static_cast<int>(k));
       if (variants.empty()) continue;
       Tuning t;
       t.owner = static_cast<int>(k);

@@ -47,7 +47,7 @@ std::shared_ptr<CudaCompiledGraph> CudaCompiledGraph::compile(const std::string&
 }
 
 std::vector<CudaKernelVariant> CudaCompiledGraph::variants(int k) const {
-  return generate_cuda_variants(c_.program, c_.schedule, k);
+  return generate_cuda_variants(c_.program, c_.schedule, c_.cuda_schedule, k);
 }
 
 MemoryPlan CudaCompiledGraph::arena_at(const std::vector<int64_t>& symbols) const {

@@ -10,7 +10,7 @@
 #include "codegen/cuda_kernel.h"
 #include "codegen/cuda_prelude.h"
 #include "codegen/cuda_transpose.h"
-#include "codegen/placement.h"
+#include "schedule/placement.h"
 #include "jit/nvrtc.h"
 #include "pipeline_util.h"
 
@@ -755,7 +755,7 @@ namespace {
 
 std::vector<ember::CudaKernelVariant> variants_of(const std::string& text, int kernel = 0) {
   ember_test::CudaPipeline p(text);
-  return ember::generate_cuda_variants(p.program, p.schedule, kernel);
+  return ember::generate_cuda_variants(p.program, p.schedule, p.cuda_schedule, kernel);
 }
 
 void check_variants_compile(const std::vector<ember::CudaKernelVariant>& vs) {
@@ -829,7 +829,7 @@ TEST(cuda_hoisted_variants_keep_the_threads_an_sm_declares) {
   if (hoisted < 0) return;
   ember_test::CudaPipeline p(text);
   bool found = false;
-  for (const auto& v : ember::generate_cuda_variants(p.program, p.schedule, hoisted))
+  for (const auto& v : ember::generate_cuda_variants(p.program, p.schedule, p.cuda_schedule, hoisted))
     if (v.info.block == 512) {
       found = true;
       CHECK(v.info.hoisted_values > 0);

@@ -241,7 +241,8 @@ TEST(fuzz_cuda_per_row_stage_keeps_its_values_for_later_stages) {
                                        "  stage 1 inner=[]: buf2 buf3(sum)\n  stage 2 inner=[]: buf4\n");
   std::string source;
   try {
-    source = generate_cuda(prog, s).source;
+    CudaSchedule cs = schedule_cuda(prog, s);
+    source = generate_cuda(prog, s, cs).source;
   } catch (const std::exception& e) {
     CHECK_EQ(std::string(e.what()), "");
   }

@@ -1,4 +1,4 @@
-#include "codegen/placement.h"
+#include "schedule/placement.h"
 
 #include <functional>
 

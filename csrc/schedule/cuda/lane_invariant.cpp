@@ -1,4 +1,4 @@
-#include "codegen/lane_invariant.h"
+#include "schedule/cuda/lane_invariant.h"
 
 #include <algorithm>
 #include <unordered_map>

@@ -1,9 +1,8 @@
-#include "codegen/cuda_launch.h"
+#include "schedule/cuda/launch.h"
 
 #include <algorithm>
 #include <cstdlib>
 
-#include "codegen/cuda_printer.h"
 
 namespace ember {
 
@@ -18,6 +17,15 @@ int64_t pow2_at_least(int64_t n) {
 }
 
 }  // namespace
+
+const char* cuda_shape_name(CudaKernelInfo::Shape s) {
+  switch (s) {
+    case CudaKernelInfo::Shape::Elementwise: return "elementwise";
+    case CudaKernelInfo::Shape::Transpose: return "transpose";
+    case CudaKernelInfo::Shape::RowWarp: return "row_warp";
+    default: return "row_block";
+  }
+}
 
 int elementwise_elems_per_thread(int64_t max_elem_bytes) { return max_elem_bytes <= 2 ? 8 : 4; }
 
