@@ -18,36 +18,18 @@ using namespace ember::bindings;
 
 void define_cuda(nb::module_& m) {
   nb::exception<ember::CudaUnsupported>(m, "CudaUnsupported");
-  // The same properties as CompiledGraph, so that the Python runner reads either.
-  nb::class_<CudaCompiledGraph>(m, "CudaCompiledGraph")
-      .def_prop_ro("graph_text", [](const CudaCompiledGraph& g) { return ember::print_graph(g.graph()); })
-      .def_prop_ro("program_text", &CudaCompiledGraph::program_text)
-      .def_prop_ro("schedule_text", &CudaCompiledGraph::schedule_text)
-      .def_prop_ro("source", [](const CudaCompiledGraph& g) { return g.code().source; })
+  nb::class_<CudaCompiledGraph, ember::CompiledGraphBase>(m, "CudaCompiledGraph")
       .def_prop_ro("cubins", [](const CudaCompiledGraph& g) {
         nb::list out;
         for (const auto& c : g.cubins()) out.append(nb::bytes(c.data(), c.size()));
         return out;
       })
-      .def_prop_ro("cache_status", &CudaCompiledGraph::cache_status)
-      .def_prop_ro("cache_note", &CudaCompiledGraph::cache_note)
       .def_prop_ro("nvrtc_seconds", &CudaCompiledGraph::nvrtc_seconds)
-      .def_prop_ro("cache_key", &CudaCompiledGraph::cache_key)
       .def_prop_ro("cache_entries", [](const CudaCompiledGraph& g) {
         std::vector<std::pair<std::string, std::string>> out;
         for (const auto& key : g.part_keys()) out.emplace_back(key, "cubin");
         return out;
       }, "(key, suffix) of the disk cache entries holding this graph's kernels (its cubins).")
-      .def_prop_ro("passes", [](const CudaCompiledGraph& g) { return passes_list(g); })
-      .def_prop_ro("arena_bytes", &CudaCompiledGraph::arena_bytes)
-      .def_prop_ro("times", [](const CudaCompiledGraph& g) { return times_dict(g); })
-      .def_prop_ro("buffers", [](const CudaCompiledGraph& g) {
-        return buffers_at(g.program(), g.code().buffer_in_memory, g.hints(), arena_of(g));
-      })
-      .def_prop_ro("externs", [](const CudaCompiledGraph& g) { return externs_at(g.graph(), g.program(), g.hints()); })
-      .def_prop_ro("outputs", [](const CudaCompiledGraph& g) { return outputs_at(g.program(), g.hints()); })
-      .def_prop_ro("num_symbols", &CudaCompiledGraph::num_symbols)
-      .def("layout", &layout_at<CudaCompiledGraph>, nb::arg("symbols"), "Buffers, extern views, outputs and the arena plan for these symbol values.")
       .def_prop_ro("kernel_resources", [](const CudaCompiledGraph& g) {
         nb::list out;
         const auto res = g.kernel_resources();
@@ -86,7 +68,6 @@ void define_cuda(nb::module_& m) {
         }
         return out;
       })
-      .def_prop_ro("steps", [](const CudaCompiledGraph& g) { return steps_list(g.steps()); })
       .def("run_step", &CudaCompiledGraph::run_step, nb::arg("step"), nb::arg("ptrs"), nb::arg("stream"),
            nb::arg("symbols") = Symbols{}, "Launch the kernel group of step `step` on `stream` (asynchronous).")
       .def("prepare_autotune", &CudaCompiledGraph::prepare_autotune, nb::arg("tag"),
@@ -155,13 +136,6 @@ void define_cuda(nb::module_& m) {
         return d;
       },
       nb::arg("dirs") = std::vector<std::string>{}, "Load NVRTC (once per process) and say which one, or why not.");
-  m.def("cuda_compile_counts", [] {
-    ember::CudaCompileCounts c = ember::cuda_compile_counts();
-    nb::dict d;
-    d["graphs"] = c.graphs;
-    d["nvrtc_runs"] = c.nvrtc_runs;
-    d["memory_cache_hits"] = c.memory_cache_hits;
-    d["disk_cache_hits"] = c.disk_cache_hits;
-    return d;
-  });
+  m.def("cuda_compile_counts", [] { return counts_dict(ember::Target::CUDA, "nvrtc_runs"); },
+        "What CudaCompiledGraph::compile and NVRTC did in this process.");
 }

@@ -35,14 +35,6 @@ std::unordered_map<std::string, std::weak_ptr<SharedLibrary>>& memory_cache() {
   return *m;
 }
 
-struct AtomicCounts {
-  std::atomic<int64_t> graphs{0}, codegen_runs{0}, c_compiler_runs{0}, memory_cache_hits{0}, disk_cache_hits{0};
-};
-AtomicCounts& counts() {
-  static AtomicCounts c;
-  return c;
-}
-
 const CCompiler& compiler() {
   static const CCompiler c;
   return c;
@@ -52,28 +44,6 @@ const CCompiler& compiler() {
 
 const std::string& c_compiler_identity() { return compiler().identity(); }
 
-std::string default_cache_dir() {
-  if (const char* d = std::getenv("EMBER_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/ember";
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/ember";
-}
-
-CompileCounts compile_counts() {
-  const AtomicCounts& c = counts();
-  return {c.graphs.load(), c.codegen_runs.load(), c.c_compiler_runs.load(), c.memory_cache_hits.load(),
-          c.disk_cache_hits.load()};
-}
-
-void reset_compile_counts() {
-  AtomicCounts& c = counts();
-  c.graphs = 0;
-  c.codegen_runs = 0;
-  c.c_compiler_runs = 0;
-  c.memory_cache_hits = 0;
-  c.disk_cache_hits = 0;
-}
-
 CompiledGraph::~CompiledGraph() {
   // A build still running writes into the disk cache and the memory cache: let it end
   // before this graph's options and library go.
@@ -82,28 +52,17 @@ CompiledGraph::~CompiledGraph() {
 
 std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_text, const CompileOptions& opts) {
   std::shared_ptr<CompiledGraph> cg(new CompiledGraph());
-  ++counts().graphs;
-  PipelineOptions po = opts.pipeline;
-  po.target = Target::CPU;
-  po.dump = !opts.debug_dir.empty();
-  cg->c_ = run_pipeline(graph_text, po);
-  ++counts().codegen_runs;
+  cg->run_pipeline_for(Target::CPU, graph_text, opts);
   // Rows per task: enough work (~16k inner iterations) to pay for an OpenMP fork/join
   // on threads that are usually still hot from the last ATen op.
   for (const KernelInfo& info : cg->c_.c_code.kernels)
     cg->grains_.push_back(std::max<int64_t>(1, 16384 / std::max<int64_t>(1, info.work_per_row)));  // at the hints
-  // Written before the C compiler runs, so that its failure leaves the source behind.
-  if (po.dump) write_pass_dumps(cg->c_.passes, opts.debug_dir);
   if (cg->c_.c_code.kernels.empty()) {
     cg->ready_.store(true, std::memory_order_release);  // nothing to build
   } else if (opts.build) {
     cg->load_kernels(opts);
   }
   return cg;
-}
-
-MemoryPlan CompiledGraph::arena_at(const std::vector<int64_t>& symbols) const {
-  return place_arena(c_.lifetimes, static_cast<int>(c_.program.buffers.size()), symbols);
 }
 
 namespace {
@@ -171,7 +130,7 @@ BuiltLibrary build_library(const CCompiler& cc, const std::string& key, const st
 // until it ends. Either way a successful build enters the memory cache.
 std::shared_future<BuiltLibrary> start_build(const std::string& key, std::vector<std::string> units,
                                              std::unique_ptr<DiskCache> disk, bool background) {
-  ++counts().c_compiler_runs;
+  count(Target::CPU, CompileEvent::CompilerRun);
   std::packaged_task<BuiltLibrary()> task(
       [cc = compiler(), key, units = std::move(units), disk = std::shared_ptr<DiskCache>(std::move(disk)), background] {
         auto forget = [&] {
@@ -223,23 +182,16 @@ void CompiledGraph::load_kernels(const CompileOptions& opts) {
   }
   if (library_ || build_.valid()) {
     cache_status_ = "memory";
-    ++counts().memory_cache_hits;
+    count(Target::CPU, CompileEvent::MemoryHit);
   } else {
     std::string err;
-    std::unique_ptr<DiskCache> disk;
-    if (opts.disk_cache) {
-      disk = std::make_unique<DiskCache>(opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir);
-      if (!disk->usable()) {
-        cache_note_ = disk->reason();
-        disk.reset();
-      }
-    }
+    std::unique_ptr<DiskCache> disk = open_disk_cache(opts, &cache_note_);
     if (disk) {
       if (auto path = disk->lookup(key_, "so")) {
         library_ = SharedLibrary::open(*path, &err);
         if (library_) {
           cache_status_ = "disk";
-          ++counts().disk_cache_hits;
+          count(Target::CPU, CompileEvent::DiskHit);
         }
       }
     }
@@ -285,10 +237,7 @@ void CompiledGraph::resolve_kernels() {
 
 void CompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, const std::vector<int64_t>& symbols) {
   if (!kernels_ready()) wait_kernels();
-  const ExecStep& st = c_.steps.steps.at(step);
-  if (st.kind != ExecStep::Kind::Kernels) throw std::invalid_argument("step is not a kernel group");
-  if (ptrs.size() != st.args.size()) throw std::invalid_argument("wrong number of buffer pointers");
-  if (symbols.size() != c_.graph.symbols.size()) throw std::invalid_argument("wrong number of symbol values");
+  const ExecStep& st = kernel_step(step, ptrs.size(), symbols.size());
   // Kernels of a graph with symbols read their values after the buffers (sym[k]).
   const size_t extra = symbols.empty() ? 0 : 1;
   char* args[64];

@@ -179,9 +179,7 @@ void CudaCompiledGraph::run_step_tuning(int step, const std::vector<uintptr_t>& 
                                         uintptr_t scratch) {
   {
     std::lock_guard<std::mutex> lock(tuning_mutex_);
-    const ExecStep& st = c_.steps.steps.at(step);
-    if (st.kind != ExecStep::Kind::Kernels) throw std::invalid_argument("step is not a kernel group");
-    if (ptrs.size() != st.args.size()) throw std::invalid_argument("wrong number of buffer pointers");
+    const ExecStep& st = kernel_step(step, ptrs.size(), 0);  // tuning: static graphs only
     std::unique_ptr<DiskCache> disk;
     for (size_t i = 0; i < st.kernels.size(); ++i) {
       const int k = st.kernels[i];

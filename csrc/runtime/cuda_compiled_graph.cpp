@@ -15,43 +15,16 @@
 
 namespace ember {
 
-namespace {
-
-struct AtomicCounts {
-  std::atomic<int64_t> graphs{0}, nvrtc_runs{0}, memory_cache_hits{0}, disk_cache_hits{0};
-};
-AtomicCounts& counts() {
-  static AtomicCounts c;
-  return c;
-}
-
-}  // namespace
-
-CudaCompileCounts cuda_compile_counts() {
-  const AtomicCounts& c = counts();
-  return {c.graphs.load(), c.nvrtc_runs.load(), c.memory_cache_hits.load(), c.disk_cache_hits.load()};
-}
-
 std::shared_ptr<CudaCompiledGraph> CudaCompiledGraph::compile(const std::string& graph_text,
                                                               const CudaCompileOptions& opts) {
   std::shared_ptr<CudaCompiledGraph> cg(new CudaCompiledGraph());
-  ++counts().graphs;
-  PipelineOptions po = opts.pipeline;
-  po.target = Target::CUDA;
-  po.dump = !opts.debug_dir.empty();
-  cg->c_ = run_pipeline(graph_text, po);
-  // Written before NVRTC runs, so that its failure leaves the source behind.
-  if (po.dump) write_pass_dumps(cg->c_.passes, opts.debug_dir);
+  cg->run_pipeline_for(Target::CUDA, graph_text, opts);
   if (!cg->c_.cuda_code.kernels.empty() && opts.build) cg->compile_cubin(opts);
   return cg;
 }
 
 std::vector<CudaKernelVariant> CudaCompiledGraph::variants(int k) const {
   return generate_cuda_variants(c_.program, c_.schedule, c_.cuda_schedule, k);
-}
-
-MemoryPlan CudaCompiledGraph::arena_at(const std::vector<int64_t>& symbols) const {
-  return place_arena(c_.lifetimes, static_cast<int>(c_.program.buffers.size()), symbols);
 }
 
 void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
@@ -70,12 +43,12 @@ void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
   for (auto& p : parts) all.push_back(&p);
   CubinFetch fetched = fetch_cubins(all, *nvrtc, opts.arch, disk.get());
   if (fetched.compiled > 0) {
-    ++counts().nvrtc_runs;
+    count(Target::CUDA, CompileEvent::CompilerRun);
     c_.times.compile = fetched.nvrtc_wall;
     nvrtc_seconds_ = std::move(fetched.nvrtc_seconds);
   }
   cache_status_ = fetched.compiled > 0 ? "miss" : fetched.from_disk > 0 ? "disk" : "memory";
-  if (fetched.compiled == 0) ++(fetched.from_disk > 0 ? counts().disk_cache_hits : counts().memory_cache_hits);
+  if (fetched.compiled == 0) count(Target::CUDA, fetched.from_disk > 0 ? CompileEvent::DiskHit : CompileEvent::MemoryHit);
   for (auto& p : parts) {
     cubins_.push_back(p.cubin);
     part_keys_.push_back(p.key);
@@ -119,14 +92,6 @@ uint32_t CudaCompiledGraph::resident_grid(const CudaKernelInfo& info, void* fn) 
   return resident >= info.grid_multiple && resident < info.grid ? static_cast<uint32_t>(resident) : info.grid;
 }
 
-std::unique_ptr<DiskCache> open_disk_cache(const CudaCompileOptions& opts, std::string* note) {
-  if (!opts.disk_cache) return nullptr;
-  auto disk = std::make_unique<DiskCache>(opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir);
-  if (disk->usable()) return disk;
-  if (note) *note = disk->reason();
-  return nullptr;
-}
-
 namespace {
 
 // Blocks a kernel of a graph with symbols runs on at these symbol values (CudaKernelInfo::grid_units).
@@ -145,12 +110,9 @@ uint32_t grid_at(const CudaKernelInfo& info, const std::vector<int64_t>& symbols
 
 void CudaCompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, uintptr_t stream,
                                  const std::vector<int64_t>& symbols) const {
-  const ExecStep& st = c_.steps.steps.at(step);
-  if (st.kind != ExecStep::Kind::Kernels) throw std::invalid_argument("step is not a kernel group");
-  if (ptrs.size() != st.args.size()) throw std::invalid_argument("wrong number of buffer pointers");
+  const ExecStep& st = kernel_step(step, ptrs.size(), symbols.size());
   if (modules_.empty()) throw std::logic_error("ember: this CUDA graph was compiled without loading it on a device");
   const bool symbolic = !c_.graph.symbols.empty();
-  if (symbols.size() != c_.graph.symbols.size()) throw std::invalid_argument("wrong number of symbol values");
   // The kernels' last parameter in a graph with symbols (ember_syms in the prelude).
   int64_t syms[kMaxCudaSymbols] = {};
   for (size_t i = 0; i < symbols.size() && i < static_cast<size_t>(kMaxCudaSymbols); ++i) syms[i] = symbols[i];

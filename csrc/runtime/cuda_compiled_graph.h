@@ -12,28 +12,18 @@
 #include <vector>
 
 #include "codegen/cuda_kernel.h"
-#include "ir/graph.h"
-#include "lower/program.h"
-#include "pipeline.h"
-#include "runtime/compiled_graph.h"
-#include "schedule/exec_steps.h"
-#include "schedule/kernel.h"
-#include "schedule/memory_plan.h"
+#include "runtime/graph_base.h"
 
 namespace ember {
 
 class CudaModule;
 
-struct CudaCompileOptions {
+struct CudaCompileOptions : GraphOptions {
+  CudaCompileOptions() { pipeline = PipelineOptions::cuda(); }
   std::string arch = "sm_90";          // NVRTC's --gpu-architecture (real: sm_XX)
   int device = -1;                     // CUDA device ordinal to load on; -1: compile only (no GPU needed)
-  PipelineOptions pipeline = PipelineOptions::cuda();  // its target and dump are set by compile()
-  bool disk_cache = true;
-  std::string cache_dir;               // empty: default_cache_dir()
-  std::string debug_dir;               // non-empty: write the IR after each pass and the source here
   std::vector<std::string> nvrtc_dirs; // where to look for libnvrtc first (nvrtc.h)
   int kernels_per_part = 1;            // kernels per NVRTC program (cuda_compiled_graph.cpp, split_parts)
-  bool build = true;                   // false: stop after the CUDA source and the memory plan (no NVRTC)
 };
 
 // max-autotune's outcome for one kernel function (runtime/cuda_autotune.cpp).
@@ -45,43 +35,20 @@ struct AutotuneDecision {
   bool cached = false;               // taken from the memory or disk cache, not timed here
 };
 
-// The disk cache that opts asks for, or null (no disk cache, or an unusable one: then
-// *note says why).
-class DiskCache;
-std::unique_ptr<DiskCache> open_disk_cache(const CudaCompileOptions& opts, std::string* note);
-
-class CudaCompiledGraph {
+class CudaCompiledGraph : public CompiledGraphBase {
  public:
   // Throws CudaUnsupported for what the CUDA printer does not handle yet, and
   // std::runtime_error for an NVRTC or driver failure (with NVRTC's log).
   static std::shared_ptr<CudaCompiledGraph> compile(const std::string& graph_text, const CudaCompileOptions& opts);
 
-  const Graph& graph() const { return c_.graph; }
-  const Program& program() const { return c_.program; }
-  const Schedule& schedule() const { return c_.schedule; }
   const CudaCode& code() const { return c_.cuda_code; }
-  const std::vector<ExecStep>& steps() const { return c_.steps.steps; }
-  const PhaseTimes& times() const { return c_.times; }
-  const std::string& cache_key() const { return key_; }
-  const std::string& cache_status() const { return cache_status_; }
-  const std::string& cache_note() const { return cache_note_; }
+  const CudaSchedule& cuda_schedule() const { return c_.cuda_schedule; }
   // NVRTC's seconds for each program this compile ran (none on a cache hit), in part order.
   const std::vector<double>& nvrtc_seconds() const { return nvrtc_seconds_; }
-  const std::vector<PassDump>& passes() const { return c_.passes; }
-  // For a graph with symbols these are the plan at the hints; arena_at() plans for
-  // other symbol values.
-  int64_t arena_bytes() const { return c_.arena.arena_bytes; }
-  int64_t arena_offset(int buffer) const { return c_.arena.offset.empty() ? -1 : c_.arena.offset[buffer]; }
-  MemoryPlan arena_at(const std::vector<int64_t>& symbols) const;
-  // The graph's symbols (docs/dynamic_shapes.md): how many, and their hints.
-  int num_symbols() const { return static_cast<int>(c_.graph.symbols.size()); }
-  std::vector<int64_t> hints() const { return c_.graph.hints(); }
   // One cubin per part of the source (the prelude and up to 6 kernels; compiled in parallel).
   const std::vector<std::string>& cubins() const { return cubins_; }
   // The disk cache key of each cubin (parallel to cubins()).
   const std::vector<std::string>& part_keys() const { return part_keys_; }
-  std::string program_text() const { return c_.program_text(); }
-  std::string schedule_text() const { return c_.schedule_text(); }
   // Per kernel (parallel to code().kernels): {registers a thread, blocks an SM holds}
   // of its main launch, from the driver; -1 where it cannot say or the graph is not loaded.
   std::vector<std::pair<int, int>> kernel_resources() const;
@@ -126,10 +93,6 @@ class CudaCompiledGraph {
   };
   void apply_choice(Tuning& t, int candidate, std::vector<double> us, bool cached);
 
-  Compiled c_;
-  std::string key_;
-  std::string cache_status_ = "none";
-  std::string cache_note_;
   std::vector<double> nvrtc_seconds_;
   std::vector<std::string> cubins_;
   std::vector<std::shared_ptr<CudaModule>> modules_;
@@ -142,11 +105,5 @@ class CudaCompiledGraph {
   std::vector<AutotuneDecision> decisions_;
   mutable std::mutex tuning_mutex_;
 };
-
-// What NVRTC and the module cache did in this process (ember.stats-style, exact).
-struct CudaCompileCounts {
-  int64_t graphs = 0, nvrtc_runs = 0, memory_cache_hits = 0, disk_cache_hits = 0;
-};
-CudaCompileCounts cuda_compile_counts();
 
 }  // namespace ember
