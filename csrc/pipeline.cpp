@@ -4,33 +4,39 @@
 #include <sstream>
 
 #include "lower/lowering.h"
+#include "lower/verify_program.h"
 #include "schedule/dead_code.h"
 #include "schedule/fuse.h"
 #include "schedule/merge_dims.h"
 #include "schedule/merge_outer_dims.h"
 #include "schedule/split_reductions.h"
+#include "schedule/verify_schedule.h"
 
 namespace ember {
 
 namespace {
 
-// Runs one pass, adds its seconds to a phase, and keeps the IR after it when dumping.
+// Runs one pass, adds its seconds to a phase, checks the IR after it (opts.verify) and
+// keeps it when dumping.
 class PassRunner {
  public:
-  PassRunner(bool dump, std::vector<PassDump>& dumps) : dump_(dump), dumps_(dumps) {}
+  PassRunner(const PipelineOptions& opts, Compiled& c) : opts_(opts), c_(c) {}
 
   template <class Pass, class Text>
   void operator()(const char* name, double& phase, Pass&& pass, Text&& text) {
     const auto t0 = std::chrono::steady_clock::now();
     pass();
     phase += seconds_since(t0);
-    if (dump_) dumps_.push_back({name, text()});
+    if (opts_.verify) verify_compiled(c_, name);
+    if (opts_.dump) c_.passes.push_back({name, text()});
   }
 
  private:
-  bool dump_;
-  std::vector<PassDump>& dumps_;
+  const PipelineOptions& opts_;
+  Compiled& c_;
 };
+
+}  // namespace
 
 LowerOptions lower_options(const PipelineOptions& opts) {
   LowerOptions lo;
@@ -41,25 +47,26 @@ LowerOptions lower_options(const PipelineOptions& opts) {
   return lo;
 }
 
-// Kernels grouped into calls, and the arena of intermediates by lifetime in those calls
-// (the kernels of one thread or stream run in order: a lifetime in steps is a real one).
 void plan_memory(Compiled& c) {
   std::vector<std::vector<int>> kernel_args;
   for (const auto& k : c.c_code.kernels) kernel_args.push_back(k.args);
-  for (const auto& k : c.cuda_code.kernels) kernel_args.push_back(k.args);
+  for (const auto& k : c.cuda_schedule.kernels) kernel_args.push_back(k.info.args);
   c.steps = group_steps(c.schedule, kernel_args);
   c.lifetimes = arena_lifetimes(c.program, c.steps.steps, c.buffer_in_memory());
-  c.arena = place_arena(c.lifetimes, static_cast<int>(c.program.buffers.size()), c.graph.hints());
+  c.arena = place_arena(c.lifetimes, static_cast<int>(c.program.buffers.size()), c.program.symbol_hints);
 }
 
-}  // namespace
+void verify_compiled(const Compiled& c, const std::string& after_pass) {
+  verify_program(c.program, after_pass);
+  if (!c.schedule.steps.empty()) verify_schedule(c.schedule, c.program, after_pass);
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 const std::vector<bool>& Compiled::buffer_in_memory() const {
-  return target == Target::CPU ? c_code.buffer_in_memory : cuda_code.buffer_in_memory;
+  return target == Target::CPU ? c_code.buffer_in_memory : cuda_schedule.placement.in_memory;
 }
 
 Compiled run_pipeline(const std::string& graph_text, const PipelineOptions& opts) {
@@ -67,7 +74,7 @@ Compiled run_pipeline(const std::string& graph_text, const PipelineOptions& opts
   Compiled c;
   c.target = opts.target;
   PhaseTimes& t = c.times;
-  PassRunner pass(opts.dump, c.passes);
+  PassRunner pass(opts, c);
   auto graph = [&] { return print_graph(c.graph); };
   auto program = [&] { return c.program_text(); };
   auto schedule = [&] { return c.schedule_text(); };
@@ -97,7 +104,8 @@ std::string memory_plan_text(const Compiled& c) {
   out << "arena " << c.arena.arena_bytes << " bytes\n";
   for (size_t b = 0; b < c.arena.offset.size(); ++b)
     if (c.arena.offset[b] >= 0) out << "  buf" << b << " at " << c.arena.offset[b] << "\n";
-  for (const auto& k : c.cuda_code.kernels) {
+  for (const auto& ks : c.cuda_schedule.kernels) {
+    const CudaKernelInfo& k = ks.info;
     out << k.name << ": " << cuda_shape_name(k.shape) << " grid " << k.grid << " block " << k.block;
     if (k.partial_grid > 0) out << " (column split: partials on grid " << k.partial_grid << " block " << k.partial_block << ")";
     if (k.row_lanes > 0) {

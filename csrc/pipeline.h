@@ -10,16 +10,27 @@
 #include "codegen/c_kernel.h"
 #include "codegen/cuda_kernel.h"
 #include "ir/graph.h"
+#include "lower/lowering.h"
 #include "lower/pad_matmuls.h"
 #include "lower/program.h"
+#include "lower/program_text.h"
 #include "schedule/exec_steps.h"
 #include "schedule/cuda/schedule_cuda.h"
 #include "schedule/kernel.h"
 #include "schedule/memory_plan.h"
+#include "schedule/schedule_text.h"
 
 namespace ember {
 
 enum class Target : uint8_t { CPU, CUDA };
+
+// Debug builds check the IR after every pass (lower/verify_program.h,
+// schedule/verify_schedule.h); the tests do in every build.
+#ifdef NDEBUG
+constexpr bool kVerifyPasses = false;
+#else
+constexpr bool kVerifyPasses = true;
+#endif
 
 // Every choice the passes take from outside: Python's config fills it (bindings), a
 // test sets what it tests. The passes' own parameter structs (LowerOptions,
@@ -32,6 +43,7 @@ struct PipelineOptions {
   bool pad_matmuls = false;                // 16-byte aligned cuBLAS operands (lower/pad_matmuls.h):
   PadMatmulOptions pad;                    // on for CUDA graphs, on the CPU for tests only
   bool dump = false;                       // keep the IR after each pass (Compiled::passes)
+  bool verify = kVerifyPasses;             // check the program and schedule after each pass
 
   static PipelineOptions cpu() { return {}; }
   static PipelineOptions cuda() {
@@ -69,11 +81,19 @@ struct Compiled {
   std::vector<PassDump> passes;          // empty unless PipelineOptions::dump
 
   const std::vector<bool>& buffer_in_memory() const;
-  std::string program_text() const { return print_program(program, graph); }
-  std::string schedule_text() const { return print_schedule(schedule, program, graph); }
+  std::string program_text() const { return print_program(program); }
+  std::string schedule_text() const { return print_schedule(schedule, program); }
 };
 
 Compiled run_pipeline(const std::string& graph_text, const PipelineOptions& opts);
+
+// Pieces of the pipeline that run_passes (run_passes.h) shares: the lowering's options,
+// the memory plan (kernels grouped into calls, the arena of intermediates by lifetime in
+// those calls: the kernels of one thread or stream run in order, so a lifetime in steps
+// is a real one), and the checks between passes.
+LowerOptions lower_options(const PipelineOptions& opts);
+void plan_memory(Compiled& c);
+void verify_compiled(const Compiled& c, const std::string& after_pass);
 
 // The dump of the memory plan (and, for CUDA, each kernel's launch).
 std::string memory_plan_text(const Compiled& c);

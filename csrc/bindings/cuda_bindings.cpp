@@ -101,9 +101,10 @@ void define_cuda(nb::module_& m) {
       "compile_cuda",
       [](const std::string& text, const std::string& arch, int device, bool fuse, bool disk_cache,
          const std::string& cache_dir, const std::string& debug_dir, const std::vector<std::string>& nvrtc_dirs,
-         bool pad_matmuls, bool emulate_precision_casts, int kernels_per_part, bool build) {
+         bool pad_matmuls, bool emulate_precision_casts, int kernels_per_part, bool build, bool verify) {
         ember::CudaCompileOptions o;
         o.build = build;
+        o.pipeline.verify = verify;
         o.kernels_per_part = kernels_per_part;
         o.arch = arch;
         o.device = device;
@@ -121,6 +122,7 @@ void define_cuda(nb::module_& m) {
       nb::arg("disk_cache") = true, nb::arg("cache_dir") = "", nb::arg("debug_dir") = "",
       nb::arg("nvrtc_dirs") = std::vector<std::string>{}, nb::arg("pad_matmuls") = true,
       nb::arg("emulate_precision_casts") = false, nb::arg("kernels_per_part") = 1, nb::arg("build") = true,
+      nb::arg("verify") = ember::kVerifyPasses,
       "Compile graph text to a cubin for `arch`; load it on CUDA device `device` unless it is -1; "
       "build=False stops after the CUDA source (no NVRTC).");
   m.def(

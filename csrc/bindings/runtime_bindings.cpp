@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings/program_views.h"
+#include "run_passes.h"
 #include "runtime/compiled_graph.h"
 
 namespace nb = nanobind;
@@ -65,9 +66,10 @@ void define_runtime(nb::module_& m) {
       "compile",
       [](const std::string& text, bool fuse, bool disk_cache, const std::string& cache_dir, const std::string& debug_dir,
          bool pad_matmuls, bool emulate_precision_casts, bool background, bool channels_last_activations,
-         bool build) {
+         bool build, bool verify) {
         ember::CompileOptions o;
         o.build = build;
+        o.pipeline.verify = verify;
         o.pipeline.fuse = fuse;
         o.pipeline.pad_matmuls = pad_matmuls;
         o.pipeline.emulate_precision_casts = emulate_precision_casts;
@@ -82,10 +84,27 @@ void define_runtime(nb::module_& m) {
       nb::arg("graph_text"), nb::arg("fuse") = true, nb::arg("disk_cache") = true, nb::arg("cache_dir") = "",
       nb::arg("debug_dir") = "", nb::arg("pad_matmuls") = false,
       nb::arg("emulate_precision_casts") = false, nb::arg("background") = false,
-      nb::arg("channels_last_activations") = false, nb::arg("build") = true,
+      nb::arg("channels_last_activations") = false, nb::arg("build") = true, nb::arg("verify") = ember::kVerifyPasses,
       "Compile graph text for the CPU. pad_matmuls runs the CUDA graphs' matmul padding (for tests); "
       "background runs the C compiler on a thread (wait_kernels() joins it); build=False stops after "
       "the C source (no kernels: for tools that read the generated code).");
+  m.def(
+      "run_passes",
+      [](const std::string& text, const std::vector<std::string>& passes, bool cuda, bool fuse,
+         bool emulate_precision_casts, bool channels_last_activations, bool pad_matmuls, bool verify) {
+        ember::PipelineOptions o = cuda ? ember::PipelineOptions::cuda() : ember::PipelineOptions::cpu();
+        o.fuse = fuse;
+        o.emulate_precision_casts = emulate_precision_casts;
+        o.channels_last_activations = channels_last_activations;
+        o.pad_matmuls = pad_matmuls;
+        o.verify = verify;
+        return ember::run_passes(text, passes, o);
+      },
+      nb::arg("text"), nb::arg("passes"), nb::arg("cuda") = false, nb::arg("fuse") = true,
+      nb::arg("emulate_precision_casts") = false, nb::arg("channels_last_activations") = false,
+      nb::arg("pad_matmuls") = false, nb::arg("verify") = true,
+      "Named passes of the pipeline on IR text (graph, program, or program and schedule); the IR "
+      "after the last one (csrc/run_passes.h).");
   m.def("default_cache_dir", &ember::default_cache_dir);
   m.def("c_compiler_identity", &ember::c_compiler_identity,
         "The C compiler's identity, which every CPU kernel cache key covers.");

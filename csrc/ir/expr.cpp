@@ -145,6 +145,10 @@ Expr cast(Expr a, DType t) {
   return make(ExprOp::Cast, t, 0, 0, {std::move(a)});
 }
 
+Expr node_of(ExprOp op, DType t, int64_t ival, std::vector<Expr> args) {
+  return make(op, t, ival, 0, std::move(args));
+}
+
 Expr rounding_cast(Expr a, DType t) {
   if (a->dtype == t || a->is_const()) return cast(std::move(a), t);
   return make(ExprOp::Cast, t, 1, 0, {std::move(a)});
@@ -306,44 +310,6 @@ Expr replace(const Expr& e, const ExprNode* from, const Expr& to) {
     return out;
   };
   return walk(e);
-}
-
-std::string to_string(const Expr& e) {
-  std::ostringstream os;
-  switch (e->op) {
-    case ExprOp::Const:
-      if (is_float(e->dtype)) {
-        os.precision(17);
-        os << e->fval;
-      } else if (is_bool(e->dtype)) {
-        os << (e->ival ? "true" : "false");
-      } else {
-        os << e->ival;
-      }
-      if (e->dtype != DType::I64 && e->dtype != DType::F32 && e->dtype != DType::Bool) os << ":" << dtype_name(e->dtype);
-      return os.str();
-    case ExprOp::Var:
-      os << "v" << e->ival;
-      return os.str();
-    case ExprOp::Sym:
-      os << "s" << e->ival;
-      return os.str();
-    case ExprOp::Load:
-      os << "buf" << e->ival << "[" << to_string(e->args[0]) << "]";
-      return os.str();
-    case ExprOp::Add:
-      return "(" + to_string(e->args[0]) + " + " + to_string(e->args[1]) + ")";
-    case ExprOp::Mul:
-      return "(" + to_string(e->args[0]) + " * " + to_string(e->args[1]) + ")";
-    case ExprOp::Cast:
-      return std::string(dtype_name(e->dtype)) + "(" + to_string(e->args[0]) + ")";
-    default:
-      break;
-  }
-  os << expr_op_name(e->op) << "(";
-  for (size_t i = 0; i < e->args.size(); ++i) os << (i ? ", " : "") << to_string(e->args[i]);
-  os << ")";
-  return os.str();
 }
 
 }  // namespace ember

@@ -71,6 +71,13 @@ bool is_transcendental(ExprOp op);
 struct ExprNode;
 using Expr = std::shared_ptr<const ExprNode>;
 
+// Var ids: a Program's vars count from 0; a kernel's loop vars (schedule/kernel.h) are
+// outer_var(d) and inner_var(d), distinct from them (the texts print them o<d>, i<d>).
+constexpr int kOuterVarBase = 1 << 28;
+constexpr int kInnerVarBase = 2 << 28;
+inline int outer_var(int k) { return kOuterVarBase + k; }
+inline int inner_var(int k) { return kInnerVarBase + k; }
+
 struct ExprNode {
   ExprOp op;
   DType dtype;
@@ -97,6 +104,9 @@ Expr binary(ExprOp op, Expr a, Expr b, DType t);
 Expr where(Expr c, Expr a, Expr b);
 Expr cast(Expr a, DType t);  // no-op when a already has dtype t
 Expr rounding_cast(Expr a, DType t);  // a cast the round-trip rule above keeps
+// The node exactly as given, folding nothing (for parsers: ival is a Load's buffer, a
+// Var's id, a Sym's index, 1 for a rounding Cast).
+Expr node_of(ExprOp op, DType t, int64_t ival, std::vector<Expr> args);
 
 // Index arithmetic on i64 with folding.
 Expr add(Expr a, Expr b);
@@ -123,6 +133,7 @@ Expr substitute(const Expr& e, const std::unordered_map<int, Expr>& vars);
 // Replace every use of the node `from` (by identity) by `to`.
 Expr replace(const Expr& e, const ExprNode* from, const Expr& to);
 
+// The text form (expr_text.h), without Load dtypes.
 std::string to_string(const Expr& e);
 
 struct ExprHash {

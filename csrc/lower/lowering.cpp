@@ -371,6 +371,7 @@ void LowerCtx::lower_input(const Node& n) {
 void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
   ExternCall call;
   call.node = n.id;
+  call.op = n.op;
   call.reason = reason;
   int arg_index = 0;
   std::function<void(const Arg&)> collect = [&](const Arg& a) {
@@ -584,6 +585,7 @@ bool has_lowering(const std::string& op) { return lowering_table().count(op) > 0
 Program lower_graph(const Graph& g, const LowerOptions& opts) {
   LowerCtx ctx(g, opts);
   ctx.program().num_symbols = static_cast<int>(g.symbols.size());
+  ctx.program().symbol_hints = g.hints();
   for (const auto& n : g.nodes) ctx.run(n);
   ctx.finish();
   return std::move(ctx.program());

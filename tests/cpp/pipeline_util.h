@@ -6,20 +6,40 @@
 
 #include "pipeline.h"
 #include "record_graph.h"
+#include "run_passes.h"
 
 namespace ember_test {
 
-// The pipeline that ships (pipeline.h) on graph text, for the CPU by default.
+// The pipeline that ships (pipeline.h) on graph text, for the CPU by default, with the
+// IR checked after every pass.
+inline ember::Compiled verified_pipeline(const std::string& text, ember::PipelineOptions opts) {
+  opts.verify = true;
+  return ember::run_pipeline(recorded(text), opts);
+}
 struct Pipeline : ember::Compiled {
   explicit Pipeline(const std::string& text, ember::PipelineOptions opts = ember::PipelineOptions::cpu())
-      : ember::Compiled(ember::run_pipeline(recorded(text), opts)) {}
+      : ember::Compiled(verified_pipeline(text, opts)) {}
 };
 
 // The same for CUDA (PipelineOptions::cuda(): channels-last activations, padded matmuls).
 struct CudaPipeline : ember::Compiled {
   explicit CudaPipeline(const std::string& text, ember::PipelineOptions opts = ember::PipelineOptions::cuda())
-      : ember::Compiled(ember::run_pipeline(recorded(text), opts)) {}
+      : ember::Compiled(verified_pipeline(text, opts)) {}
 };
+
+// Named passes on IR text (run_passes.h), the IR checked before and after each: what a
+// pass test runs.
+inline std::string after(const std::string& text, const std::vector<std::string>& passes,
+                         ember::PipelineOptions opts = ember::PipelineOptions::cpu()) {
+  opts.verify = true;
+  return ember::run_passes(text, passes, opts);
+}
+
+// The schedule of a program-and-schedule text (run_passes' output after a schedule pass).
+inline std::string schedule_part(const std::string& state) {
+  const size_t at = state.find("\nschedule\n");
+  return at == std::string::npos ? std::string() : state.substr(at + 10);
+}
 
 // PipelineOptions::cpu() with fusion off, or f16/bf16 results rounded.
 inline ember::PipelineOptions unfused() {

@@ -5,6 +5,7 @@ core must leave them byte-identical.
     python tests/tools/dump_generated.py dump CORPUS OUT          C and CUDA for each graph
     python tests/tools/dump_generated.py compare BASE NEW         exit 1 on any difference
     python tests/tools/dump_generated.py check CORPUS BASE        dump to a temporary dir, compare
+    python tests/tools/dump_generated.py roundtrip CORPUS         IR texts parse back to the same code
 
 `collect` runs torch (minutes; the op tests compile their kernels): the C++ tests' graphs
 (the test binary records them: tests/cpp/record_graph.h), the graphs of
@@ -13,6 +14,11 @@ and backward), the built-in examples (python/ember/examples.py) and tiny transfo
 through ember's CPU backend and through AOTAutograd, and every graph the op, model,
 dynamic-shape and fuzz tests compile. Each graph is CORPUS/<name>.graph with the CPU
 options it was compiled with in <name>.json.
+
+`roundtrip` checks, for every graph and both targets, that the pipeline's IR passes its
+verifier after every pass, and that the program and schedule texts parse back: printing
+what was parsed gives the same text, and the passes after it (run_passes) generate the
+same source as the pipeline.
 
 `dump` runs no compiler (build=False): per graph, <name>.c (the C source), <name>.cu (the
 CUDA source for sm_90, or the refusal), <name>.variants.cu (max-autotune's candidates of
@@ -296,6 +302,70 @@ def dump(args) -> None:
     print(f"dumped {len(graphs)} graphs into {args.out}")
 
 
+# ---------------------------------------------------------------- roundtrip
+
+
+def _roundtrip_one(text: str, options: dict) -> list[str]:
+    """What fails for one graph (empty: nothing)."""
+    from ember import _core
+
+    problems = []
+    for cuda in (False, True):
+        opts = {k: v for k, v in options.items() if k in (CUDA_OPTIONS if cuda else CPU_OPTIONS)}
+        if cuda:
+            opts.setdefault("pad_matmuls", True)
+        target = "cuda" if cuda else "c"
+        try:
+            if cuda:
+                source = _core.compile_cuda(text, arch="sm_90", disk_cache=False, build=False, verify=True, **opts).source
+            else:
+                source = _core.compile(text, disk_cache=False, build=False, verify=True, **opts).source
+        except Exception as e:  # a refusal or an error stays what it was: the dump checks that
+            if "invalid program" in str(e) or "invalid schedule" in str(e):
+                problems.append(f"{target}: {e}")
+            continue
+
+        def run(ir, passes):
+            return _core.run_passes(ir, passes, cuda=cuda, **opts)
+
+        front = ["lower_graph"] + (["pad_matmuls"] if opts.get("pad_matmuls") else []) + ["eliminate_dead_code"]
+        try:
+            program = run(text, front)
+            symbolic = program.startswith("program(s0=")
+            middle = ["fuse", "merge_inner_dims"] + (["merge_symbolic_outer_dims"] if cuda and symbolic else []) + \
+                     ([] if cuda else ["split_reductions"])
+            state = run(program, middle)
+            generate = ["generate_cuda" if cuda else "generate_c"]
+            if run(program, []) != program:
+                problems.append(f"{target}: the program text does not print back the same")
+            if run(state, []) != state:
+                problems.append(f"{target}: the schedule text does not print back the same")
+            if run(program, middle + generate) != source:
+                problems.append(f"{target}: code from the parsed program differs")
+            if run(state, generate) != source:
+                problems.append(f"{target}: code from the parsed schedule differs")
+        except Exception as e:
+            problems.append(f"{target}: {type(e).__name__}: {e}")
+    return problems
+
+
+def roundtrip(args) -> int:
+    graphs = sorted(glob.glob(os.path.join(args.corpus, "*.graph")))
+    failed = 0
+    for path in graphs:
+        with open(path) as f:
+            text = f.read()
+        options_path = path[:-len(".graph")] + ".json"
+        options = json.load(open(options_path)) if os.path.exists(options_path) else {}
+        problems = _roundtrip_one(text, options)
+        if problems:
+            failed += 1
+            if failed <= 10:
+                print(os.path.basename(path), *problems, sep="\n  ")
+    print(f"roundtrip: {len(graphs) - failed} of {len(graphs)} graphs pass")
+    return 1 if failed else 0
+
+
 # ---------------------------------------------------------------- compare
 
 
@@ -349,6 +419,8 @@ def main() -> int:
     k = sub.add_parser("check")
     k.add_argument("corpus")
     k.add_argument("base")
+    r = sub.add_parser("roundtrip")
+    r.add_argument("corpus")
     args = parser.parse_args()
     if args.cmd == "collect":
         collect(args)
@@ -356,6 +428,8 @@ def main() -> int:
         dump(args)
     elif args.cmd == "compare":
         return 0 if compare(args.base, args.new) else 1
+    elif args.cmd == "roundtrip":
+        return roundtrip(args)
     else:
         with tempfile.TemporaryDirectory(prefix="ember-dump-") as out:
             args.out = out

@@ -40,12 +40,12 @@ TEST(pad_matmuls_pads_n_of_a_transposed_weight_and_copies_the_slice) {
 }
 )");
   CHECK_EQ(p.text(),
-           "buf0 = input(0) : bf16[4,16]\n"
-           "buf1 = input(1) : bf16[13,16]\n"
-           "buf3 : bf16[16,16] = where(lt(v1, 13), buf1[(v0 + (v1 * 16))], 0:bf16)\n"
-           "extern aten.mm.default (matmul: ATen (BLAS); padded for 16-byte leading dims (N 13->16): copies of b; "
-           "result sliced by a copy) -> buf4\n"
-           "buf2 : bf16[4,13] = buf4[((v2 * 16) + v3)]\n"
+           "program(vars=4)\n"
+           "buf0 = input(0) : bf16[4,16]{16,1}\n"
+           "buf1 = input(1) : bf16[13,16]{16,1}\n"
+           "buf3 : bf16[16,16]{1,16} for [v0, v1] order [1, 0] = where(lt(v1, 13), buf1[(v0 + (v1 * 16))], 0.0:bf16)\n"
+           "extern %3 aten.mm.default(%0 = buf0, %2 = buf3) -> buf4 : bf16[4,16]{16,1}  \"matmul: ATen (BLAS); padded for 16-byte leading dims (N 13->16): copies of b; result sliced by a copy\"\n"
+           "buf2 : bf16[4,13]{13,1} for [v2, v3] = buf4[((v2 * 16) + v3)]\n"
            "return buf2\n");
   CHECK(p.program.buffers[4].kind == Buffer::Kind::Extern);
   CHECK_EQ(print_dims(p.program.buffers[4].sizes), "[4,16]");
@@ -55,10 +55,11 @@ TEST(pad_matmuls_pads_n_of_a_transposed_weight_and_copies_the_slice) {
   CHECK_EQ(p.schedule_text(),
            "kernel ember_k0 outer=[16]\n"
            "  stage 0 inner=[16]: buf3\n"
-           "extern aten.mm.default  # matmul: ATen (BLAS); padded for 16-byte leading dims (N 13->16): copies of b; "
-           "result sliced by a copy\n"
+           "    buf3[(i0 + (o0 * 16))] = where(lt(o0, 13), buf1[(i0 + (o0 * 16))], 0.0:bf16)\n"
+           "extern %3 aten.mm.default  # matmul: ATen (BLAS); padded for 16-byte leading dims (N 13->16): copies of b; result sliced by a copy\n"
            "kernel ember_k1 outer=[4]\n"
-           "  stage 0 inner=[13]: buf2\n");
+           "  stage 0 inner=[13]: buf2\n"
+           "    buf2[((o0 * 13) + i0)] = buf4[((o0 * 16) + i0)]\n");
 }
 
 TEST(pad_matmuls_backward_pads_k_and_m_sharing_one_copy_of_the_gradient) {
@@ -76,16 +77,15 @@ TEST(pad_matmuls_backward_pads_k_and_m_sharing_one_copy_of_the_gradient) {
 }
 )");
   CHECK_EQ(p.text(),
-           "buf0 = input(0) : bf16[16,13]\n"
-           "buf1 = input(1) : bf16[13,8]\n"
-           "buf2 = input(2) : bf16[16,8]\n"
-           "buf5 : bf16[16,16] = where(lt(v1, 13), buf0[((v0 * 13) + v1)], 0:bf16)\n"
-           "buf6 : bf16[16,8] = where(lt(v2, 13), buf1[((v2 * 8) + v3)], 0:bf16)\n"
-           "extern aten.mm.default (matmul: ATen (BLAS); padded for 16-byte leading dims (K 13->16): copies of a, b) "
-           "-> buf3\n"
-           "extern aten.mm.default (matmul: ATen (BLAS); padded for 16-byte leading dims (M 13->16): copies of a "
-           "(shared); result grows) -> buf4\n"
-           "return buf3 buf4\n");
+           "program(vars=4)\n"
+           "buf0 = input(0) : bf16[16,13]{13,1}\n"
+           "buf1 = input(1) : bf16[13,8]{8,1}\n"
+           "buf2 = input(2) : bf16[16,8]{8,1}\n"
+           "buf5 : bf16[16,16]{16,1} for [v0, v1] = where(lt(v1, 13), buf0[((v0 * 13) + v1)], 0.0:bf16)\n"
+           "buf6 : bf16[16,8]{8,1} for [v2, v3] = where(lt(v2, 13), buf1[((v2 * 8) + v3)], 0.0:bf16)\n"
+           "extern %3 aten.mm.default(%0 = buf5, %1 = buf6) -> buf3 : bf16[16,8]{8,1}  \"matmul: ATen (BLAS); padded for 16-byte leading dims (K 13->16): copies of a, b\"\n"
+           "extern %5 aten.mm.default(%4 = buf5:bf16[16,16]{1,16}+0, %2 = buf2) -> buf4 : bf16[16,8]{8,1}  \"matmul: ATen (BLAS); padded for 16-byte leading dims (M 13->16): copies of a (shared); result grows\"\n"
+           "return buf3, buf4:bf16[13,8]{8,1}+0\n");
   const auto& second = p.program.externs[1].tensor_views[0];
   CHECK_EQ(second.buffer, 5);
   CHECK_EQ(print_dims(second.sizes) + print_dims(second.strides), "[16,16][1,16]");
@@ -104,14 +104,14 @@ TEST(pad_matmuls_pads_an_addmm_bias_with_the_columns) {
 }
 )");
   CHECK_EQ(p.text(),
-           "buf0 = input(0) : f16[6,8]\n"
-           "buf1 = input(1) : f16[5,8]\n"
-           "buf2 = input(2) : f16[5]\n"
-           "buf4 : f16[8,8] = where(lt(v1, 5), buf1[(v0 + (v1 * 8))], 0:f16)\n"
-           "buf5 : f16[8] = where(lt(v2, 5), buf2[v2], 0:f16)\n"
-           "extern aten.addmm.default (matmul: ATen (BLAS); padded for 16-byte leading dims (N 5->8): copies of b, "
-           "bias; result sliced by a copy) -> buf6\n"
-           "buf3 : f16[6,5] = buf6[((v3 * 8) + v4)]\n"
+           "program(vars=5)\n"
+           "buf0 = input(0) : f16[6,8]{8,1}\n"
+           "buf1 = input(1) : f16[5,8]{8,1}\n"
+           "buf2 = input(2) : f16[5]{1}\n"
+           "buf4 : f16[8,8]{1,8} for [v0, v1] order [1, 0] = where(lt(v1, 5), buf1[(v0 + (v1 * 8))], 0.0:f16)\n"
+           "buf5 : f16[8]{1} for [v2] = where(lt(v2, 5), buf2[v2], 0.0:f16)\n"
+           "extern %4 aten.addmm.default(%2 = buf5, %0 = buf0, %3 = buf4) -> buf6 : f16[6,8]{8,1}  \"matmul: ATen (BLAS); padded for 16-byte leading dims (N 5->8): copies of b, bias; result sliced by a copy\"\n"
+           "buf3 : f16[6,5]{5,1} for [v3, v4] = buf6[((v3 * 8) + v4)]\n"
            "return buf3\n");
 }
 
@@ -126,12 +126,12 @@ TEST(pad_matmuls_pads_m_of_a_transposed_bmm_operand_per_batch) {
 }
 )");
   CHECK_EQ(p.text(),
-           "buf0 = input(0) : bf16[2,8,3]\n"
-           "buf1 = input(1) : bf16[2,8,16]\n"
-           "buf3 : bf16[2,8,8] = where(lt(v1, 3), buf0[(((v0 * 24) + v1) + (v2 * 3))], 0:bf16)\n"
-           "extern aten.bmm.default (matmul: ATen (BLAS); padded for 16-byte leading dims (M 3->8): copies of a; "
-           "result sliced by a copy) -> buf4\n"
-           "buf2 : bf16[2,3,16] = buf4[(((v3 * 128) + (v4 * 16)) + v5)]\n"
+           "program(vars=6)\n"
+           "buf0 = input(0) : bf16[2,8,3]{24,3,1}\n"
+           "buf1 = input(1) : bf16[2,8,16]{128,16,1}\n"
+           "buf3 : bf16[2,8,8]{64,1,8} for [v0, v1, v2] order [0, 2, 1] = where(lt(v1, 3), buf0[(((v0 * 24) + v1) + (v2 * 3))], 0.0:bf16)\n"
+           "extern %3 aten.bmm.default(%2 = buf3, %1 = buf1) -> buf4 : bf16[2,8,16]{128,16,1}  \"matmul: ATen (BLAS); padded for 16-byte leading dims (M 3->8): copies of a; result sliced by a copy\"\n"
+           "buf2 : bf16[2,3,16]{48,16,1} for [v3, v4, v5] = buf4[(((v3 * 128) + (v4 * 16)) + v5)]\n"
            "return buf2\n");
   CHECK_EQ(print_dims(p.program.externs[0].tensor_views[0].strides), "[64,1,8]");
 }
@@ -145,10 +145,10 @@ TEST(pad_matmuls_leaves_small_and_memory_bound_gemms_and_says_why) {
 }
 )", PadMatmulOptions{});
   CHECK_EQ(small.text(),
-           "buf0 = input(0) : bf16[5,7]\n"
-           "buf1 = input(1) : bf16[7,9]\n"
-           "extern aten.mm.default (matmul: ATen (BLAS); not padded (K 7->8, N 9->16): 315 multiply-adds, "
-           "under 2^27) -> buf2\n"
+           "program(vars=0)\n"
+           "buf0 = input(0) : bf16[5,7]{7,1}\n"
+           "buf1 = input(1) : bf16[7,9]{9,1}\n"
+           "extern %2 aten.mm.default(%0 = buf0, %1 = buf1) -> buf2 : bf16[5,9]{9,1}  \"matmul: ATen (BLAS); not padded (K 7->8, N 9->16): 315 multiply-adds, under 2^27\"\n"
            "return buf2\n");
   // A few rows times GPT-2's LM head (decoding): 2^28 multiply-adds, but 7.9 per element
   // moved; copying the weight would cost as much as the GEMM.
@@ -179,14 +179,14 @@ TEST(pad_matmuls_leaves_aligned_other_dtypes_and_repeated_operands) {
   // f64: no aligned cuBLAS kernels to reach. x @ x: Python binds an extern's arguments by
   // value, so one value cannot become two different padded copies. f32 8x8: aligned.
   CHECK_EQ(p.text(),
-           "buf0 = input(0) : f64[5,7]\n"
-           "buf2 = input(1) : bf16[7,7]\n"
-           "buf4 = input(2) : f32[8,8]\n"
-           "extern aten.mm.default (matmul: ATen (BLAS)) -> buf1\n"
-           "extern aten.mm.default (matmul: ATen (BLAS); not padded (K 7->8, N 7->8): one value is two of its "
-           "operands) -> buf3\n"
-           "extern aten.mm.default (matmul: ATen (BLAS)) -> buf5\n"
-           "return buf1 buf3 buf5\n");
+           "program(vars=0)\n"
+           "buf0 = input(0) : f64[5,7]{7,1}\n"
+           "buf2 = input(1) : bf16[7,7]{7,1}\n"
+           "buf4 = input(2) : f32[8,8]{8,1}\n"
+           "extern %1 aten.mm.default(%0 = buf0, %0 = buf0) -> buf1 : f64[5,7]{7,1}  \"matmul: ATen (BLAS)\"\n"
+           "extern %3 aten.mm.default(%2 = buf2, %2 = buf2) -> buf3 : bf16[7,7]{7,1}  \"matmul: ATen (BLAS); not padded (K 7->8, N 7->8): one value is two of its operands\"\n"
+           "extern %5 aten.mm.default(%4 = buf4, %4 = buf4) -> buf5 : f32[8,8]{8,1}  \"matmul: ATen (BLAS)\"\n"
+           "return buf1, buf3, buf5\n");
 }
 
 TEST(pad_matmuls_copies_a_misaligned_view_of_aligned_sizes) {
