@@ -42,7 +42,7 @@ LowerOptions lower_options(const PipelineOptions& opts) {
   LowerOptions lo;
   lo.emulate_precision_casts = opts.emulate_precision_casts;
   lo.channels_last_activations = opts.target == Target::CUDA || opts.channels_last_activations;
-  // CUDA's tiled transposes read and write layout copies coalesced (cuda_transpose.h).
+  // CUDA's tiled transposes read and write layout copies coalesced (codegen/cuda/transpose.h).
   lo.loads_lead_layout_copies = opts.target == Target::CPU;
   return lo;
 }

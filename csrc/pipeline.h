@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "codegen/c_kernel.h"
-#include "codegen/cuda_kernel.h"
+#include "codegen/c/kernel.h"
+#include "codegen/cuda/kernel.h"
 #include "ir/graph.h"
 #include "lower/lowering.h"
 #include "lower/pad_matmuls.h"

@@ -20,7 +20,7 @@
 // - Max/Min propagate NaN (torch.maximum). Comparisons with NaN are false except Ne.
 //   Of zeros of opposite sign the first operand wins (ATen's std::max), except on CUDA
 //   for two computed operands, where -0.0 orders below +0.0 (ATen's CUDA maximum and
-//   the one-instruction max.NaN; cuda_prelude.cpp).
+//   the one-instruction max.NaN; codegen/cuda/prelude.cpp).
 // - Where(c, a, b) evaluates only the selected branch, so a Load guarded by a
 //   bounds test never reads out of bounds.
 // - Load(buffer, index) reads element `index` (in elements, not bytes) of a

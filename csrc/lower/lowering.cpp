@@ -142,7 +142,7 @@ std::vector<int> memory_order(const Dims& sizes, const Dims& strides) {
 // read far apart along (a 2x2 max-pool of an NCHW tensor into channels-last reads
 // 1,024 apart per channel: GCC leaves such loads scalar, and walking the input's rows
 // with stores 16 apart ran 7x faster, 13 against 92 us). The step that counts as wide
-// is codegen's limit for SIMD loops (c_kernel.cpp, kMaxSimdStep).
+// is codegen's limit for SIMD loops (codegen/c/kernel.cpp, kMaxSimdStep).
 constexpr int64_t kWideLoadStep = 32;
 
 void prefer_contiguous_loads(ComputedBuffer& c, bool wide_loads) {

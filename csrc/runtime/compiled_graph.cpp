@@ -13,7 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "codegen/c_units.h"
+#include "codegen/c/units.h"
 #include "jit/c_compiler.h"
 #include "ir/size_expr.h"
 #include "runtime/disk_cache.h"
@@ -81,7 +81,7 @@ std::string join_units(const std::vector<std::string>& units) {
   return all;
 }
 
-// Runs the C compiler on the units of a graph's source (codegen/c_units.h), installs the
+// Runs the C compiler on the units of a graph's source (codegen/c/units.h), installs the
 // library in the disk cache (when there is one) and loads it. Throws, with the source and the compiler's output kept in a 0600 file,
 // when the compiler fails.
 BuiltLibrary build_library(const CCompiler& cc, const std::string& key, const std::vector<std::string>& units,

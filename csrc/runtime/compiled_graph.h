@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/c_kernel.h"
+#include "codegen/c/kernel.h"
 #include "runtime/graph_base.h"
 
 namespace ember {

@@ -1,5 +1,5 @@
 // max-autotune for CUDA graphs. Per kernel function: the launch the rules chose and the
-// variants worth timing (codegen/cuda_kernel.h: generate_cuda_variants), timed at the
+// variants worth timing (codegen/cuda/kernel.h: generate_cuda_variants), timed at the
 // graph's first call on that call's own buffers, the fastest kept. Decisions are cached
 // in memory and in the disk cache, keyed by the kernels' code and the device, so a warm
 // start times nothing and compiles only the winners.

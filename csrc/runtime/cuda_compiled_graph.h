@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "codegen/cuda_kernel.h"
+#include "codegen/cuda/kernel.h"
 #include "runtime/graph_base.h"
 
 namespace ember {

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "check.h"
-#include "codegen/cuda_kernel.h"
-#include "codegen/cuda_prelude.h"
-#include "codegen/cuda_transpose.h"
+#include "codegen/cuda/kernel.h"
+#include "codegen/cuda/prelude.h"
+#include "codegen/cuda/transpose.h"
 #include "schedule/placement.h"
 #include "jit/nvrtc.h"
 #include "pipeline_util.h"

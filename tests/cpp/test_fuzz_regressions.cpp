@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "check.h"
-#include "codegen/cuda_kernel.h"
+#include "codegen/cuda/kernel.h"
 #include "ir/expr.h"
 #include "lower/lowering.h"
 #include "pipeline_util.h"

@@ -3,7 +3,7 @@
 // row whole kept lanes, reduced alone, its results through memory. In a kernel of one
 // row (a backward's bias and LayerNorm-weight gradients), that is all R x C elements on
 // one block; the column split moves the reduction to a first launch, <name>_partial, on
-// many blocks, whose partials the kernel then combines (codegen/cuda_column_split.h).
+// many blocks, whose partials the kernel then combines (codegen/cuda/column_split.h).
 #pragma once
 #include <cstdint>
 #include <unordered_map>

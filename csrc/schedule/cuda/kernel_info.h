@@ -17,7 +17,7 @@ struct CudaUnsupported : std::runtime_error {
 };
 
 // Symbols a CUDA kernel of a graph with symbols takes: their values travel by value, in
-// one `ember_syms` parameter (cuda_prelude.h), so that a launch copies no memory.
+// one `ember_syms` parameter (codegen/cuda/prelude.h), so that a launch copies no memory.
 constexpr int kMaxCudaSymbols = 16;
 
 struct CudaKernelInfo {

@@ -1,4 +1,4 @@
-// The launch geometry of a CUDA kernel: which shape it is printed as (codegen/cuda_kernel.h
+// The launch geometry of a CUDA kernel: which shape it is printed as (codegen/cuda/kernel.h
 // lists them), its grid and block, and the loop sizes its body is printed with.
 #pragma once
 #include <cstdint>
@@ -54,7 +54,7 @@ struct CudaLaunch {
   int rows_per_block = kRowsPerWarpBlock;  // RowWarp: rows (warps) per block
   bool wide = false;   // 64-bit loop indices
   std::optional<TransposePlan> transpose;  // the Transpose shape's tiles
-  // A graph with symbols (codegen/cuda_kernel.h says what its kernels print), and `rows` and
+  // A graph with symbols (codegen/cuda/kernel.h says what its kernels print), and `rows` and
   // `total` as sizes that may be symbolic (their hints are the fields above).
   bool symbolic = false;
   Dim rows_dim = 1;

@@ -1,7 +1,7 @@
 // The row tile of the row shapes (RowWarp, RowBlock), planned: the looping stages walk
 // the row in chunks of 4 or 8 consecutive elements, read and written with one vector
 // access per buffer, and rows short enough stay in registers across the stages. Printed
-// stage by stage by codegen/cuda_row_tile.h; the per-element loop runs when the tile's
+// stage by stage by codegen/cuda/row_tile.h; the per-element loop runs when the tile's
 // pointers are not aligned.
 #pragma once
 #include <cstdint>

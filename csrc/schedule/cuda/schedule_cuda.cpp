@@ -14,7 +14,7 @@ void refuse_unsupported(const Kernel& k, const Program& p) {
   auto refuse = [&](const std::string& what) {
     throw CudaUnsupported("CUDA codegen does not handle " + what + " yet (kernel " + k.name + ")");
   };
-  // A graph with symbols prints the general forms (codegen/cuda_kernel.h), which read
+  // A graph with symbols prints the general forms (codegen/cuda/kernel.h), which read
   // symbolic sizes as expressions over `sym`; the other plans need static sizes.
   if (p.num_symbols > kMaxCudaSymbols)
     refuse("more than " + std::to_string(kMaxCudaSymbols) + " symbols (" + std::to_string(p.num_symbols) + ")");

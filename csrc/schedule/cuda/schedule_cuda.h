@@ -9,7 +9,7 @@
 //   its scratch      a column split's partials: a buffer added to the Program, which the
 //                    memory plan then places like any intermediate
 //
-// The printers (codegen/cuda_kernel.h) read a CudaKernelSchedule and decide nothing;
+// The printers (codegen/cuda/kernel.h) read a CudaKernelSchedule and decide nothing;
 // max-autotune varies a LaunchChoice and schedules one kernel again
 // (schedule_cuda_kernel). What it refuses throws CudaUnsupported (kernel_info.h): the
 // graph then runs eagerly.

@@ -1,4 +1,4 @@
-// The tiled-transpose shape's plan (its body: codegen/cuda_transpose.h), for elementwise
+// The tiled-transpose shape's plan (its body: codegen/cuda/transpose.h), for elementwise
 // kernels whose store is contiguous along one loop dim while a load is contiguous along
 // another (a transposing
 // copy, permute().contiguous(), NCHW <-> NHWC, `x.t() + y`). The plain elementwise shape

@@ -1,7 +1,7 @@
 // Vector accesses: one 16-, 8- or 4-byte load or store for `lanes` consecutive
 // elements, which the elementwise vector path (vector_plan.h), the row tile
 // (row_tile.h) and the transposes (transpose_plan.h) plan: which dtypes and indices
-// allow one. Their C types: codegen/cuda_vector_access.h.
+// allow one. Their C types: codegen/cuda/vector_access.h.
 #pragma once
 #include <functional>
 #include <string>

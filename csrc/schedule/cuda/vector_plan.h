@@ -3,7 +3,7 @@
 // with one 16-byte (or 8/4-byte) load and writes contiguous outputs with one store; and,
 // where the grid allows, per-lane values that depend only on the innermost index are
 // computed once per thread before the grid-stride loop (hoisting, lane_invariant.h).
-// Printed by codegen/cuda_vector_path.h, before the scalar loop that runs when the
+// Printed by codegen/cuda/vector_path.h, before the scalar loop that runs when the
 // vector path's run-time checks fail.
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "codegen/c_units.h"
+#include "codegen/c/units.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "codegen/cuda_prelude.h"
+#include "codegen/cuda/prelude.h"
 
 #include "codegen/c_prelude.h"
 #include "schedule/cuda/kernel_info.h"

@@ -1,4 +1,4 @@
-#include "codegen/cuda_vector_access.h"
+#include "codegen/cuda/vector_access.h"
 
 namespace ember {
 

@@ -1,12 +1,12 @@
 // The Elementwise shape's scalar loop: one thread per element of rows x inner (or per
 // row, when every stage is per-row), grid-stride, each step taking launch.per_thread
 // elements blockDim apart. The whole body when there is no vector path, and its
-// fallback when there is one (cuda_vector_path.h).
+// fallback when there is one (vector_path.h).
 #pragma once
 #include <string>
 #include <vector>
 
-#include "codegen/cuda_printer.h"
+#include "codegen/cuda/printer.h"
 
 namespace ember {
 

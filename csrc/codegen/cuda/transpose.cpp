@@ -1,10 +1,10 @@
-#include "codegen/cuda_transpose.h"
+#include "codegen/cuda/transpose.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 
-#include "codegen/cuda_vector_access.h"
+#include "codegen/cuda/vector_access.h"
 
 namespace ember {
 

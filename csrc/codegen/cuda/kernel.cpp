@@ -1,4 +1,4 @@
-#include "codegen/cuda_kernel.h"
+#include "codegen/cuda/kernel.h"
 
 #include <cctype>
 #include <set>
@@ -6,15 +6,15 @@
 #include <string>
 #include <unordered_map>
 
-#include "codegen/cuda_column_split.h"
-#include "codegen/cuda_elementwise.h"
-#include "codegen/cuda_prelude.h"
-#include "codegen/cuda_printer.h"
-#include "codegen/cuda_reduction.h"
-#include "codegen/cuda_row.h"
-#include "codegen/cuda_row_tile.h"
-#include "codegen/cuda_transpose.h"
-#include "codegen/cuda_vector_path.h"
+#include "codegen/cuda/column_split.h"
+#include "codegen/cuda/elementwise.h"
+#include "codegen/cuda/prelude.h"
+#include "codegen/cuda/printer.h"
+#include "codegen/cuda/reduction.h"
+#include "codegen/cuda/row.h"
+#include "codegen/cuda/row_tile.h"
+#include "codegen/cuda/transpose.h"
+#include "codegen/cuda/vector_path.h"
 #include "ir/size_expr.h"
 
 namespace ember {

@@ -1,4 +1,4 @@
-#include "codegen/cuda_printer.h"
+#include "codegen/cuda/printer.h"
 
 #include <sstream>
 #include <unordered_map>

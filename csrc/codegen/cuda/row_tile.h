@@ -1,10 +1,10 @@
 // The row tile of the row shapes, printed from its plan (schedule/cuda/row_tile.h):
 // each looping stage's chunks, read and written a vector word at a time, registers kept
-// across stages. cuda_row.h prints the rest of the row.
+// across stages. row.h prints the rest of the row.
 #pragma once
 #include <string>
 
-#include "codegen/cuda_printer.h"
+#include "codegen/cuda/printer.h"
 #include "schedule/cuda/row_tile.h"
 
 namespace ember {

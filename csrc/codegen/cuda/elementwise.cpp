@@ -1,4 +1,6 @@
-#include "codegen/cuda_elementwise.h"
+#include "codegen/cuda/elementwise.h"
+
+#include "codegen/stage_items.h"
 
 namespace ember {
 
@@ -15,19 +17,14 @@ std::vector<std::string> elementwise_body(CudaPrinter& pr) {
   em.open_scope(pr.outer_vars());
   for (const auto& l : pr.decompose_dims("x", k.outer, "o")) em.line(l);
   pr.pin_own_loads();
+  std::vector<Acc> no_accs;  // no reductions in this shape
   for (size_t st = 0; st < k.stages.size(); ++st) {
     const Stage& stage = k.stages[st];
     if (!per_row) {
       em.open_scope(pr.inner_vars(stage));
       for (const auto& l : pr.decompose_dims("j", stage.inner, "i")) em.line(l);
     }
-    for (const auto& item : stage.items) {
-      const ComputedBuffer& c = p.computed[item.computed];
-      std::string v = em.emit(item.value);
-      if (pr.m.in_memory[c.buffer])
-        em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(item.store_index), p.buffers[c.buffer].dtype, v));
-      em.bind_local(c.buffer, v, em.depth());
-    }
+    print_stage_items(em, {p, stage, pr.m.in_memory, no_accs, nullptr, ""});
     if (!per_row)
       for (const auto& l : em.close_scope()) em.line(l);
   }

@@ -1,12 +1,12 @@
-#include "codegen/cuda_row_tile.h"
+#include "codegen/cuda/row_tile.h"
 
 #include <map>
 #include <string>
 #include <unordered_map>
 
-#include "codegen/cuda_reduction.h"
-#include "codegen/cuda_row.h"
-#include "codegen/cuda_vector_access.h"
+#include "codegen/cuda/reduction.h"
+#include "codegen/cuda/row.h"
+#include "codegen/cuda/vector_access.h"
 
 namespace ember {
 
@@ -53,7 +53,7 @@ bool print_tile_stage(CudaPrinter& pr, const RowTile& tile, int st) {
   std::vector<Acc> accs(stage.items.size());
   for (size_t i = 0; i < stage.items.size(); ++i) {
     const ComputedBuffer& c = p.computed[stage.items[i].computed];
-    if (c.is_reduction) accs[i] = declare_acc(em, c, per_thread);
+    if (c.is_reduction) accs[i] = declare_thread_acc(em, c, per_thread);
   }
   const int v = inner_var(static_cast<int>(stage.inner.size()) - 1);
   std::vector<std::pair<int, std::string>> chunk_vars;

@@ -8,7 +8,7 @@
 //                elements of rows x inner per grid-stride step, blockDim apart.
 //   Transpose    an elementwise kernel whose store and some load are contiguous along
 //                different dims: tiles staged through shared memory, read and written
-//                coalesced (cuda_transpose.h).
+//                coalesced (transpose.h).
 //   RowWarp      rows of at most kWarpRowWork inner iterations per stage (launch.h):
 //                one warp per row (8 rows a block); reductions by warp shuffles,
 //                __syncwarp between stages.
@@ -20,13 +20,13 @@
 // results and per-row values are registers for all later stages (softmax and LayerNorm
 // are one pass over the row, as on CPU). Values a later stage reads from memory were
 // stored before a barrier. Per-row stores are made by thread 0 of the row. Where it
-// fits, a row tile (cuda_row_tile.h) replaces that loop: chunks of 4 or 8 elements read
+// fits, a row tile (row_tile.h) replaces that loop: chunks of 4 or 8 elements read
 // and written with vector accesses, and rows short enough kept in registers across
 // the stages.
 //
 // A vector stage (a reduction across rows: a column sum) gives each thread whole kept
 // lanes, reduced alone, its results through memory. In a kernel of one row, such stages
-// are column-split (cuda_column_split.h): a first launch reduces chunks of the rows on
+// are column-split (column_split.h): a first launch reduces chunks of the rows on
 // many blocks. A scan stage runs on thread 0 of its row: correct and slow when rows are
 // few.
 //
@@ -38,18 +38,18 @@
 // for stores and for loads outside Where branches (symbolic_vector_index); no
 // transposes, hoisting or column splits, whose plans need static sizes.
 //
-// Arg-reductions carry a (value, index) pair per thread (cuda_reduction.h).
+// Arg-reductions carry a (value, index) pair per thread (reduction.h).
 //
 // Not handled yet, and refused by schedule_cuda with CudaUnsupported (the graph runs
 // eagerly): arg-reductions across rows (in a vector stage), split stages, more than
 // kMaxCudaSymbols symbols.
 //
-// The printer's files, all in csrc/codegen: cuda_kernel.cpp prints each kernel (its
-// signature, its shape's body); cuda_printer.h is what the parts share while printing a
-// kernel. The shapes' bodies: cuda_elementwise.h, with the vector path and hoisting of
-// cuda_vector_path.h; cuda_transpose.h; cuda_row.h, with cuda_row_tile.h and
-// cuda_column_split.h (vector stages). Shared by them: cuda_reduction.h (accumulators)
-// and cuda_vector_access.h.
+// The printer's files, all in csrc/codegen/cuda: kernel.cpp prints each kernel (its
+// signature, its shape's body); printer.h is what the parts share while printing a
+// kernel. The shapes' bodies: elementwise.h, with the vector path and hoisting of
+// vector_path.h; transpose.h; row.h, with row_tile.h and column_split.h (vector
+// stages). Shared by them: reduction.h (accumulators) and vector_access.h. The
+// decisions they print are schedule/cuda's.
 #pragma once
 #include <string>
 #include <vector>

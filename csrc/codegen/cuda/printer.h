@@ -1,9 +1,9 @@
 // What the parts of the CUDA printer share while printing one kernel: the kernel, where
 // its buffers live, its schedule (schedule/cuda/schedule_cuda.h), and the expression
 // printer whose scopes its body is printed in; and the small helpers they all use. The
-// driver (cuda_kernel.cpp) makes one CudaPrinter a kernel and hands it to each shape's
-// body: cuda_elementwise.h, cuda_vector_path.h, cuda_row.h (with cuda_row_tile.h and
-// cuda_column_split.h).
+// driver (kernel.cpp) makes one CudaPrinter a kernel and hands it to each shape's
+// body: elementwise.h, vector_path.h, row.h (with row_tile.h and
+// column_split.h).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -1,12 +1,12 @@
 // The Elementwise shape's vector path, printed from its plan (schedule/cuda/vector_plan.h):
 // the words loaded, the lanes computed in registers, the stores; the hoisted values
-// before the grid-stride loop. Printed before the scalar loop (cuda_elementwise.h),
+// before the grid-stride loop. Printed before the scalar loop (elementwise.h),
 // which runs when the vector path's run-time checks fail.
 #pragma once
 #include <string>
 #include <vector>
 
-#include "codegen/cuda_printer.h"
+#include "codegen/cuda/printer.h"
 #include "schedule/cuda/vector_plan.h"
 
 namespace ember {

@@ -1,10 +1,10 @@
-#include "codegen/cuda_column_split.h"
+#include "codegen/cuda/column_split.h"
 
 #include <algorithm>
 #include <limits>
 #include <vector>
 
-#include "codegen/cuda_reduction.h"
+#include "codegen/cuda/reduction.h"
 
 namespace ember {
 
@@ -54,7 +54,7 @@ std::string partial_kernel(CudaPrinter& pr, const ColumnSplit& split, const Cuda
     em.open_scope({{inner_var(0), "i0"}});
     em.line("const int64_t i0 = (int64_t)(k);");
     std::vector<Acc> accs(stage.items.size());
-    for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(em, pr.p.computed[stage.items[i].computed], rows);
+    for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_thread_acc(em, pr.p.computed[stage.items[i].computed], rows);
     const std::string lo = "s * " + std::to_string(span), n = std::to_string(rows);
     em.line("const " + I + " hi = " + lo + " + " + std::to_string(span) + " < " + n + " ? " + lo + " + " +
             std::to_string(span) + " : " + n + ";");
@@ -83,7 +83,7 @@ bool print_vector_stage(CudaPrinter& pr, const ColumnSplit& split, const Stage& 
   // then of any count: their float sums take the long-chain type.
   const Dims reduced(stage.inner.begin() + 1, stage.inner.end());
   const int64_t chain = is_symbolic(reduced) ? std::numeric_limits<int64_t>::max() : numel(reduced);
-  for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_acc(em, pr.p.computed[stage.items[i].computed], chain);
+  for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_thread_acc(em, pr.p.computed[stage.items[i].computed], chain);
   if (split.chunks > 0) {
     // A column split: the partial launch reduced the rows; combine its chunks in order.
     em.line("for (int s = 0; s < " + std::to_string(split.chunks) + "; ++s) {");

@@ -1,9 +1,9 @@
-#include "codegen/cuda_vector_path.h"
+#include "codegen/cuda/vector_path.h"
 
 #include <map>
 #include <set>
 
-#include "codegen/cuda_vector_access.h"
+#include "codegen/cuda/vector_access.h"
 
 namespace ember {
 

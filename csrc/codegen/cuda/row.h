@@ -2,16 +2,16 @@
 // of a row takes every stage's inner iterations tid, tid + threads, ... and ends a
 // reduction holding the row's result, a register for all later stages; values a later
 // stage reads from memory were stored before a barrier, per-row values by thread 0. The
-// row tile (cuda_row_tile.h) replaces that loop where it fits, and vector stages are
-// cuda_column_split.h's.
+// row tile (row_tile.h) replaces that loop where it fits, and vector stages are
+// column_split.h's.
 #pragma once
 #include <string>
 #include <vector>
 
-#include "codegen/cuda_column_split.h"
-#include "codegen/cuda_printer.h"
-#include "codegen/cuda_reduction.h"
-#include "codegen/cuda_row_tile.h"
+#include "codegen/cuda/column_split.h"
+#include "codegen/cuda/printer.h"
+#include "codegen/cuda/reduction.h"
+#include "codegen/cuda/row_tile.h"
 #include "schedule/kernel.h"
 
 namespace ember {

@@ -1,4 +1,6 @@
-#include "codegen/cuda_row.h"
+#include "codegen/cuda/row.h"
+
+#include "codegen/stage_items.h"
 
 #include <algorithm>
 #include <limits>
@@ -45,7 +47,7 @@ bool print_row_stage(CudaPrinter& pr, const ColumnSplit& split, int st) {
                                                  : (numel(stage.inner) + threads - 1) / threads;
   for (size_t i = 0; i < stage.items.size(); ++i) {
     const ComputedBuffer& c = p.computed[stage.items[i].computed];
-    if (c.is_reduction) accs[i] = declare_acc(em, c, stage.items[i].is_scan ? 0 : chain);
+    if (c.is_reduction) accs[i] = declare_thread_acc(em, c, stage.items[i].is_scan ? 0 : chain);
   }
   // Per-row pointwise values are computed by every thread (all of them read them) and
   // stored by thread 0; a per-row stage with reductions runs its one iteration on thread 0.
@@ -58,53 +60,16 @@ bool print_row_stage(CudaPrinter& pr, const ColumnSplit& split, int st) {
   auto row_value = [&](const KernelItem& item) {
     return row_values && !item.is_scan && !p.computed[item.computed].is_reduction;
   };
-  for (const auto& item : stage.items) {
-    if (!row_value(item)) continue;
-    const ComputedBuffer& c = p.computed[item.computed];
-    std::string v = em.emit(item.value);
-    if (pr.m.in_memory[c.buffer]) {
-      em.line("if (tid == 0) " +
-              CEmitter::store_text(em.buffer_name(c.buffer), em.emit(item.store_index), p.buffers[c.buffer].dtype, v));
-      stored = true;
-    }
-    em.bind_local(c.buffer, v, em.depth());
-  }
+  StageItems items{p, stage, pr.m.in_memory, accs, [] { return std::string("(int64_t)j"); }, "if (tid == 0) ",
+                   [&](const KernelItem& item) { return !row_value(item); }};
+  stored = print_stage_items(em, items);  // the row's values, at its scope
   if (loop) {
     em.open_scope(pr.inner_vars(stage));
     for (const auto& l : pr.decompose_dims("j", stage.inner, "i")) em.line(l);
   }
-  for (size_t i = 0; i < stage.items.size(); ++i) {
-    const KernelItem& item = stage.items[i];
-    if (row_value(item)) continue;
-    const ComputedBuffer& c = p.computed[item.computed];
-    std::string v = em.emit(item.value);
-    if (item.is_scan) {
-      // The running value after this step is the element: stored, and a local here.
-      em.line(accs[i].acc + (c.reduce_op == ReduceOp::Prod ? " *= " : " += ") + v + ";");
-      std::string step = em.fresh("scan");
-      std::string conv = accs[i].acc;
-      const DType t = p.buffers[c.buffer].dtype;
-      if (t == DType::F16) conv = "ember_round_h(" + conv + ")";
-      if (t == DType::BF16) conv = "ember_round_bf(" + conv + ")";
-      em.line("const " + CEmitter::c_type(t) + " " + step + " = " + conv + ";");
-      if (pr.m.in_memory[c.buffer]) {
-        em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(item.store_index), t, step));
-        stored = true;
-      }
-      em.bind_local(c.buffer, step, em.depth());
-      continue;
-    }
-    if (c.is_reduction) {
-      accumulate(em, c, accs[i], v, "(int64_t)j");  // j: the element's flat index in the row
-      continue;
-    }
-    if (pr.m.in_memory[c.buffer]) {
-      std::string store = CEmitter::store_text(em.buffer_name(c.buffer), em.emit(item.store_index), p.buffers[c.buffer].dtype, v);
-      em.line(loop ? store : "if (tid == 0) " + store);
-      stored = true;
-    }
-    em.bind_local(c.buffer, v, em.depth());
-  }
+  items.store_prefix = loop ? "" : "if (tid == 0) ";
+  items.skip = row_value;
+  stored |= print_stage_items(em, items);  // j: the element's flat index in the row
   if (loop) {
     std::vector<std::string> body = em.close_scope();
     const std::string I = pr.index_type();

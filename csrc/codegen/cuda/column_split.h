@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "codegen/cuda_printer.h"
+#include "codegen/cuda/printer.h"
 #include "schedule/cuda/column_split.h"
 
 namespace ember {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/c_kernel.h"
+#include "codegen/c/kernel.h"
 
 namespace ember {
 
