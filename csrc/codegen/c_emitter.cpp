@@ -66,10 +66,6 @@ void CEmitter::bind_local(int buffer, const std::string& name, int level) {
   locals_[buffer] = {name, level};
   level_cache_.clear();
 }
-void CEmitter::forget_local(int buffer) {
-  locals_.erase(buffer);
-  level_cache_.clear();
-}
 
 std::string CEmitter::fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
 

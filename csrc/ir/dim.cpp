@@ -53,7 +53,6 @@ Dim mod(const Dim& a, const Dim& b) {
 }
 Dim max(const Dim& a, const Dim& b) { return combine(ExprOp::Max, a, b, std::max(a.hint(), b.hint())); }
 Dim min(const Dim& a, const Dim& b) { return combine(ExprOp::Min, a, b, std::min(a.hint(), b.hint())); }
-Dim ceildiv(const Dim& a, const Dim& b) { return floordiv(a + b - 1, b); }
 
 int64_t numel(const std::vector<int64_t>& sizes) {
   int64_t n = 1;

@@ -66,8 +66,6 @@ Dim floordiv(const Dim& a, const Dim& b);
 Dim mod(const Dim& a, const Dim& b);
 Dim max(const Dim& a, const Dim& b);
 Dim min(const Dim& a, const Dim& b);
-// Ceiling division for non-negative a and positive b.
-Dim ceildiv(const Dim& a, const Dim& b);
 
 Dim product(const Dims& d);
 // The number of elements of these sizes (of Dims: at the hints).

@@ -82,7 +82,6 @@ bool is_int_like(DType t) { return !is_float(t); }
 const char* expr_op_name(ExprOp op) { return kOpNames[static_cast<int>(op)]; }
 bool is_unary(ExprOp op) { return op >= ExprOp::Neg && op <= ExprOp::BitNot; }
 bool is_binary(ExprOp op) { return op >= ExprOp::Add && op <= ExprOp::Shr; }
-bool is_comparison(ExprOp op) { return op >= ExprOp::Eq && op <= ExprOp::Ge; }
 bool is_transcendental(ExprOp op) {
   switch (op) {
     case ExprOp::Exp: case ExprOp::Exp2: case ExprOp::Expm1: case ExprOp::Log: case ExprOp::Log2:

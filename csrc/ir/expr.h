@@ -64,7 +64,6 @@ enum class ExprOp : uint8_t {
 const char* expr_op_name(ExprOp op);
 bool is_unary(ExprOp op);
 bool is_binary(ExprOp op);
-bool is_comparison(ExprOp op);
 // Ops that lower to a libm call (cost and vectorization depend on libmvec).
 bool is_transcendental(ExprOp op);
 

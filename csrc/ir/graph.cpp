@@ -19,15 +19,6 @@ int64_t TensorType::numel() const {
   return n;
 }
 
-bool TensorType::is_contiguous() const {
-  int64_t expected = 1;
-  for (int i = static_cast<int>(sizes.size()) - 1; i >= 0; --i) {
-    if (sizes[i] != 1 && strides[i] != expected) return false;
-    expected *= sizes[i];
-  }
-  return true;
-}
-
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> strides(sizes.size());
   int64_t s = 1;
@@ -94,12 +85,6 @@ Dims type_dims(const std::vector<int64_t>& hints, const std::vector<Expr>& sym) 
 
 Dims TensorType::dims() const { return type_dims(sizes, sym_sizes); }
 Dims TensorType::stride_dims() const { return type_dims(strides, sym_strides); }
-
-int Graph::num_inputs() const {
-  int n = 0;
-  for (const auto& node : nodes) n += node.op == "input";
-  return n;
-}
 
 std::vector<int64_t> Graph::hints() const {
   std::vector<int64_t> h;
