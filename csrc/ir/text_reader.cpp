@@ -14,29 +14,6 @@ bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c
 
 }  // namespace
 
-void TextReader::skip_ws() {
-  while (pos_ < s_.size()) {
-    if (std::isspace(static_cast<unsigned char>(s_[pos_]))) {
-      ++pos_;
-    } else if (s_[pos_] == '#') {
-      while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
-    } else {
-      break;
-    }
-  }
-}
-
-char TextReader::cur() {
-  skip_ws();
-  return pos_ < s_.size() ? s_[pos_] : '\0';
-}
-
-bool TextReader::try_consume(char c) {
-  if (cur() != c) return false;
-  ++pos_;
-  return true;
-}
-
 bool TextReader::try_consume(const char* token) {
   skip_ws();
   const size_t n = std::strlen(token);

@@ -17,10 +17,29 @@ class TextReader {
   TextReader(const std::string& text, std::string what, int first_line = 1)
       : s_(text), what_(std::move(what)), first_line_(first_line) {}
 
-  void skip_ws();
-  char cur();  // the next character after whitespace, '\0' at the end
+  // Whitespace and `#` comments up to the next token (inline: the parsers' hot path).
+  void skip_ws() {
+    while (pos_ < s_.size()) {
+      const char c = s_[pos_];
+      if (c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+        ++pos_;
+      } else if (c == '#') {
+        while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
+      } else {
+        break;
+      }
+    }
+  }
+  char cur() {  // the next character after whitespace, '\0' at the end
+    skip_ws();
+    return pos_ < s_.size() ? s_[pos_] : '\0';
+  }
   bool at_end() { return cur() == '\0'; }
-  bool try_consume(char c);
+  bool try_consume(char c) {
+    if (cur() != c) return false;
+    ++pos_;
+    return true;
+  }
   bool try_consume(const char* token);  // a punctuation token such as "->"
   bool try_adjacent(char c);            // `c` at the cursor itself, no whitespace before it
   void expect(char c);
