@@ -1,5 +1,5 @@
 """Transposing copies on the GPU: eager, Inductor and ember side by side (ember's tiled
-transpose shape, csrc/codegen/cuda_transpose.h).
+transpose shape, csrc/schedule/cuda/transpose_plan.h).
 
 Cases: the 3-channel image [64,3,224,224] bf16 to channels-last (ResNet-50's and ViT's
 first kernel), [64,64,56,56] bf16 NCHW -> NHWC and back, and a 4096 x 4096 f32 transpose.

@@ -18,36 +18,18 @@ using namespace ember::bindings;
 
 void define_cuda(nb::module_& m) {
   nb::exception<ember::CudaUnsupported>(m, "CudaUnsupported");
-  // The same properties as CompiledGraph, so that the Python runner reads either.
-  nb::class_<CudaCompiledGraph>(m, "CudaCompiledGraph")
-      .def_prop_ro("graph_text", [](const CudaCompiledGraph& g) { return ember::print_graph(g.graph()); })
-      .def_prop_ro("program_text", &CudaCompiledGraph::program_text)
-      .def_prop_ro("schedule_text", &CudaCompiledGraph::schedule_text)
-      .def_prop_ro("source", [](const CudaCompiledGraph& g) { return g.code().source; })
+  nb::class_<CudaCompiledGraph, ember::CompiledGraphBase>(m, "CudaCompiledGraph")
       .def_prop_ro("cubins", [](const CudaCompiledGraph& g) {
         nb::list out;
         for (const auto& c : g.cubins()) out.append(nb::bytes(c.data(), c.size()));
         return out;
       })
-      .def_prop_ro("cache_status", &CudaCompiledGraph::cache_status)
-      .def_prop_ro("cache_note", &CudaCompiledGraph::cache_note)
       .def_prop_ro("nvrtc_seconds", &CudaCompiledGraph::nvrtc_seconds)
-      .def_prop_ro("cache_key", &CudaCompiledGraph::cache_key)
       .def_prop_ro("cache_entries", [](const CudaCompiledGraph& g) {
         std::vector<std::pair<std::string, std::string>> out;
         for (const auto& key : g.part_keys()) out.emplace_back(key, "cubin");
         return out;
       }, "(key, suffix) of the disk cache entries holding this graph's kernels (its cubins).")
-      .def_prop_ro("passes", [](const CudaCompiledGraph& g) { return passes_list(g); })
-      .def_prop_ro("arena_bytes", &CudaCompiledGraph::arena_bytes)
-      .def_prop_ro("times", [](const CudaCompiledGraph& g) { return times_dict(g); })
-      .def_prop_ro("buffers", [](const CudaCompiledGraph& g) {
-        return buffers_at(g.program(), g.code().buffer_in_memory, g.hints(), arena_of(g));
-      })
-      .def_prop_ro("externs", [](const CudaCompiledGraph& g) { return externs_at(g.graph(), g.program(), g.hints()); })
-      .def_prop_ro("outputs", [](const CudaCompiledGraph& g) { return outputs_at(g.program(), g.hints()); })
-      .def_prop_ro("num_symbols", &CudaCompiledGraph::num_symbols)
-      .def("layout", &layout_at<CudaCompiledGraph>, nb::arg("symbols"), "Buffers, extern views, outputs and the arena plan for these symbol values.")
       .def_prop_ro("kernel_resources", [](const CudaCompiledGraph& g) {
         nb::list out;
         const auto res = g.kernel_resources();
@@ -86,7 +68,6 @@ void define_cuda(nb::module_& m) {
         }
         return out;
       })
-      .def_prop_ro("steps", [](const CudaCompiledGraph& g) { return steps_list(g.steps()); })
       .def("run_step", &CudaCompiledGraph::run_step, nb::arg("step"), nb::arg("ptrs"), nb::arg("stream"),
            nb::arg("symbols") = Symbols{}, "Launch the kernel group of step `step` on `stream` (asynchronous).")
       .def("prepare_autotune", &CudaCompiledGraph::prepare_autotune, nb::arg("tag"),
@@ -97,6 +78,11 @@ void define_cuda(nb::module_& m) {
       .def("run_step_tuning", &CudaCompiledGraph::run_step_tuning, nb::arg("step"), nb::arg("ptrs"), nb::arg("stream"),
            nb::arg("scratch"), nb::call_guard<nb::gil_scoped_release>(),
            "run_step after timing the launch variants of its undecided kernels (stores sent to `scratch`).")
+      .def("variants", [](const CudaCompiledGraph& g, int k) {
+        nb::list out;
+        for (const auto& v : g.variants(k)) out.append(nb::make_tuple(v.choice_text, v.source));
+        return out;
+      }, nb::arg("kernel"), "max-autotune's candidates for kernel `kernel`: [(choice, source)].")
       .def_prop_ro("autotune_decisions", [](const CudaCompiledGraph& g) {
         nb::list out;
         for (const auto& d : g.autotune_decisions()) {
@@ -115,14 +101,16 @@ void define_cuda(nb::module_& m) {
       "compile_cuda",
       [](const std::string& text, const std::string& arch, int device, bool fuse, bool disk_cache,
          const std::string& cache_dir, const std::string& debug_dir, const std::vector<std::string>& nvrtc_dirs,
-         bool pad_matmuls, bool emulate_precision_casts, int kernels_per_part) {
+         bool pad_matmuls, bool emulate_precision_casts, int kernels_per_part, bool build, bool verify) {
         ember::CudaCompileOptions o;
+        o.build = build;
+        o.pipeline.verify = verify;
         o.kernels_per_part = kernels_per_part;
         o.arch = arch;
         o.device = device;
-        o.fuse = fuse;
-        o.pad_matmuls = pad_matmuls;
-        o.emulate_precision_casts = emulate_precision_casts;
+        o.pipeline.fuse = fuse;
+        o.pipeline.pad_matmuls = pad_matmuls;
+        o.pipeline.emulate_precision_casts = emulate_precision_casts;
         o.disk_cache = disk_cache;
         o.cache_dir = cache_dir;
         o.debug_dir = debug_dir;
@@ -133,8 +121,10 @@ void define_cuda(nb::module_& m) {
       nb::arg("graph_text"), nb::arg("arch") = "sm_90", nb::arg("device") = -1, nb::arg("fuse") = true,
       nb::arg("disk_cache") = true, nb::arg("cache_dir") = "", nb::arg("debug_dir") = "",
       nb::arg("nvrtc_dirs") = std::vector<std::string>{}, nb::arg("pad_matmuls") = true,
-      nb::arg("emulate_precision_casts") = false, nb::arg("kernels_per_part") = 1,
-      "Compile graph text to a cubin for `arch`; load it on CUDA device `device` unless it is -1.");
+      nb::arg("emulate_precision_casts") = false, nb::arg("kernels_per_part") = 1, nb::arg("build") = true,
+      nb::arg("verify") = ember::kVerifyPasses,
+      "Compile graph text to a cubin for `arch`; load it on CUDA device `device` unless it is -1; "
+      "build=False stops after the CUDA source (no NVRTC).");
   m.def(
       "nvrtc_info",
       [](const std::vector<std::string>& dirs) {
@@ -148,13 +138,6 @@ void define_cuda(nb::module_& m) {
         return d;
       },
       nb::arg("dirs") = std::vector<std::string>{}, "Load NVRTC (once per process) and say which one, or why not.");
-  m.def("cuda_compile_counts", [] {
-    ember::CudaCompileCounts c = ember::cuda_compile_counts();
-    nb::dict d;
-    d["graphs"] = c.graphs;
-    d["nvrtc_runs"] = c.nvrtc_runs;
-    d["memory_cache_hits"] = c.memory_cache_hits;
-    d["disk_cache_hits"] = c.disk_cache_hits;
-    return d;
-  });
+  m.def("cuda_compile_counts", [] { return counts_dict(ember::Target::CUDA, "nvrtc_runs"); },
+        "What CudaCompiledGraph::compile and NVRTC did in this process.");
 }

@@ -1,6 +1,6 @@
-// Python views of a compiled graph's Program, shared by the CPU and CUDA graph
-// bindings (both give the runner the same dicts): buffers, extern calls, outputs and
-// steps, with sizes evaluated at given symbol values (the hints for a static view).
+// Python views of a compiled graph's Program, for either target (the runner reads the
+// same dicts): buffers, extern calls, outputs and steps, with sizes evaluated at given
+// symbol values (the hints for a static view).
 #pragma once
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/vector.h>
@@ -10,7 +10,8 @@
 
 #include "ir/graph.h"
 #include "lower/program.h"
-#include "runtime/exec_steps.h"
+#include "runtime/graph_base.h"
+#include "schedule/exec_steps.h"
 #include "schedule/memory_plan.h"
 
 namespace ember::bindings {
@@ -84,15 +85,13 @@ inline nb::list steps_list(const std::vector<ExecStep>& steps) {
 }
 
 // A graph's pass dumps as [(pass, text)] and its phase times as a dict.
-template <class G>
-nb::list passes_list(const G& g) {
+inline nb::list passes_list(const CompiledGraphBase& g) {
   nb::list out;
   for (const auto& p : g.passes()) out.append(nb::make_tuple(p.pass, p.text));
   return out;
 }
 
-template <class G>
-nb::dict times_dict(const G& g) {
+inline nb::dict times_dict(const CompiledGraphBase& g) {
   const auto& t = g.times();
   nb::dict d;
   d["parse"] = t.parse;
@@ -105,25 +104,35 @@ nb::dict times_dict(const G& g) {
 }
 
 // The arena plan a graph reports for its hints, as a MemoryPlan.
-template <class G>
-MemoryPlan arena_of(const G& g) {
+inline MemoryPlan arena_of(const CompiledGraphBase& g) {
   MemoryPlan arena;
   arena.arena_bytes = g.arena_bytes();
   for (size_t b = 0; b < g.program().buffers.size(); ++b) arena.offset.push_back(g.arena_offset(static_cast<int>(b)));
   return arena;
 }
 
-// Buffers, extern views, outputs and the arena plan of graph `g` (a CompiledGraph or a
-// CudaCompiledGraph) at symbol values `s`: the runner's plan for those sizes.
-template <class G>
-nb::dict layout_at(const G& g, const Symbols& s) {
+// Buffers, extern views, outputs and the arena plan of graph `g` at symbol values `s`:
+// the runner's plan for those sizes.
+inline nb::dict layout_at(const CompiledGraphBase& g, const Symbols& s) {
   if (s.size() != static_cast<size_t>(g.num_symbols())) throw std::invalid_argument("wrong number of symbol values");
   MemoryPlan arena = g.arena_at(s);
   nb::dict d;
-  d["buffers"] = buffers_at(g.program(), g.code().buffer_in_memory, s, arena);
+  d["buffers"] = buffers_at(g.program(), g.buffer_in_memory(), s, arena);
   d["externs"] = externs_at(g.graph(), g.program(), s);
   d["outputs"] = outputs_at(g.program(), s);
   d["arena_bytes"] = arena.arena_bytes;
+  return d;
+}
+
+// What compile_counts() and cuda_compile_counts() return; `compiler` names the compiler's runs.
+inline nb::dict counts_dict(Target target, const char* compiler) {
+  const CompileCounts c = compile_counts(target);
+  nb::dict d;
+  d["graphs"] = c.graphs;
+  d["codegen_runs"] = c.codegen_runs;
+  d[compiler] = c.compiler_runs;
+  d["memory_cache_hits"] = c.memory_cache_hits;
+  d["disk_cache_hits"] = c.disk_cache_hits;
   return d;
 }
 

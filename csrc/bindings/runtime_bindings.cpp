@@ -1,4 +1,5 @@
-// CompiledGraph: compile graph text, inspect the result, run kernel groups.
+// Compiled graphs: what both targets show (CompiledGraphBase); the CPU graph: compile
+// graph text, run kernel groups.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -6,35 +7,41 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings/program_views.h"
+#include "run_passes.h"
 #include "runtime/compiled_graph.h"
 
 namespace nb = nanobind;
 using ember::CompiledGraph;
+using ember::CompiledGraphBase;
 
 using namespace ember::bindings;
 
 void define_runtime(nb::module_& m) {
-  nb::class_<CompiledGraph>(m, "CompiledGraph")
-      .def_prop_ro("graph_text", [](const CompiledGraph& g) { return ember::print_graph(g.graph()); })
-      .def_prop_ro("program_text", &CompiledGraph::program_text)
-      .def_prop_ro("schedule_text", &CompiledGraph::schedule_text)
-      .def_prop_ro("source", [](const CompiledGraph& g) { return g.code().source; })
-      .def_prop_ro("cache_status", &CompiledGraph::cache_status)
-      .def_prop_ro("cache_note", &CompiledGraph::cache_note)
-      .def_prop_ro("cache_key", &CompiledGraph::cache_key)
+  // What a compiled graph of either target shows, so that the Python runner reads either.
+  nb::class_<CompiledGraphBase>(m, "CompiledGraphBase")
+      .def_prop_ro("graph_text", [](const CompiledGraphBase& g) { return ember::print_graph(g.graph()); })
+      .def_prop_ro("program_text", &CompiledGraphBase::program_text)
+      .def_prop_ro("schedule_text", &CompiledGraphBase::schedule_text)
+      .def_prop_ro("source", &CompiledGraphBase::source)
+      .def_prop_ro("cache_status", &CompiledGraphBase::cache_status)
+      .def_prop_ro("cache_note", &CompiledGraphBase::cache_note)
+      .def_prop_ro("cache_key", &CompiledGraphBase::cache_key)
+      .def_prop_ro("passes", &passes_list)
+      .def_prop_ro("arena_bytes", &CompiledGraphBase::arena_bytes)
+      .def_prop_ro("times", &times_dict)
+      .def_prop_ro("buffers", [](const CompiledGraphBase& g) {
+        return buffers_at(g.program(), g.buffer_in_memory(), g.hints(), arena_of(g));
+      })
+      .def_prop_ro("externs", [](const CompiledGraphBase& g) { return externs_at(g.graph(), g.program(), g.hints()); })
+      .def_prop_ro("outputs", [](const CompiledGraphBase& g) { return outputs_at(g.program(), g.hints()); })
+      .def_prop_ro("num_symbols", &CompiledGraphBase::num_symbols)
+      .def("layout", &layout_at, nb::arg("symbols"), "Buffers, extern views, outputs and the arena plan for these symbol values.")
+      .def_prop_ro("steps", [](const CompiledGraphBase& g) { return steps_list(g.steps()); });
+
+  nb::class_<CompiledGraph, CompiledGraphBase>(m, "CompiledGraph")
       .def_prop_ro("cache_entries", [](const CompiledGraph& g) {
         return std::vector<std::pair<std::string, std::string>>{{g.cache_key(), "so"}};
       }, "(key, suffix) of the disk cache entries holding this graph's kernels.")
-      .def_prop_ro("passes", [](const CompiledGraph& g) { return passes_list(g); })
-      .def_prop_ro("arena_bytes", &CompiledGraph::arena_bytes)
-      .def_prop_ro("times", [](const CompiledGraph& g) { return times_dict(g); })
-      .def_prop_ro("buffers", [](const CompiledGraph& g) {
-        return buffers_at(g.program(), g.code().buffer_in_memory, g.hints(), arena_of(g));
-      })
-      .def_prop_ro("externs", [](const CompiledGraph& g) { return externs_at(g.graph(), g.program(), g.hints()); })
-      .def_prop_ro("outputs", [](const CompiledGraph& g) { return outputs_at(g.program(), g.hints()); })
-      .def_prop_ro("num_symbols", &CompiledGraph::num_symbols)
-      .def("layout", &layout_at<CompiledGraph>, nb::arg("symbols"), "Buffers, extern views, outputs and the arena plan for these symbol values.")
       .def_prop_ro("kernels", [](const CompiledGraph& g) {
         nb::list out;
         for (const auto& k : g.code().kernels) {
@@ -49,7 +56,6 @@ void define_runtime(nb::module_& m) {
         }
         return out;
       })
-      .def_prop_ro("steps", [](const CompiledGraph& g) { return steps_list(g.steps()); })
       .def_prop_ro("kernels_ready", &CompiledGraph::kernels_ready)
       .def("wait_kernels", &CompiledGraph::wait_kernels, nb::call_guard<nb::gil_scoped_release>(),
            "Wait for a background C compile and load its kernels; raises what it raised.")
@@ -59,12 +65,15 @@ void define_runtime(nb::module_& m) {
   m.def(
       "compile",
       [](const std::string& text, bool fuse, bool disk_cache, const std::string& cache_dir, const std::string& debug_dir,
-         bool pad_matmuls, bool emulate_precision_casts, bool background, bool channels_last_activations) {
+         bool pad_matmuls, bool emulate_precision_casts, bool background, bool channels_last_activations,
+         bool build, bool verify) {
         ember::CompileOptions o;
-        o.channels_last_activations = channels_last_activations;
-        o.fuse = fuse;
-        o.pad_matmuls = pad_matmuls;
-        o.emulate_precision_casts = emulate_precision_casts;
+        o.build = build;
+        o.pipeline.verify = verify;
+        o.pipeline.fuse = fuse;
+        o.pipeline.pad_matmuls = pad_matmuls;
+        o.pipeline.emulate_precision_casts = emulate_precision_casts;
+        o.pipeline.channels_last_activations = channels_last_activations;
         o.disk_cache = disk_cache;
         o.cache_dir = cache_dir;
         o.debug_dir = debug_dir;
@@ -75,22 +84,32 @@ void define_runtime(nb::module_& m) {
       nb::arg("graph_text"), nb::arg("fuse") = true, nb::arg("disk_cache") = true, nb::arg("cache_dir") = "",
       nb::arg("debug_dir") = "", nb::arg("pad_matmuls") = false,
       nb::arg("emulate_precision_casts") = false, nb::arg("background") = false,
-      nb::arg("channels_last_activations") = false,
+      nb::arg("channels_last_activations") = false, nb::arg("build") = true, nb::arg("verify") = ember::kVerifyPasses,
       "Compile graph text for the CPU. pad_matmuls runs the CUDA graphs' matmul padding (for tests); "
-      "background runs the C compiler on a thread (wait_kernels() joins it).");
+      "background runs the C compiler on a thread (wait_kernels() joins it); build=False stops after "
+      "the C source (no kernels: for tools that read the generated code).");
+  m.def(
+      "run_passes",
+      [](const std::string& text, const std::vector<std::string>& passes, bool cuda, bool fuse,
+         bool emulate_precision_casts, bool channels_last_activations, bool pad_matmuls, bool verify) {
+        ember::PipelineOptions o = cuda ? ember::PipelineOptions::cuda() : ember::PipelineOptions::cpu();
+        o.fuse = fuse;
+        o.emulate_precision_casts = emulate_precision_casts;
+        o.channels_last_activations = channels_last_activations;
+        o.pad_matmuls = pad_matmuls;
+        o.verify = verify;
+        return ember::run_passes(text, passes, o);
+      },
+      nb::arg("text"), nb::arg("passes"), nb::arg("cuda") = false, nb::arg("fuse") = true,
+      nb::arg("emulate_precision_casts") = false, nb::arg("channels_last_activations") = false,
+      nb::arg("pad_matmuls") = false, nb::arg("verify") = true,
+      "Named passes of the pipeline on IR text (graph, program, or program and schedule); the IR "
+      "after the last one (csrc/run_passes.h).");
   m.def("default_cache_dir", &ember::default_cache_dir);
   m.def("c_compiler_identity", &ember::c_compiler_identity,
         "The C compiler's identity, which every CPU kernel cache key covers.");
-  m.def("compile_counts", [] {
-    ember::CompileCounts c = ember::compile_counts();
-    nb::dict d;
-    d["graphs"] = c.graphs;
-    d["codegen_runs"] = c.codegen_runs;
-    d["c_compiler_runs"] = c.c_compiler_runs;
-    d["memory_cache_hits"] = c.memory_cache_hits;
-    d["disk_cache_hits"] = c.disk_cache_hits;
-    return d;
-  }, "What CompiledGraph::compile did in this process since the last reset_compile_counts().");
-  m.def("reset_compile_counts", &ember::reset_compile_counts);
+  m.def("compile_counts", [] { return counts_dict(ember::Target::CPU, "c_compiler_runs"); },
+        "What CompiledGraph::compile did in this process since the last reset_compile_counts().");
+  m.def("reset_compile_counts", [] { ember::reset_compile_counts(ember::Target::CPU); });
   m.attr("__version__") = EMBER_VERSION;
 }

@@ -66,10 +66,6 @@ void CEmitter::bind_local(int buffer, const std::string& name, int level) {
   locals_[buffer] = {name, level};
   level_cache_.clear();
 }
-void CEmitter::forget_local(int buffer) {
-  locals_.erase(buffer);
-  level_cache_.clear();
-}
 
 std::string CEmitter::fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
 
@@ -236,7 +232,7 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
     case ExprOp::Pow: return fn2("pow");
     case ExprOp::Atan2: return fn2("atan2");
     // Of two computed values (a pool's window, torch.maximum): ember_max2_f32, one
-    // instruction on the GPU (cuda_prelude.cpp). With a constant (relu, clamp) the
+    // instruction on the GPU (codegen/cuda/prelude.cpp). With a constant (relu, clamp) the
     // select form, whose NaN test the compiler folds away.
     case ExprOp::Max:
       if (flt && f64) return "ember_max_f64(" + a[0] + ", " + a[1] + ")";

@@ -3,7 +3,8 @@
 // Every non-leaf node becomes one `const T tN = ...;` statement, printed once per
 // scope where it is visible (CSE by structural equality), and placed in the
 // outermost open scope whose loop variables it uses (loop-invariant hoisting).
-// The CUDA dialect will reuse this with a different type/intrinsic table.
+// Both dialects print with it: the C printer (codegen/c/) and the CUDA printer
+// (codegen/cuda/), whose prelude gives the names it prints device definitions.
 #pragma once
 #include <string>
 #include <unordered_map>
@@ -39,7 +40,6 @@ class CEmitter {
   // A value computed elsewhere (a fused producer) stands in for loads of `buffer`
   // while the current scope is open, and at `level`.
   void bind_local(int buffer, const std::string& name, int level);
-  void forget_local(int buffer);
 
   // `e` has already been computed, under `name`, for the current scope.
   void bind_value(const Expr& e, const std::string& name) { scopes_.back().memo[e] = name; }
@@ -52,7 +52,7 @@ class CEmitter {
   // the array of the call's symbol values.
   // Emits statements for e (as needed) and returns a C expression naming its value.
   std::string emit(const Expr& e);
-  // Like emit, but at a fixed scope level (for accumulator updates).
+  // A local name not used before in this function: prefix and a number.
   std::string fresh(const std::string& prefix);
 
   static std::string c_type(DType t);             // compute type in C

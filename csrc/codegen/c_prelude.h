@@ -14,7 +14,7 @@ const std::string& prelude_arithmetic();
 // f32 max/min, NaN-propagating, the first operand winning a tie of zeros (both preludes).
 const std::string& prelude_minmax_f32();
 // The C prelude's ember_max2_f32 / ember_min2_f32 (what the emitter prints for two
-// computed operands): the same selects; the CUDA prelude has its own (cuda_prelude.cpp).
+// computed operands): the same selects; the CUDA prelude has its own (codegen/cuda/prelude.cpp).
 const std::string& prelude_minmax2_f32();
 
 }  // namespace ember

@@ -28,31 +28,8 @@ std::optional<AffineForm> affine_form(const Expr& e) {
       f.coef[static_cast<int>(e->ival)] = 1;
       return f;
     }
-    case ExprOp::Add:
-    case ExprOp::Sub: {
-      if (is_float(e->dtype)) return std::nullopt;
-      auto a = affine_form(e->args[0]);
-      auto b = affine_form(e->args[1]);
-      if (!a || !b) return std::nullopt;
-      add_scaled(*a, *b, e->op == ExprOp::Add ? 1 : -1);
-      return a;
-    }
-    case ExprOp::Mul: {
-      if (is_float(e->dtype)) return std::nullopt;
-      auto a = affine_form(e->args[0]);
-      auto b = affine_form(e->args[1]);
-      if (!a || !b) return std::nullopt;
-      if (a->coef.empty()) std::swap(a, b);
-      if (!b->coef.empty()) return std::nullopt;  // product of two vars
-      AffineForm f;
-      add_scaled(f, *a, b->constant);
-      return f;
-    }
-    case ExprOp::Cast:
-      if (is_float(e->dtype) || is_float(e->args[0]->dtype) || e->dtype != DType::I64) return std::nullopt;
-      return affine_form(e->args[0]);
     default:
-      return std::nullopt;
+      return combined_affine_form<AffineForm>(e, affine_form, add_scaled);
   }
 }
 

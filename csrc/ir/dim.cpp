@@ -53,7 +53,14 @@ Dim mod(const Dim& a, const Dim& b) {
 }
 Dim max(const Dim& a, const Dim& b) { return combine(ExprOp::Max, a, b, std::max(a.hint(), b.hint())); }
 Dim min(const Dim& a, const Dim& b) { return combine(ExprOp::Min, a, b, std::min(a.hint(), b.hint())); }
-Dim ceildiv(const Dim& a, const Dim& b) { return floordiv(a + b - 1, b); }
+
+int64_t numel(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+int64_t numel(const Dims& sizes) { return product(sizes).hint(); }
 
 Dim product(const Dims& d) {
   Dim n = 1;

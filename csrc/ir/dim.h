@@ -66,10 +66,11 @@ Dim floordiv(const Dim& a, const Dim& b);
 Dim mod(const Dim& a, const Dim& b);
 Dim max(const Dim& a, const Dim& b);
 Dim min(const Dim& a, const Dim& b);
-// Ceiling division for non-negative a and positive b.
-Dim ceildiv(const Dim& a, const Dim& b);
 
 Dim product(const Dims& d);
+// The number of elements of these sizes (of Dims: at the hints).
+int64_t numel(const std::vector<int64_t>& sizes);
+int64_t numel(const Dims& sizes);
 bool is_symbolic(const Dims& d);
 Dims to_dims(const std::vector<int64_t>& v);
 std::vector<int64_t> hints(const Dims& d);

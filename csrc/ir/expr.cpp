@@ -82,7 +82,6 @@ bool is_int_like(DType t) { return !is_float(t); }
 const char* expr_op_name(ExprOp op) { return kOpNames[static_cast<int>(op)]; }
 bool is_unary(ExprOp op) { return op >= ExprOp::Neg && op <= ExprOp::BitNot; }
 bool is_binary(ExprOp op) { return op >= ExprOp::Add && op <= ExprOp::Shr; }
-bool is_comparison(ExprOp op) { return op >= ExprOp::Eq && op <= ExprOp::Ge; }
 bool is_transcendental(ExprOp op) {
   switch (op) {
     case ExprOp::Exp: case ExprOp::Exp2: case ExprOp::Expm1: case ExprOp::Log: case ExprOp::Log2:
@@ -143,6 +142,10 @@ Expr cast(Expr a, DType t) {
   bool low = a->dtype == DType::F16 || a->dtype == DType::BF16;
   if (a->op == ExprOp::Cast && a->ival == 0 && low && a->args[0]->dtype == t) return a->args[0];
   return make(ExprOp::Cast, t, 0, 0, {std::move(a)});
+}
+
+Expr node_of(ExprOp op, DType t, int64_t ival, std::vector<Expr> args) {
+  return make(op, t, ival, 0, std::move(args));
 }
 
 Expr rounding_cast(Expr a, DType t) {
@@ -231,6 +234,11 @@ int64_t cost(const Expr& e) {
   return c;
 }
 
+void walk_loads(const Expr& e, const std::function<void(const Expr&)>& f) {
+  if (e->op == ExprOp::Load) f(e);
+  for (const auto& a : e->args) walk_loads(a, f);
+}
+
 std::vector<int> loaded_buffers(const Expr& e) {
   std::vector<int> out;
   std::unordered_set<int> seen;
@@ -301,44 +309,6 @@ Expr replace(const Expr& e, const ExprNode* from, const Expr& to) {
     return out;
   };
   return walk(e);
-}
-
-std::string to_string(const Expr& e) {
-  std::ostringstream os;
-  switch (e->op) {
-    case ExprOp::Const:
-      if (is_float(e->dtype)) {
-        os.precision(17);
-        os << e->fval;
-      } else if (is_bool(e->dtype)) {
-        os << (e->ival ? "true" : "false");
-      } else {
-        os << e->ival;
-      }
-      if (e->dtype != DType::I64 && e->dtype != DType::F32 && e->dtype != DType::Bool) os << ":" << dtype_name(e->dtype);
-      return os.str();
-    case ExprOp::Var:
-      os << "v" << e->ival;
-      return os.str();
-    case ExprOp::Sym:
-      os << "s" << e->ival;
-      return os.str();
-    case ExprOp::Load:
-      os << "buf" << e->ival << "[" << to_string(e->args[0]) << "]";
-      return os.str();
-    case ExprOp::Add:
-      return "(" + to_string(e->args[0]) + " + " + to_string(e->args[1]) + ")";
-    case ExprOp::Mul:
-      return "(" + to_string(e->args[0]) + " * " + to_string(e->args[1]) + ")";
-    case ExprOp::Cast:
-      return std::string(dtype_name(e->dtype)) + "(" + to_string(e->args[0]) + ")";
-    default:
-      break;
-  }
-  os << expr_op_name(e->op) << "(";
-  for (size_t i = 0; i < e->args.size(); ++i) os << (i ? ", " : "") << to_string(e->args[i]);
-  os << ")";
-  return os.str();
 }
 
 }  // namespace ember

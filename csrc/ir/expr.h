@@ -20,7 +20,7 @@
 // - Max/Min propagate NaN (torch.maximum). Comparisons with NaN are false except Ne.
 //   Of zeros of opposite sign the first operand wins (ATen's std::max), except on CUDA
 //   for two computed operands, where -0.0 orders below +0.0 (ATen's CUDA maximum and
-//   the one-instruction max.NaN; cuda_prelude.cpp).
+//   the one-instruction max.NaN; codegen/cuda/prelude.cpp).
 // - Where(c, a, b) evaluates only the selected branch, so a Load guarded by a
 //   bounds test never reads out of bounds.
 // - Load(buffer, index) reads element `index` (in elements, not bytes) of a
@@ -30,6 +30,7 @@
 //   at run time (docs/dynamic_shapes.md).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,12 +64,18 @@ enum class ExprOp : uint8_t {
 const char* expr_op_name(ExprOp op);
 bool is_unary(ExprOp op);
 bool is_binary(ExprOp op);
-bool is_comparison(ExprOp op);
 // Ops that lower to a libm call (cost and vectorization depend on libmvec).
 bool is_transcendental(ExprOp op);
 
 struct ExprNode;
 using Expr = std::shared_ptr<const ExprNode>;
+
+// Var ids: a Program's vars count from 0; a kernel's loop vars (schedule/kernel.h) are
+// outer_var(d) and inner_var(d), distinct from them (the texts print them o<d>, i<d>).
+constexpr int kOuterVarBase = 1 << 28;
+constexpr int kInnerVarBase = 2 << 28;
+inline int outer_var(int k) { return kOuterVarBase + k; }
+inline int inner_var(int k) { return kInnerVarBase + k; }
 
 struct ExprNode {
   ExprOp op;
@@ -96,6 +103,9 @@ Expr binary(ExprOp op, Expr a, Expr b, DType t);
 Expr where(Expr c, Expr a, Expr b);
 Expr cast(Expr a, DType t);  // no-op when a already has dtype t
 Expr rounding_cast(Expr a, DType t);  // a cast the round-trip rule above keeps
+// The node exactly as given, folding nothing (for parsers: ival is a Load's buffer, a
+// Var's id, a Sym's index, 1 for a rounding Cast).
+Expr node_of(ExprOp op, DType t, int64_t ival, std::vector<Expr> args);
 
 // Index arithmetic on i64 with folding.
 Expr add(Expr a, Expr b);
@@ -113,6 +123,8 @@ std::optional<int64_t> coefficient(const Expr& e, int var_id);
 int64_t cost(const Expr& e);
 // Buffers read by e, in first-use order, without repeats.
 std::vector<int> loaded_buffers(const Expr& e);
+// Calls f on every Load node of e (a subtree shared by several parents once per parent).
+void walk_loads(const Expr& e, const std::function<void(const Expr&)>& f);
 
 // ---- rewriting ---------------------------------------------------------------
 // Replace Vars by expressions. Returns the same node when nothing changed.
@@ -120,6 +132,7 @@ Expr substitute(const Expr& e, const std::unordered_map<int, Expr>& vars);
 // Replace every use of the node `from` (by identity) by `to`.
 Expr replace(const Expr& e, const ExprNode* from, const Expr& to);
 
+// The text form (expr_text.h), without Load dtypes.
 std::string to_string(const Expr& e);
 
 struct ExprHash {

@@ -7,7 +7,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "ir/expr_text.h"
 #include "ir/size_expr.h"
+#include "ir/text_reader.h"
 
 namespace ember {
 
@@ -15,15 +17,6 @@ int64_t TensorType::numel() const {
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
   return n;
-}
-
-bool TensorType::is_contiguous() const {
-  int64_t expected = 1;
-  for (int i = static_cast<int>(sizes.size()) - 1; i >= 0; --i) {
-    if (sizes[i] != 1 && strides[i] != expected) return false;
-    expected *= sizes[i];
-  }
-  return true;
 }
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
@@ -93,12 +86,6 @@ Dims type_dims(const std::vector<int64_t>& hints, const std::vector<Expr>& sym) 
 Dims TensorType::dims() const { return type_dims(sizes, sym_sizes); }
 Dims TensorType::stride_dims() const { return type_dims(strides, sym_strides); }
 
-int Graph::num_inputs() const {
-  int n = 0;
-  for (const auto& node : nodes) n += node.op == "input";
-  return n;
-}
-
 std::vector<int64_t> Graph::hints() const {
   std::vector<int64_t> h;
   for (const auto& s : symbols) h.push_back(s.hint);
@@ -108,16 +95,6 @@ std::vector<int64_t> Graph::hints() const {
 // ---- printing ----------------------------------------------------------------
 
 namespace {
-
-std::string print_float(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s = buf;
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
 
 void print_arg(std::ostream& os, const Arg& a) {
   switch (a.kind) {
@@ -205,9 +182,9 @@ std::string print_graph(const Graph& g) {
 
 namespace {
 
-class Parser {
+class Parser : TextReader {
  public:
-  explicit Parser(const std::string& text) : s_(text) {}
+  explicit Parser(const std::string& text) : TextReader(text, "graph text") {}
 
   Graph graph() {
     Graph g;
@@ -315,50 +292,7 @@ class Parser {
     if (symbolic) sym = std::move(all);
   }
 
-  // ---- size expressions: expr := term (('+'|'-') term)*; term := unary (('*'|'//'|'%') unary)*;
-  // unary := '-' unary | primary; primary := int | sN | '(' expr ')' | max(expr, expr) | min(expr, expr).
-  Expr size_expr() {
-    Expr e = size_term();
-    while (true) {
-      if (try_consume('+')) e = binary(ExprOp::Add, e, size_term(), DType::I64);
-      else if (cur() == '-') { ++pos_; e = binary(ExprOp::Sub, e, size_term(), DType::I64); }
-      else return e;
-    }
-  }
-  Expr size_term() {
-    Expr e = size_unary();
-    while (true) {
-      if (s_.compare(pos_ = skip(), 2, "//") == 0) { pos_ += 2; e = binary(ExprOp::FloorDiv, e, size_unary(), DType::I64); }
-      else if (try_consume('*')) e = binary(ExprOp::Mul, e, size_unary(), DType::I64);
-      else if (try_consume('%')) e = binary(ExprOp::Mod, e, size_unary(), DType::I64);
-      else return e;
-    }
-  }
-  Expr size_unary() {
-    if (try_consume('-')) return binary(ExprOp::Mul, int_const(-1), size_unary(), DType::I64);
-    if (try_consume('(')) {
-      Expr e = size_expr();
-      expect(')');
-      return e;
-    }
-    char c = cur();
-    if (std::isdigit(static_cast<unsigned char>(c))) return int_const(integer());
-    std::string w = identifier();
-    if (w == "max" || w == "min") {
-      expect('(');
-      Expr a = size_expr();
-      expect(',');
-      Expr b = size_expr();
-      expect(')');
-      return binary(w == "max" ? ExprOp::Max : ExprOp::Min, a, b, DType::I64);
-    }
-    if (w.size() > 1 && w[0] == 's' && std::all_of(w.begin() + 1, w.end(), [](char d) { return std::isdigit(static_cast<unsigned char>(d)); })) {
-      size_t k = std::stoul(w.substr(1));
-      if (k >= hints_.size()) error("undeclared symbol " + w);
-      return sym(static_cast<int>(k));
-    }
-    error("unexpected '" + w + "' in a size expression");
-  }
+  Expr size_expr() { return TextReader::size_expr(hints_.size()); }
   int64_t hint_of(const Expr& e) {
     try {
       return eval_size(e, hints_);
@@ -366,11 +300,6 @@ class Parser {
       error(ex.what());
     }
   }
-  size_t skip() {
-    skip_ws();
-    return pos_;
-  }
-
   Arg arg() {
     skip_ws();
     char c = cur();
@@ -401,7 +330,7 @@ class Parser {
       pos_ = end + 1;
       return Arg::of_str(v);
     }
-    if (c == '(' || ((c == 's' || c == 'm') && symbolic_word())) return size_arg(pos_);
+    if (c == '(' || ((c == 's' || c == 'm') && at_symbolic_word())) return size_arg(pos_);
     if (std::isalpha(static_cast<unsigned char>(c))) {
       std::string w = identifier();
       if (w == "none") return Arg::none();
@@ -417,16 +346,6 @@ class Parser {
     char n = cur();
     if (a.kind == Arg::Kind::Int && (n == '*' || n == '/' || n == '%' || n == '+' || n == '-')) return size_arg(start);
     return a;
-  }
-
-  // Whether the word at the cursor is a symbol (sN) or max/min of size expressions.
-  bool symbolic_word() {
-    size_t p = pos_;
-    if (s_.compare(p, 4, "max(") == 0 || s_.compare(p, 4, "min(") == 0) return true;
-    if (s_[p] != 's' || p + 1 >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[p + 1]))) return false;
-    ++p;
-    while (p < s_.size() && std::isdigit(static_cast<unsigned char>(s_[p]))) ++p;
-    return p >= s_.size() || !(std::isalnum(static_cast<unsigned char>(s_[p])) || s_[p] == '_');
   }
 
   // A size expression argument starting at `start`: an Int with its hint, symbolic
@@ -445,6 +364,10 @@ class Parser {
     if (s_.compare(pos_, 3, "inf") == 0) {
       pos_ += 3;
       return Arg::of_float(s_[start] == '-' ? -INFINITY : INFINITY);
+    }
+    if (s_.compare(pos_, 3, "nan") == 0) {
+      pos_ += 3;
+      return Arg::of_float(s_[start] == '-' ? -NAN : NAN);
     }
     bool is_float = false;
     while (pos_ < s_.size()) {
@@ -468,78 +391,6 @@ class Parser {
     }
   }
 
-  int64_t integer() {
-    skip_ws();
-    size_t start = pos_;
-    if (cur() == '-') ++pos_;
-    while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-    if (pos_ == start || (pos_ == start + 1 && s_[start] == '-')) error("expected an integer");
-    return std::stoll(s_.substr(start, pos_ - start));
-  }
-
-  std::string identifier() {
-    skip_ws();
-    size_t start = pos_;
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
-    if (pos_ == start) error("expected a name");
-    return s_.substr(start, pos_ - start);
-  }
-
-  std::string op_name() {
-    skip_ws();
-    size_t start = pos_;
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '.')) ++pos_;
-    if (pos_ == start) error("expected an op name");
-    return s_.substr(start, pos_ - start);
-  }
-
-  void skip_ws() {
-    while (pos_ < s_.size()) {
-      if (std::isspace(static_cast<unsigned char>(s_[pos_]))) {
-        ++pos_;
-      } else if (s_[pos_] == '#') {
-        while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
-      } else {
-        break;
-      }
-    }
-  }
-  char cur() {
-    skip_ws();
-    return pos_ < s_.size() ? s_[pos_] : '\0';
-  }
-  bool try_consume(char c) {
-    if (cur() != c) return false;
-    ++pos_;
-    return true;
-  }
-  void expect(char c) {
-    if (!try_consume(c)) error(std::string("expected '") + c + "'");
-  }
-  bool peek_word(const char* w) {
-    skip_ws();
-    size_t n = std::char_traits<char>::length(w);
-    return s_.compare(pos_, n, w) == 0 && (pos_ + n >= s_.size() || !std::isalnum(static_cast<unsigned char>(s_[pos_ + n])));
-  }
-  void expect_word(const char* w) {
-    if (!peek_word(w)) error(std::string("expected '") + w + "'");
-    pos_ += std::char_traits<char>::length(w);
-  }
-  [[noreturn]] void error(const std::string& what) {
-    int line = 1, col = 1;
-    for (size_t i = 0; i < pos_ && i < s_.size(); ++i) {
-      if (s_[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    throw std::invalid_argument("graph text " + std::to_string(line) + ":" + std::to_string(col) + ": " + what);
-  }
-
-  const std::string& s_;
-  size_t pos_ = 0;
   std::vector<int64_t> hints_;  // the symbols' hints, for the hint of each size expression
 };
 

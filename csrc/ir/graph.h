@@ -52,7 +52,6 @@ struct TensorType {
   std::vector<Expr> sym_strides;
 
   int64_t numel() const;
-  bool is_contiguous() const;
   // Sizes and strides as Dims: symbolic where the graph left them symbolic.
   Dims dims() const;
   Dims stride_dims() const;
@@ -124,7 +123,6 @@ struct Graph {
   std::vector<Symbol> symbols;  // empty unless some size is symbolic
   std::vector<Node> nodes;
   std::vector<Arg> outputs;
-  int num_inputs() const;
   std::vector<int64_t> hints() const;  // the symbols' hints, in order
 
   const TensorType& type_of(ValueRef r) const { return nodes.at(r.node).outputs.at(r.index); }

@@ -1,5 +1,7 @@
 #include "ir/symbolic_affine.h"
 
+#include "ir/affine.h"
+
 namespace ember {
 
 namespace {
@@ -50,31 +52,8 @@ std::optional<SymbolicAffine> symbolic_affine_form(const Expr& e) {
       f.coef[static_cast<int>(e->ival)] = Dim(int64_t{1});
       return f;
     }
-    case ExprOp::Add:
-    case ExprOp::Sub: {
-      if (is_float(e->dtype)) return std::nullopt;
-      auto a = symbolic_affine_form(e->args[0]);
-      auto b = symbolic_affine_form(e->args[1]);
-      if (!a || !b) return std::nullopt;
-      add_scaled(*a, *b, Dim(int64_t{e->op == ExprOp::Add ? 1 : -1}));
-      return a;
-    }
-    case ExprOp::Mul: {
-      if (is_float(e->dtype)) return std::nullopt;
-      auto a = symbolic_affine_form(e->args[0]);
-      auto b = symbolic_affine_form(e->args[1]);
-      if (!a || !b) return std::nullopt;
-      if (a->coef.empty()) std::swap(a, b);
-      if (!b->coef.empty()) return std::nullopt;  // product of two vars
-      SymbolicAffine f;
-      add_scaled(f, *a, b->constant);
-      return f;
-    }
-    case ExprOp::Cast:
-      if (is_float(e->dtype) || is_float(e->args[0]->dtype) || e->dtype != DType::I64) return std::nullopt;
-      return symbolic_affine_form(e->args[0]);
     default:
-      return std::nullopt;
+      return combined_affine_form<SymbolicAffine>(e, symbolic_affine_form, add_scaled);
   }
 }
 

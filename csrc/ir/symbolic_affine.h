@@ -11,6 +11,7 @@
 namespace ember {
 
 struct SymbolicAffine {
+  using Scalar = Dim;
   std::map<int, Dim> coef;  // var id -> coefficient (no zero entries)
   Dim constant = int64_t{0};
 };

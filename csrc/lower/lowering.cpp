@@ -142,7 +142,7 @@ std::vector<int> memory_order(const Dims& sizes, const Dims& strides) {
 // read far apart along (a 2x2 max-pool of an NCHW tensor into channels-last reads
 // 1,024 apart per channel: GCC leaves such loads scalar, and walking the input's rows
 // with stores 16 apart ran 7x faster, 13 against 92 us). The step that counts as wide
-// is codegen's limit for SIMD loops (c_kernel.cpp, kMaxSimdStep).
+// is codegen's limit for SIMD loops (codegen/c/kernel.cpp, kMaxSimdStep).
 constexpr int64_t kWideLoadStep = 32;
 
 void prefer_contiguous_loads(ComputedBuffer& c, bool wide_loads) {
@@ -387,6 +387,7 @@ void LowerCtx::lower_input(const Node& n) {
 void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
   ExternCall call;
   call.node = n.id;
+  call.op = n.op;
   call.reason = reason;
   int arg_index = 0;
   std::function<void(const Arg&)> collect = [&](const Arg& a) {
@@ -617,6 +618,7 @@ bool has_lowering(const std::string& op) { return lowering_table().count(op) > 0
 Program lower_graph(const Graph& g, const LowerOptions& opts) {
   LowerCtx ctx(g, opts);
   ctx.program().num_symbols = static_cast<int>(g.symbols.size());
+  ctx.program().symbol_hints = g.hints();
   for (const auto& n : g.nodes) ctx.run(n);
   ctx.finish();
   return std::move(ctx.program());

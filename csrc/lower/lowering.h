@@ -69,7 +69,7 @@ struct LowerOptions {
   // A layout copy whose loads step wide along the output's innermost dim iterates along
   // the input's contiguous dim instead (prefer_contiguous_loads in lowering.cpp): GCC
   // cannot vectorize such loads, and strided stores cost little. The CUDA target, whose
-  // tiled transposes handle layout changes (cuda_transpose.h), turns it off.
+  // tiled transposes handle layout changes (codegen/cuda/transpose.h), turns it off.
   bool loads_lead_layout_copies = true;
 };
 

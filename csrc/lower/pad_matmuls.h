@@ -23,8 +23,8 @@
 // gain (PadMatmulOptions) are left alone. Each extern's reason says what was done and
 // why, so the dump after this pass and ember.explain show the decision.
 //
-// A CUDA pass: run_front_end runs it between lowering and dead-code elimination when
-// asked (CudaCompileOptions; the CPU graph only in tests).
+// A CUDA pass: the pipeline runs it between lowering and dead-code elimination when
+// asked (PipelineOptions::pad_matmuls: on for CUDA graphs, on the CPU in tests only).
 #pragma once
 #include <cstdint>
 

@@ -76,6 +76,7 @@ struct ComputedBuffer {
 
 struct ExternCall {
   int node = -1;                       // graph node it runs
+  std::string op;                      // the node's op (aten.mm.default)
   std::vector<ValueRef> tensor_args;   // graph values passed as tensors ...
   std::vector<StridedView> tensor_views;  // ... and where each one lives
   std::vector<int> output_buffers;     // per node output; -1 when not a tensor
@@ -101,11 +102,11 @@ struct Program {
   std::vector<ProgramOutput> outputs;  // one per graph output
   int num_vars = 0;                    // var ids used so far
   int num_symbols = 0;                 // the graph's symbols (kernels read their values)
+  std::vector<int64_t> symbol_hints;   // their hints (the text form's header)
 
   int add_buffer(Buffer b);
 };
 
-std::string print_program(const Program& p, const Graph& g);
 
 // Canonical element offset of `idx` in a strided layout (terms in dim order,
 // zero terms dropped), so that equal accesses build equal Exprs.

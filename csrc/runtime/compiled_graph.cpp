@@ -13,13 +13,12 @@
 #include <thread>
 #include <unordered_map>
 
-#include "codegen/c_units.h"
+#include "codegen/c/units.h"
 #include "jit/c_compiler.h"
 #include "ir/size_expr.h"
 #include "runtime/disk_cache.h"
 #include "runtime/sha256.h"
 #include "runtime/shared_library.h"
-#include "schedule/split_reductions.h"
 
 #ifndef EMBER_VERSION
 #define EMBER_VERSION "dev"
@@ -36,14 +35,6 @@ std::unordered_map<std::string, std::weak_ptr<SharedLibrary>>& memory_cache() {
   return *m;
 }
 
-struct AtomicCounts {
-  std::atomic<int64_t> graphs{0}, codegen_runs{0}, c_compiler_runs{0}, memory_cache_hits{0}, disk_cache_hits{0};
-};
-AtomicCounts& counts() {
-  static AtomicCounts c;
-  return c;
-}
-
 const CCompiler& compiler() {
   static const CCompiler c;
   return c;
@@ -53,28 +44,6 @@ const CCompiler& compiler() {
 
 const std::string& c_compiler_identity() { return compiler().identity(); }
 
-std::string default_cache_dir() {
-  if (const char* d = std::getenv("EMBER_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/ember";
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/ember";
-}
-
-CompileCounts compile_counts() {
-  const AtomicCounts& c = counts();
-  return {c.graphs.load(), c.codegen_runs.load(), c.c_compiler_runs.load(), c.memory_cache_hits.load(),
-          c.disk_cache_hits.load()};
-}
-
-void reset_compile_counts() {
-  AtomicCounts& c = counts();
-  c.graphs = 0;
-  c.codegen_runs = 0;
-  c.c_compiler_runs = 0;
-  c.memory_cache_hits = 0;
-  c.disk_cache_hits = 0;
-}
-
 CompiledGraph::~CompiledGraph() {
   // A build still running writes into the disk cache and the memory cache: let it end
   // before this graph's options and library go.
@@ -83,72 +52,17 @@ CompiledGraph::~CompiledGraph() {
 
 std::shared_ptr<CompiledGraph> CompiledGraph::compile(const std::string& graph_text, const CompileOptions& opts) {
   std::shared_ptr<CompiledGraph> cg(new CompiledGraph());
-  ++counts().graphs;
-  const bool dump = !opts.debug_dir.empty();
-  auto after = [&](const char* pass, auto&& text) {
-    if (dump) cg->passes_.push_back({pass, text()});
-  };
-  auto schedule_text = [&] { return cg->schedule_text(); };
-
-  FrontEndOptions fo;
-  fo.fuse = opts.fuse;
-  fo.pad_matmuls = opts.pad_matmuls;
-  fo.lower.emulate_precision_casts = opts.emulate_precision_casts;
-  fo.lower.channels_last_activations = opts.channels_last_activations;
-  fo.dump = dump;
-  FrontEnd fe = run_front_end(graph_text, fo);
-  cg->graph_ = std::move(fe.graph);
-  cg->program_ = std::move(fe.program);
-  cg->schedule_ = std::move(fe.schedule);
-  cg->times_ = fe.times;
-  cg->passes_ = std::move(fe.passes);
-
-  auto t0 = std::chrono::steady_clock::now();
-  split_reductions(cg->schedule_);
-  cg->times_.schedule += seconds_since(t0);
-  after("split_reductions", schedule_text);
-
-  t0 = std::chrono::steady_clock::now();
-  cg->code_ = generate_c(cg->program_, cg->schedule_);
-  ++counts().codegen_runs;
-  cg->times_.codegen = seconds_since(t0);
-  after("generate_c", [&] { return cg->code_.source; });
-
-  cg->build_steps();
-  cg->plan_memory();
-  after("plan_arena", [&] { return cg->memory_plan_text(); });
-  // Written before the C compiler runs, so that its failure leaves the source behind.
-  if (dump) write_pass_dumps(cg->passes_, opts.debug_dir, "generate_c", ".c");
-  if (cg->code_.kernels.empty()) {
+  cg->run_pipeline_for(Target::CPU, graph_text, opts);
+  // Rows per task: enough work (~16k inner iterations) to pay for an OpenMP fork/join
+  // on threads that are usually still hot from the last ATen op.
+  for (const KernelInfo& info : cg->c_.c_code.kernels)
+    cg->grains_.push_back(std::max<int64_t>(1, 16384 / std::max<int64_t>(1, info.work_per_row)));  // at the hints
+  if (cg->c_.c_code.kernels.empty()) {
     cg->ready_.store(true, std::memory_order_release);  // nothing to build
-  } else {
+  } else if (opts.build) {
     cg->load_kernels(opts);
   }
   return cg;
-}
-
-void CompiledGraph::build_steps() {
-  std::vector<std::vector<int>> kernel_args;
-  for (const auto& k : code_.kernels) kernel_args.push_back(k.args);
-  StepPlan plan = group_steps(schedule_, kernel_args);
-  steps_ = std::move(plan.steps);
-  arg_slots_ = std::move(plan.arg_slots);
-  grains_.resize(code_.kernels.size());
-  for (size_t k = 0; k < code_.kernels.size(); ++k) {
-    const KernelInfo& info = code_.kernels[k];
-    // Rows per task: enough work (~16k inner iterations) to pay for an OpenMP
-    // fork/join on threads that are usually still hot from the last ATen op.
-    grains_[k] = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, info.work_per_row));  // at the hints
-  }
-}
-
-void CompiledGraph::plan_memory() {
-  lifetimes_ = arena_lifetimes(program_, steps_, code_.buffer_in_memory);
-  arena_ = arena_at(hints());
-}
-
-MemoryPlan CompiledGraph::arena_at(const std::vector<int64_t>& symbols) const {
-  return place_arena(lifetimes_, static_cast<int>(program_.buffers.size()), symbols);
 }
 
 namespace {
@@ -167,7 +81,7 @@ std::string join_units(const std::vector<std::string>& units) {
   return all;
 }
 
-// Runs the C compiler on the units of a graph's source (codegen/c_units.h), installs the
+// Runs the C compiler on the units of a graph's source (codegen/c/units.h), installs the
 // library in the disk cache (when there is one) and loads it. Throws, with the source and the compiler's output kept in a 0600 file,
 // when the compiler fails.
 BuiltLibrary build_library(const CCompiler& cc, const std::string& key, const std::vector<std::string>& units,
@@ -216,7 +130,7 @@ BuiltLibrary build_library(const CCompiler& cc, const std::string& key, const st
 // until it ends. Either way a successful build enters the memory cache.
 std::shared_future<BuiltLibrary> start_build(const std::string& key, std::vector<std::string> units,
                                              std::unique_ptr<DiskCache> disk, bool background) {
-  ++counts().c_compiler_runs;
+  count(Target::CPU, CompileEvent::CompilerRun);
   std::packaged_task<BuiltLibrary()> task(
       [cc = compiler(), key, units = std::move(units), disk = std::shared_ptr<DiskCache>(std::move(disk)), background] {
         auto forget = [&] {
@@ -255,7 +169,7 @@ std::shared_future<BuiltLibrary> start_build(const std::string& key, std::vector
 
 void CompiledGraph::load_kernels(const CompileOptions& opts) {
   const CCompiler& cc = compiler();
-  key_ = sha256_hex(code_.source + "\n/* ember " EMBER_VERSION " */\n" + cc.identity());
+  key_ = sha256_hex(c_.c_code.source + "\n/* ember " EMBER_VERSION " */\n" + cc.identity());
   auto t0 = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(g_memory_cache_mutex);
@@ -268,23 +182,16 @@ void CompiledGraph::load_kernels(const CompileOptions& opts) {
   }
   if (library_ || build_.valid()) {
     cache_status_ = "memory";
-    ++counts().memory_cache_hits;
+    count(Target::CPU, CompileEvent::MemoryHit);
   } else {
     std::string err;
-    std::unique_ptr<DiskCache> disk;
-    if (opts.disk_cache) {
-      disk = std::make_unique<DiskCache>(opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir);
-      if (!disk->usable()) {
-        cache_note_ = disk->reason();
-        disk.reset();
-      }
-    }
+    std::unique_ptr<DiskCache> disk = open_disk_cache(opts, &cache_note_);
     if (disk) {
       if (auto path = disk->lookup(key_, "so")) {
         library_ = SharedLibrary::open(*path, &err);
         if (library_) {
           cache_status_ = "disk";
-          ++counts().disk_cache_hits;
+          count(Target::CPU, CompileEvent::DiskHit);
         }
       }
     }
@@ -293,11 +200,11 @@ void CompiledGraph::load_kernels(const CompileOptions& opts) {
       memory_cache()[key_] = library_;
     } else {
       cache_status_ = "miss";
-      build_ = start_build(key_, split_units(code_, unit_count(code_, available_cores())), std::move(disk),
+      build_ = start_build(key_, split_units(c_.c_code, unit_count(c_.c_code, available_cores())), std::move(disk),
                            opts.background);
     }
   }
-  times_.load = seconds_since(t0);
+  c_.times.load = seconds_since(t0);
   if (library_) {
     resolve_kernels();
     ready_.store(true, std::memory_order_release);
@@ -310,17 +217,18 @@ void CompiledGraph::wait_kernels() {
   if (kernels_ready()) return;
   std::lock_guard<std::mutex> lock(wait_mutex_);
   if (kernels_ready()) return;
+  if (!build_.valid()) throw std::logic_error("ember: this graph was compiled without building its kernels");
   const BuiltLibrary& built = build_.get();  // rethrows the build's error
   library_ = built.library;
-  times_.compile = built.compile_seconds;
-  times_.load += built.load_seconds;
+  c_.times.compile = built.compile_seconds;
+  c_.times.load += built.load_seconds;
   resolve_kernels();
   ready_.store(true, std::memory_order_release);
 }
 
 void CompiledGraph::resolve_kernels() {
   fns_.clear();
-  for (const auto& k : code_.kernels) {
+  for (const auto& k : c_.c_code.kernels) {
     void* sym = library_->symbol((k.function + "_launch").c_str());
     if (!sym) throw std::runtime_error("ember: kernel " + k.name + " missing from the compiled library");
     fns_.push_back(reinterpret_cast<LaunchFn>(sym));
@@ -329,17 +237,14 @@ void CompiledGraph::resolve_kernels() {
 
 void CompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, const std::vector<int64_t>& symbols) {
   if (!kernels_ready()) wait_kernels();
-  const ExecStep& st = steps_.at(step);
-  if (st.kind != ExecStep::Kind::Kernels) throw std::invalid_argument("step is not a kernel group");
-  if (ptrs.size() != st.args.size()) throw std::invalid_argument("wrong number of buffer pointers");
-  if (symbols.size() != graph_.symbols.size()) throw std::invalid_argument("wrong number of symbol values");
+  const ExecStep& st = kernel_step(step, ptrs.size(), symbols.size());
   // Kernels of a graph with symbols read their values after the buffers (sym[k]).
   const size_t extra = symbols.empty() ? 0 : 1;
   char* args[64];
   std::vector<char*> heap;
   for (size_t i = 0; i < st.kernels.size(); ++i) {
     int k = st.kernels[i];
-    const auto& slots = arg_slots_[step][i];
+    const auto& slots = c_.steps.arg_slots[step][i];
     char** a = args;
     if (slots.size() + extra > 64) {
       heap.resize(slots.size() + extra);
@@ -347,20 +252,9 @@ void CompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, const
     }
     for (size_t j = 0; j < slots.size(); ++j) a[j] = reinterpret_cast<char*>(ptrs[slots[j]]);
     if (extra) a[slots.size()] = reinterpret_cast<char*>(const_cast<int64_t*>(symbols.data()));
-    const Dim& rows = code_.kernels[k].rows;
+    const Dim& rows = c_.c_code.kernels[k].rows;
     fns_[k](rows.is_static() ? rows.hint() : eval_size(rows.expr(), symbols), grains_[k], a);
   }
 }
-
-std::string CompiledGraph::memory_plan_text() const {
-  std::ostringstream out;
-  out << "arena " << arena_.arena_bytes << " bytes\n";
-  for (size_t b = 0; b < arena_.offset.size(); ++b)
-    if (arena_.offset[b] >= 0) out << "  buf" << b << " at " << arena_.offset[b] << "\n";
-  return out.str();
-}
-
-std::string CompiledGraph::program_text() const { return print_program(program_, graph_); }
-std::string CompiledGraph::schedule_text() const { return print_schedule(schedule_, program_, graph_); }
 
 }  // namespace ember

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cuda_kernel.h"
+#include "codegen/cuda/kernel.h"
 #include "jit/nvrtc.h"
 
 namespace ember {

@@ -1,5 +1,5 @@
 // max-autotune for CUDA graphs. Per kernel function: the launch the rules chose and the
-// variants worth timing (codegen/cuda_kernel.h: generate_cuda_variants), timed at the
+// variants worth timing (codegen/cuda/kernel.h: generate_cuda_variants), timed at the
 // graph's first call on that call's own buffers, the fastest kept. Decisions are cached
 // in memory and in the disk cache, keyed by the kernels' code and the device, so a warm
 // start times nothing and compiles only the winners.
@@ -93,7 +93,7 @@ int64_t scratch_of(const Program& p, const CudaKernelInfo& info) {
 
 int64_t CudaCompiledGraph::prepare_autotune(const std::string& tag) {
   std::lock_guard<std::mutex> lock(tuning_mutex_);
-  if (opts_.device >= 0 && !modules_.empty() && graph_.symbols.empty() && tunings_.empty()) {
+  if (opts_.device >= 0 && !modules_.empty() && c_.graph.symbols.empty() && tunings_.empty()) {
     std::string why;
     const Nvrtc* nvrtc = Nvrtc::load(opts_.nvrtc_dirs, &why);
     if (!nvrtc) throw std::runtime_error("ember: " + why);
@@ -104,17 +104,18 @@ int64_t CudaCompiledGraph::prepare_autotune(const std::string& tag) {
     std::vector<CubinPart> parts;
     std::vector<std::pair<size_t, int>> part_of;  // (tuning, candidate)
     std::vector<std::optional<int>> cached;
-    for (size_t k = 0; k < code_.kernels.size(); ++k) {
-      const CudaKernelInfo& info = code_.kernels[k];
+    for (size_t k = 0; k < c_.cuda_code.kernels.size(); ++k) {
+      const CudaKernelInfo& info = c_.cuda_code.kernels[k];
       if (info.function != info.name) continue;
-      std::vector<CudaKernelVariant> variants = generate_cuda_variants(program_, schedule_, static_cast<int>(k));
+      std::vector<CudaKernelVariant> variants =
+          generate_cuda_variants(c_.program, c_.schedule, c_.cuda_schedule, static_cast<int>(k));
       if (variants.empty()) continue;
       Tuning t;
       t.owner = static_cast<int>(k);
       t.choices = {"default"};
       t.infos = {info};
       t.fns = {fns_[k]};
-      std::string identity = std::string(kDecisionFormat) + "\n" + tag + "\n" + salt + "\n" + code_.kernel_sources[k];
+      std::string identity = std::string(kDecisionFormat) + "\n" + tag + "\n" + salt + "\n" + c_.cuda_code.kernel_sources[k];
       for (auto& v : variants) {
         identity += "\n/* " + v.choice_text + " */\n" + v.source;
         t.choices.push_back(v.choice_text);
@@ -130,7 +131,7 @@ int64_t CudaCompiledGraph::prepare_autotune(const std::string& tag) {
       for (size_t c = 1; c < variants.size() + 1; ++c) {
         if (chosen && *chosen != static_cast<int>(c)) continue;
         CubinPart part;
-        part.source = code_.prelude + variants[c - 1].source;
+        part.source = c_.cuda_code.prelude + variants[c - 1].source;
         part.key = sha256_hex(part.source + salt);
         parts.push_back(std::move(part));
         part_of.push_back({tunings_.size(), static_cast<int>(c)});
@@ -142,7 +143,7 @@ int64_t CudaCompiledGraph::prepare_autotune(const std::string& tag) {
     for (auto& p : parts) todo.push_back(&p);
     if (!todo.empty()) {
       CubinFetch fetched = fetch_cubins(todo, *nvrtc, opts_.arch, disk.get());
-      times_.compile += fetched.nvrtc_wall;
+      c_.times.compile += fetched.nvrtc_wall;
       for (double s : fetched.nvrtc_seconds) nvrtc_seconds_.push_back(s);
     }
     for (size_t i = 0; i < parts.size(); ++i) {
@@ -158,8 +159,8 @@ int64_t CudaCompiledGraph::prepare_autotune(const std::string& tag) {
   int64_t scratch = 0;
   for (const Tuning& t : tunings_) {
     if (t.decided) continue;
-    for (const auto& info : code_.kernels)
-      if (info.function == code_.kernels[t.owner].name) scratch = std::max(scratch, scratch_of(program_, info));
+    for (const auto& info : c_.cuda_code.kernels)
+      if (info.function == c_.cuda_code.kernels[t.owner].name) scratch = std::max(scratch, scratch_of(c_.program, info));
   }
   return scratch;
 }
@@ -178,21 +179,19 @@ void CudaCompiledGraph::run_step_tuning(int step, const std::vector<uintptr_t>& 
                                         uintptr_t scratch) {
   {
     std::lock_guard<std::mutex> lock(tuning_mutex_);
-    const ExecStep& st = steps_.at(step);
-    if (st.kind != ExecStep::Kind::Kernels) throw std::invalid_argument("step is not a kernel group");
-    if (ptrs.size() != st.args.size()) throw std::invalid_argument("wrong number of buffer pointers");
+    const ExecStep& st = kernel_step(step, ptrs.size(), 0);  // tuning: static graphs only
     std::unique_ptr<DiskCache> disk;
     for (size_t i = 0; i < st.kernels.size(); ++i) {
       const int k = st.kernels[i];
-      const CudaKernelInfo& info = code_.kernels[k];
+      const CudaKernelInfo& info = c_.cuda_code.kernels[k];
       auto t = std::find_if(tunings_.begin(), tunings_.end(), [&](const Tuning& t) {
-        return !t.decided && code_.kernels[t.owner].name == info.function;
+        return !t.decided && c_.cuda_code.kernels[t.owner].name == info.function;
       });
       if (t == tunings_.end()) continue;
       if (!disk) disk = open_disk_cache(opts_, nullptr);
       // The kernel's pointers in parameter order (the function's, shared or not), its
       // stores sent to slices of the scratch.
-      const auto& slots = arg_slots_[step][i];
+      const auto& slots = c_.steps.arg_slots[step][i];
       std::vector<uintptr_t> values(slots.size());
       std::vector<void*> params(slots.size());
       int64_t offset = 0;
@@ -200,7 +199,7 @@ void CudaCompiledGraph::run_step_tuning(int step, const std::vector<uintptr_t>& 
         const int b = info.args[j];
         if (std::binary_search(info.writes.begin(), info.writes.end(), b)) {
           values[j] = scratch + static_cast<uintptr_t>(offset);
-          offset += aligned(stored_bytes(program_, b));
+          offset += aligned(stored_bytes(c_.program, b));
         } else {
           values[j] = ptrs[slots[j]];
         }
@@ -232,9 +231,9 @@ void CudaCompiledGraph::run_step_tuning(int step, const std::vector<uintptr_t>& 
 // Every kernel sharing the function runs the candidate from now on: its launch and
 // function, with its own buffers.
 void CudaCompiledGraph::apply_choice(Tuning& t, int candidate, std::vector<double> us, bool cached) {
-  const std::string owner = code_.kernels[t.owner].name;
-  for (size_t j = 0; j < code_.kernels.size(); ++j) {
-    CudaKernelInfo& info = code_.kernels[j];
+  const std::string owner = c_.cuda_code.kernels[t.owner].name;
+  for (size_t j = 0; j < c_.cuda_code.kernels.size(); ++j) {
+    CudaKernelInfo& info = c_.cuda_code.kernels[j];
     if (info.function != owner) continue;
     CudaKernelInfo chosen = t.infos[candidate];
     chosen.name = info.name;

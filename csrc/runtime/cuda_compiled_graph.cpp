@@ -15,92 +15,16 @@
 
 namespace ember {
 
-namespace {
-
-struct AtomicCounts {
-  std::atomic<int64_t> graphs{0}, nvrtc_runs{0}, memory_cache_hits{0}, disk_cache_hits{0};
-};
-AtomicCounts& counts() {
-  static AtomicCounts c;
-  return c;
-}
-
-}  // namespace
-
-CudaCompileCounts cuda_compile_counts() {
-  const AtomicCounts& c = counts();
-  return {c.graphs.load(), c.nvrtc_runs.load(), c.memory_cache_hits.load(), c.disk_cache_hits.load()};
-}
-
 std::shared_ptr<CudaCompiledGraph> CudaCompiledGraph::compile(const std::string& graph_text,
                                                               const CudaCompileOptions& opts) {
   std::shared_ptr<CudaCompiledGraph> cg(new CudaCompiledGraph());
-  ++counts().graphs;
-  const bool dump = !opts.debug_dir.empty();
-  auto after = [&](const char* pass, auto&& text) {
-    if (dump) cg->passes_.push_back({pass, text()});
-  };
-  FrontEndOptions fo;
-  fo.fuse = opts.fuse;
-  fo.pad_matmuls = opts.pad_matmuls;
-  fo.lower.emulate_precision_casts = opts.emulate_precision_casts;
-  fo.dump = dump;
-  fo.lower.channels_last_activations = true;
-  fo.lower.loads_lead_layout_copies = false;
-  fo.merge_symbolic_outer_dims = true;
-  FrontEnd fe = run_front_end(graph_text, fo);  // no split_reductions: a CPU pass
-  cg->graph_ = std::move(fe.graph);
-  cg->program_ = std::move(fe.program);
-  cg->schedule_ = std::move(fe.schedule);
-  cg->times_ = fe.times;
-  cg->passes_ = std::move(fe.passes);
-
-  auto t0 = std::chrono::steady_clock::now();
-  cg->code_ = generate_cuda(cg->program_, cg->schedule_);
-  cg->add_scratch_buffers();
-  cg->times_.codegen = seconds_since(t0);
-  after("generate_cuda", [&] { return cg->code_.source; });
-
-  cg->build_steps();
-  cg->plan_memory();
-  after("plan_arena", [&] { return cg->memory_plan_text(); });
-  // Written before NVRTC runs, so that its failure leaves the source behind.
-  if (dump) write_pass_dumps(cg->passes_, opts.debug_dir, "generate_cuda", ".cu");
-  if (!cg->code_.kernels.empty()) cg->compile_cubin(opts);
+  cg->run_pipeline_for(Target::CUDA, graph_text, opts);
+  if (!cg->c_.cuda_code.kernels.empty() && opts.build) cg->compile_cubin(opts);
   return cg;
 }
 
-// Column-split partials live in buffers of their own (CudaCode::scratch_bytes), planned
-// into the arena like intermediates: alive for their kernel's step only.
-void CudaCompiledGraph::add_scratch_buffers() {
-  for (int64_t bytes : code_.scratch_bytes) {
-    Buffer b;
-    b.id = static_cast<int>(program_.buffers.size());
-    b.kind = Buffer::Kind::Computed;
-    b.dtype = DType::U8;
-    b.sizes = {Dim(bytes)};
-    b.strides = {Dim(int64_t{1})};
-    program_.buffers.push_back(std::move(b));
-    code_.buffer_in_memory.push_back(true);
-  }
-}
-
-void CudaCompiledGraph::build_steps() {
-  std::vector<std::vector<int>> kernel_args;
-  for (const auto& k : code_.kernels) kernel_args.push_back(k.args);
-  StepPlan plan = group_steps(schedule_, kernel_args);
-  steps_ = std::move(plan.steps);
-  arg_slots_ = std::move(plan.arg_slots);
-}
-
-// Kernels of one stream run in order, so a lifetime in steps is a lifetime on the device.
-void CudaCompiledGraph::plan_memory() {
-  lifetimes_ = arena_lifetimes(program_, steps_, code_.buffer_in_memory);
-  arena_ = arena_at(hints());
-}
-
-MemoryPlan CudaCompiledGraph::arena_at(const std::vector<int64_t>& symbols) const {
-  return place_arena(lifetimes_, static_cast<int>(program_.buffers.size()), symbols);
+std::vector<CudaKernelVariant> CudaCompiledGraph::variants(int k) const {
+  return generate_cuda_variants(c_.program, c_.schedule, c_.cuda_schedule, k);
 }
 
 void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
@@ -109,7 +33,7 @@ void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
   const Nvrtc* nvrtc = Nvrtc::load(opts.nvrtc_dirs, &why);
   if (!nvrtc) throw std::runtime_error("ember: " + why);
   std::vector<CubinPart> parts =
-      split_parts(code_, cubin_salt(*nvrtc, opts.arch), static_cast<size_t>(std::max(1, opts.kernels_per_part)));
+      split_parts(c_.cuda_code, cubin_salt(*nvrtc, opts.arch), static_cast<size_t>(std::max(1, opts.kernels_per_part)));
   std::string keys;
   for (const auto& p : parts) keys += p.key;
   key_ = sha256_hex(keys);
@@ -119,12 +43,12 @@ void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
   for (auto& p : parts) all.push_back(&p);
   CubinFetch fetched = fetch_cubins(all, *nvrtc, opts.arch, disk.get());
   if (fetched.compiled > 0) {
-    ++counts().nvrtc_runs;
-    times_.compile = fetched.nvrtc_wall;
+    count(Target::CUDA, CompileEvent::CompilerRun);
+    c_.times.compile = fetched.nvrtc_wall;
     nvrtc_seconds_ = std::move(fetched.nvrtc_seconds);
   }
   cache_status_ = fetched.compiled > 0 ? "miss" : fetched.from_disk > 0 ? "disk" : "memory";
-  if (fetched.compiled == 0) ++(fetched.from_disk > 0 ? counts().disk_cache_hits : counts().memory_cache_hits);
+  if (fetched.compiled == 0) count(Target::CUDA, fetched.from_disk > 0 ? CompileEvent::DiskHit : CompileEvent::MemoryHit);
   for (auto& p : parts) {
     cubins_.push_back(p.cubin);
     part_keys_.push_back(p.key);
@@ -132,26 +56,26 @@ void CudaCompiledGraph::compile_cubin(const CudaCompileOptions& opts) {
 
   if (opts.device >= 0) {
     auto tl = std::chrono::steady_clock::now();
-    fns_.resize(code_.kernels.size());
-    partial_fns_.assign(code_.kernels.size(), nullptr);
+    fns_.resize(c_.cuda_code.kernels.size());
+    partial_fns_.assign(c_.cuda_code.kernels.size(), nullptr);
     std::unordered_map<std::string, int> by_name;
-    for (size_t k = 0; k < code_.kernels.size(); ++k) by_name.emplace(code_.kernels[k].name, static_cast<int>(k));
+    for (size_t k = 0; k < c_.cuda_code.kernels.size(); ++k) by_name.emplace(c_.cuda_code.kernels[k].name, static_cast<int>(k));
     for (size_t i = 0; i < parts.size(); ++i) {
       std::shared_ptr<CudaModule> module = load_module(parts[i].key, cubins_[i], opts.device);
       for (int k : parts[i].kernels) {
-        fns_[k] = module->function(code_.kernels[k].name);
-        if (code_.kernels[k].partial_grid > 0) partial_fns_[k] = module->function(code_.kernels[k].name + "_partial");
+        fns_[k] = module->function(c_.cuda_code.kernels[k].name);
+        if (c_.cuda_code.kernels[k].partial_grid > 0) partial_fns_[k] = module->function(c_.cuda_code.kernels[k].name + "_partial");
       }
       modules_.push_back(std::move(module));
     }
-    for (size_t k = 0; k < code_.kernels.size(); ++k) {
-      const int o = by_name.at(code_.kernels[k].function);
+    for (size_t k = 0; k < c_.cuda_code.kernels.size(); ++k) {
+      const int o = by_name.at(c_.cuda_code.kernels[k].function);
       fns_[k] = fns_[o];
       partial_fns_[k] = partial_fns_[o];
     }
-    launch_grid_.resize(code_.kernels.size());
-    for (size_t k = 0; k < code_.kernels.size(); ++k) launch_grid_[k] = resident_grid(code_.kernels[k], fns_[k]);
-    times_.load = seconds_since(tl);
+    launch_grid_.resize(c_.cuda_code.kernels.size());
+    for (size_t k = 0; k < c_.cuda_code.kernels.size(); ++k) launch_grid_[k] = resident_grid(c_.cuda_code.kernels[k], fns_[k]);
+    c_.times.load = seconds_since(tl);
   }
 }
 
@@ -166,14 +90,6 @@ uint32_t CudaCompiledGraph::resident_grid(const CudaKernelInfo& info, void* fn) 
   if (sms <= 0 || per_sm <= 0) return info.grid;
   const int64_t resident = int64_t{sms} * per_sm / info.grid_multiple * info.grid_multiple;
   return resident >= info.grid_multiple && resident < info.grid ? static_cast<uint32_t>(resident) : info.grid;
-}
-
-std::unique_ptr<DiskCache> open_disk_cache(const CudaCompileOptions& opts, std::string* note) {
-  if (!opts.disk_cache) return nullptr;
-  auto disk = std::make_unique<DiskCache>(opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir);
-  if (disk->usable()) return disk;
-  if (note) *note = disk->reason();
-  return nullptr;
 }
 
 namespace {
@@ -194,12 +110,9 @@ uint32_t grid_at(const CudaKernelInfo& info, const std::vector<int64_t>& symbols
 
 void CudaCompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, uintptr_t stream,
                                  const std::vector<int64_t>& symbols) const {
-  const ExecStep& st = steps_.at(step);
-  if (st.kind != ExecStep::Kind::Kernels) throw std::invalid_argument("step is not a kernel group");
-  if (ptrs.size() != st.args.size()) throw std::invalid_argument("wrong number of buffer pointers");
+  const ExecStep& st = kernel_step(step, ptrs.size(), symbols.size());
   if (modules_.empty()) throw std::logic_error("ember: this CUDA graph was compiled without loading it on a device");
-  const bool symbolic = !graph_.symbols.empty();
-  if (symbols.size() != graph_.symbols.size()) throw std::invalid_argument("wrong number of symbol values");
+  const bool symbolic = !c_.graph.symbols.empty();
   // The kernels' last parameter in a graph with symbols (ember_syms in the prelude).
   int64_t syms[kMaxCudaSymbols] = {};
   for (size_t i = 0; i < symbols.size() && i < static_cast<size_t>(kMaxCudaSymbols); ++i) syms[i] = symbols[i];
@@ -207,10 +120,10 @@ void CudaCompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, u
   std::vector<void*> params;
   for (size_t i = 0; i < st.kernels.size(); ++i) {
     const int k = st.kernels[i];
-    const CudaKernelInfo& info = code_.kernels[k];
+    const CudaKernelInfo& info = c_.cuda_code.kernels[k];
     const uint32_t grid = info.grid_per_block > 0 ? grid_at(info, symbols) : launch_grid_[k];
     if (grid == 0) continue;
-    const auto& slots = arg_slots_[step][i];
+    const auto& slots = c_.steps.arg_slots[step][i];
     values.resize(slots.size());
     params.resize(slots.size());
     for (size_t j = 0; j < slots.size(); ++j) {
@@ -226,43 +139,18 @@ void CudaCompiledGraph::run_step(int step, const std::vector<uintptr_t>& ptrs, u
 }
 
 uint32_t CudaCompiledGraph::launch_grid(int k) const {
-  return static_cast<size_t>(k) < launch_grid_.size() ? launch_grid_[k] : code_.kernels.at(k).grid;
+  return static_cast<size_t>(k) < launch_grid_.size() ? launch_grid_[k] : c_.cuda_code.kernels.at(k).grid;
 }
 
 std::vector<std::pair<int, int>> CudaCompiledGraph::kernel_resources() const {
-  std::vector<std::pair<int, int>> out(code_.kernels.size(), {-1, -1});
+  std::vector<std::pair<int, int>> out(c_.cuda_code.kernels.size(), {-1, -1});
   if (modules_.empty()) return out;
-  for (size_t k = 0; k < code_.kernels.size() && k < fns_.size(); ++k) {
+  for (size_t k = 0; k < c_.cuda_code.kernels.size() && k < fns_.size(); ++k) {
     if (!fns_[k]) continue;
-    CudaModule::Resources r = modules_.front()->resources(fns_[k], code_.kernels[k].block);
+    CudaModule::Resources r = modules_.front()->resources(fns_[k], c_.cuda_code.kernels[k].block);
     out[k] = {r.registers, r.blocks_per_sm};
   }
   return out;
 }
-
-std::string CudaCompiledGraph::memory_plan_text() const {
-  std::ostringstream out;
-  out << "arena " << arena_.arena_bytes << " bytes\n";
-  for (size_t b = 0; b < arena_.offset.size(); ++b)
-    if (arena_.offset[b] >= 0) out << "  buf" << b << " at " << arena_.offset[b] << "\n";
-  for (const auto& k : code_.kernels) {
-    out << k.name << ": " << cuda_shape_name(k.shape) << " grid " << k.grid << " block " << k.block;
-    if (k.partial_grid > 0) out << " (column split: partials on grid " << k.partial_grid << " block " << k.partial_block << ")";
-    if (k.row_lanes > 0) {
-      out << " (row tile: chunks of " << k.row_lanes << ", ";
-      if (k.row_slots > 0) out << k.row_slots << " a thread in registers";
-      else out << "looped";
-      for (size_t i = 0; i < k.row_cached.size(); ++i) out << (i ? ", buf" : "; read once: buf") << k.row_cached[i];
-      out << ")";
-    }
-    if (k.hoisted_values > 0)
-      out << " (hoisted before the grid loop: " << k.hoisted_values << " per-lane values, " << k.hoisted_words << " words)";
-    out << "\n";
-  }
-  return out.str();
-}
-
-std::string CudaCompiledGraph::program_text() const { return print_program(program_, graph_); }
-std::string CudaCompiledGraph::schedule_text() const { return print_schedule(schedule_, program_, graph_); }
 
 }  // namespace ember

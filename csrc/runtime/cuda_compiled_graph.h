@@ -1,14 +1,8 @@
-// A graph compiled for a CUDA device: the CPU pipeline's front (parse, lower, dead code,
-// fuse, merge inner dims) with the CUDA printer and NVRTC at its end.
-//
-//   parse -> lower -> pad matmuls -> eliminate dead code -> fuse -> merge inner dims
-//   -> merge symbolic outer dims (a graph with symbols) -> generate CUDA
-//   -> NVRTC (memory cache, then disk cache, then NVRTC) -> cubin -> cuModuleLoadData
-//
-// split_reductions is a CPU pass (it splits a long reduction across OpenMP threads) and
-// does not run here. Execution is the CPU graph's: a list of steps, kernel groups and
-// extern ATen calls; Python owns the buffers (torch CUDA tensors from its caching
-// allocator) and passes their device pointers and the stream to run_step().
+// A graph compiled for a CUDA device: the pipeline (pipeline.h) to CUDA source, then
+// cubins (memory cache, then disk cache, then NVRTC) loaded by cuModuleLoadData.
+// Execution is the CPU graph's: a list of steps, kernel groups and extern ATen calls;
+// Python owns the buffers (torch CUDA tensors from its caching allocator) and passes
+// their device pointers and the stream to run_step().
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -17,27 +11,17 @@
 #include <utility>
 #include <vector>
 
-#include "codegen/cuda_kernel.h"
-#include "ir/graph.h"
-#include "lower/program.h"
-#include "runtime/compiled_graph.h"
-#include "runtime/exec_steps.h"
-#include "schedule/kernel.h"
-#include "schedule/memory_plan.h"
+#include "codegen/cuda/kernel.h"
+#include "runtime/graph_base.h"
 
 namespace ember {
 
 class CudaModule;
 
-struct CudaCompileOptions {
+struct CudaCompileOptions : GraphOptions {
+  CudaCompileOptions() { pipeline = PipelineOptions::cuda(); }
   std::string arch = "sm_90";          // NVRTC's --gpu-architecture (real: sm_XX)
   int device = -1;                     // CUDA device ordinal to load on; -1: compile only (no GPU needed)
-  bool fuse = true;
-  bool pad_matmuls = true;             // 16-byte aligned cuBLAS operands (lower/pad_matmuls.h)
-  bool emulate_precision_casts = false; // LowerOptions::emulate_precision_casts
-  bool disk_cache = true;
-  std::string cache_dir;               // empty: default_cache_dir()
-  std::string debug_dir;               // non-empty: write the IR after each pass and the source here
   std::vector<std::string> nvrtc_dirs; // where to look for libnvrtc first (nvrtc.h)
   int kernels_per_part = 1;            // kernels per NVRTC program (cuda_compiled_graph.cpp, split_parts)
 };
@@ -51,43 +35,20 @@ struct AutotuneDecision {
   bool cached = false;               // taken from the memory or disk cache, not timed here
 };
 
-// The disk cache that opts asks for, or null (no disk cache, or an unusable one: then
-// *note says why).
-class DiskCache;
-std::unique_ptr<DiskCache> open_disk_cache(const CudaCompileOptions& opts, std::string* note);
-
-class CudaCompiledGraph {
+class CudaCompiledGraph : public CompiledGraphBase {
  public:
   // Throws CudaUnsupported for what the CUDA printer does not handle yet, and
   // std::runtime_error for an NVRTC or driver failure (with NVRTC's log).
   static std::shared_ptr<CudaCompiledGraph> compile(const std::string& graph_text, const CudaCompileOptions& opts);
 
-  const Graph& graph() const { return graph_; }
-  const Program& program() const { return program_; }
-  const Schedule& schedule() const { return schedule_; }
-  const CudaCode& code() const { return code_; }
-  const std::vector<ExecStep>& steps() const { return steps_; }
-  const PhaseTimes& times() const { return times_; }
-  const std::string& cache_key() const { return key_; }
-  const std::string& cache_status() const { return cache_status_; }
-  const std::string& cache_note() const { return cache_note_; }
+  const CudaCode& code() const { return c_.cuda_code; }
+  const CudaSchedule& cuda_schedule() const { return c_.cuda_schedule; }
   // NVRTC's seconds for each program this compile ran (none on a cache hit), in part order.
   const std::vector<double>& nvrtc_seconds() const { return nvrtc_seconds_; }
-  const std::vector<PassDump>& passes() const { return passes_; }
-  // For a graph with symbols these are the plan at the hints; arena_at() plans for
-  // other symbol values.
-  int64_t arena_bytes() const { return arena_.arena_bytes; }
-  int64_t arena_offset(int buffer) const { return arena_.offset.empty() ? -1 : arena_.offset[buffer]; }
-  MemoryPlan arena_at(const std::vector<int64_t>& symbols) const;
-  // The graph's symbols (docs/dynamic_shapes.md): how many, and their hints.
-  int num_symbols() const { return static_cast<int>(graph_.symbols.size()); }
-  std::vector<int64_t> hints() const { return graph_.hints(); }
   // One cubin per part of the source (the prelude and up to 6 kernels; compiled in parallel).
   const std::vector<std::string>& cubins() const { return cubins_; }
   // The disk cache key of each cubin (parallel to cubins()).
   const std::vector<std::string>& part_keys() const { return part_keys_; }
-  std::string program_text() const;
-  std::string schedule_text() const;
   // Per kernel (parallel to code().kernels): {registers a thread, blocks an SM holds}
   // of its main launch, from the driver; -1 where it cannot say or the graph is not loaded.
   std::vector<std::pair<int, int>> kernel_resources() const;
@@ -114,14 +75,12 @@ class CudaCompiledGraph {
   // two events, the fastest kept, and the choice cached. Waits for the device when it times.
   void run_step_tuning(int step, const std::vector<uintptr_t>& ptrs, uintptr_t stream, uintptr_t scratch);
   std::vector<AutotuneDecision> autotune_decisions() const;
+  // max-autotune's candidates for kernel k (its launch variants), as printed for timing.
+  std::vector<CudaKernelVariant> variants(int k) const;
 
  private:
   CudaCompiledGraph() = default;
-  void add_scratch_buffers();
-  void build_steps();
-  void plan_memory();
   void compile_cubin(const CudaCompileOptions& opts);
-  std::string memory_plan_text() const;
   uint32_t resident_grid(const CudaKernelInfo& info, void* fn) const;
   // max-autotune: a kernel function and its candidates (index 0: the default launch).
   struct Tuning {
@@ -134,36 +93,17 @@ class CudaCompiledGraph {
   };
   void apply_choice(Tuning& t, int candidate, std::vector<double> us, bool cached);
 
-  Graph graph_;
-  Program program_;
-  Schedule schedule_;
-  CudaCode code_;
-  std::vector<ExecStep> steps_;
-  std::vector<SizedLifetime> lifetimes_;  // arena candidates
-  MemoryPlan arena_;
-  PhaseTimes times_;
-  std::vector<PassDump> passes_;
-  std::string key_;
-  std::string cache_status_ = "none";
-  std::string cache_note_;
   std::vector<double> nvrtc_seconds_;
   std::vector<std::string> cubins_;
   std::vector<std::shared_ptr<CudaModule>> modules_;
   std::vector<void*> fns_;
   std::vector<void*> partial_fns_;  // parallel to fns_: a column split's first launch, or null
   std::vector<uint32_t> launch_grid_;  // parallel to fns_: see launch_grid()
-  std::vector<std::vector<std::vector<int>>> arg_slots_;  // per step, per kernel: slots in the step's args
   CudaCompileOptions opts_;
   std::vector<std::string> part_keys_;  // parallel to cubins_
   std::vector<Tuning> tunings_;         // max-autotune: one per kernel function with variants
   std::vector<AutotuneDecision> decisions_;
   mutable std::mutex tuning_mutex_;
 };
-
-// What NVRTC and the module cache did in this process (ember.stats-style, exact).
-struct CudaCompileCounts {
-  int64_t graphs = 0, nvrtc_runs = 0, memory_cache_hits = 0, disk_cache_hits = 0;
-};
-CudaCompileCounts cuda_compile_counts();
 
 }  // namespace ember

@@ -23,12 +23,6 @@
 
 namespace ember {
 
-// Loop variable ids inside a kernel, distinct from a Program's buffer vars.
-constexpr int kOuterVarBase = 1 << 28;
-constexpr int kInnerVarBase = 2 << 28;
-inline int outer_var(int k) { return kOuterVarBase + k; }
-inline int inner_var(int k) { return kInnerVarBase + k; }
-
 struct KernelItem {
   int computed = -1;   // index into Program::computed
   Expr value;          // body in kernel loop vars
@@ -74,6 +68,5 @@ struct Schedule {
   std::vector<Step> steps;
 };
 
-std::string print_schedule(const Schedule& s, const Program& p, const Graph& g);
 
 }  // namespace ember

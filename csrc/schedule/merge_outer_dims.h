@@ -6,7 +6,7 @@
 // division: by a literal size that is a multiply and a shift, by a symbolic one a 64-bit
 // division on every element. [s0, s1] rows of 3,072 become [s0*s1] rows, whose index
 // is x * 3072 + i0. Static dims are left as they are (their divisions are cheap, and the
-// static planners read the dims). Run by the CUDA front end (FrontEndOptions).
+// static planners read the dims). The CUDA pipeline runs it (pipeline.cpp).
 #pragma once
 #include "schedule/kernel.h"
 

@@ -30,7 +30,7 @@ int chunks_for(const Stage& st) {
   const size_t dim = st.vector_reduce ? 1 : 0;
   if (!reduces || st.inner.size() <= dim) return 0;
   // The chunk count is decided at the hints; for a symbolic dim it is a capacity, and
-  // codegen computes the chunks' span from the call's sizes (c_kernel.cpp).
+  // codegen computes the chunks' span from the call's sizes (codegen/c/kernel.cpp).
   const std::vector<int64_t> inner = hints(st.inner);
   int64_t work = 1;
   for (int64_t x : inner) work *= x;

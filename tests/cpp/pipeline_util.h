@@ -1,39 +1,57 @@
-// Helpers for pass tests: run the passes on graph text and print the results.
+// Helpers for tests: the pipeline on graph text, golden files.
 #pragma once
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include "codegen/c_kernel.h"
-#include "ir/graph.h"
-#include "lower/lowering.h"
-#include "schedule/dead_code.h"
-#include "schedule/fuse.h"
-#include "schedule/merge_dims.h"
-#include "schedule/split_reductions.h"
+#include "pipeline.h"
+#include "record_graph.h"
+#include "run_passes.h"
 
 namespace ember_test {
 
-struct Pipeline {
-  ember::Graph graph;
-  ember::Program program;
-  ember::Schedule schedule;
-  ember::GeneratedCode code;
-
-  explicit Pipeline(const std::string& text, bool fuse = true, ember::LowerOptions lower = {}) {
-    graph = ember::parse_graph(text);
-    program = ember::lower_graph(graph, lower);
-    ember::eliminate_dead_code(program);
-    ember::FuseOptions o;
-    o.enabled = fuse;
-    schedule = ember::fuse(program, o);
-    ember::merge_inner_dims(schedule);
-    ember::split_reductions(schedule);
-    code = ember::generate_c(program, schedule);
-  }
-  std::string program_text() const { return ember::print_program(program, graph); }
-  std::string schedule_text() const { return ember::print_schedule(schedule, program, graph); }
+// The pipeline that ships (pipeline.h) on graph text, for the CPU by default, with the
+// IR checked after every pass.
+inline ember::Compiled verified_pipeline(const std::string& text, ember::PipelineOptions opts) {
+  opts.verify = true;
+  return ember::run_pipeline(recorded(text), opts);
+}
+struct Pipeline : ember::Compiled {
+  explicit Pipeline(const std::string& text, ember::PipelineOptions opts = ember::PipelineOptions::cpu())
+      : ember::Compiled(verified_pipeline(text, opts)) {}
 };
+
+// The same for CUDA (PipelineOptions::cuda(): channels-last activations, padded matmuls).
+struct CudaPipeline : ember::Compiled {
+  explicit CudaPipeline(const std::string& text, ember::PipelineOptions opts = ember::PipelineOptions::cuda())
+      : ember::Compiled(verified_pipeline(text, opts)) {}
+};
+
+// Named passes on IR text (run_passes.h), the IR checked before and after each: what a
+// pass test runs.
+inline std::string after(const std::string& text, const std::vector<std::string>& passes,
+                         ember::PipelineOptions opts = ember::PipelineOptions::cpu()) {
+  opts.verify = true;
+  return ember::run_passes(text, passes, opts);
+}
+
+// The schedule of a program-and-schedule text (run_passes' output after a schedule pass).
+inline std::string schedule_part(const std::string& state) {
+  const size_t at = state.find("\nschedule\n");
+  return at == std::string::npos ? std::string() : state.substr(at + 10);
+}
+
+// PipelineOptions::cpu() with fusion off, or f16/bf16 results rounded.
+inline ember::PipelineOptions unfused() {
+  ember::PipelineOptions o;
+  o.fuse = false;
+  return o;
+}
+inline ember::PipelineOptions emulating_precision_casts() {
+  ember::PipelineOptions o;
+  o.emulate_precision_casts = true;
+  return o;
+}
 
 // Compares `actual` with tests/cpp/golden/<name>; EMBER_UPDATE_GOLDEN=1 rewrites it.
 inline bool matches_golden(const std::string& name, const std::string& actual) {

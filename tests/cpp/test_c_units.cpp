@@ -1,5 +1,5 @@
 #include "check.h"
-#include "codegen/c_units.h"
+#include "codegen/c/units.h"
 
 #include <string>
 #include <vector>

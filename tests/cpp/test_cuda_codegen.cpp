@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "check.h"
-#include "codegen/cuda_kernel.h"
-#include "codegen/cuda_prelude.h"
-#include "codegen/cuda_transpose.h"
-#include "codegen/placement.h"
+#include "codegen/cuda/kernel.h"
+#include "codegen/cuda/prelude.h"
+#include "codegen/cuda/transpose.h"
+#include "schedule/placement.h"
 #include "jit/nvrtc.h"
 #include "pipeline_util.h"
 
@@ -164,22 +164,11 @@ std::string sized(std::string text, const std::vector<std::pair<std::string, std
   return text;
 }
 
-// The CUDA path's front end (no split_reductions: a CPU pass), then the CUDA printer.
-ember::CudaCode cuda_rows_of(const std::string& text) {
-  ember::Graph g = ember::parse_graph(text);
-  ember::Program p = ember::lower_graph(g);
-  ember::eliminate_dead_code(p);
-  ember::Schedule s = ember::fuse(p, ember::FuseOptions{});
-  ember::merge_inner_dims(s);
-  return ember::generate_cuda(p, s);
-}
+// The CUDA pipeline that ships (pipeline.h), to CUDA source.
+ember::CudaCode cuda_of(const std::string& text) { return ember_test::CudaPipeline(text).cuda_code; }
 
 bool has(const ember::CudaCode& code, const std::string& text) { return code.source.find(text) != std::string::npos; }
 
-ember::CudaCode cuda_of(const char* text) {
-  ember_test::Pipeline p(text);
-  return ember::generate_cuda(p.program, p.schedule);
-}
 
 const ember::Nvrtc* nvrtc() {
   std::vector<std::string> dirs;
@@ -288,7 +277,7 @@ TEST(cuda_argmax_over_the_outer_dim_reads_columns_as_rows) {
 
 // The decision, as data: which loop dims form the tile's sides and how long the tile is.
 std::optional<ember::TransposePlan> transpose_plan_of(const char* text) {
-  ember_test::Pipeline p(text);
+  ember_test::CudaPipeline p(text);
   CHECK_EQ(p.schedule.kernels.size(), size_t{1});
   ember::Placement m = ember::place_buffers(p.program, p.schedule, ember::VectorResults::InMemory);
   return ember::plan_transpose(p.program, p.schedule.kernels[0], m.in_memory);
@@ -436,7 +425,7 @@ TEST(cuda_kernels_that_differ_only_in_buffers_share_a_function) {
 // (one 16-byte access), 3 chunks a thread, the row loaded once into registers for the
 // three stages (mean, variance, normalize), after a run-time alignment check.
 TEST(cuda_layer_norm_768_bf16_keeps_its_row_in_registers) {
-  ember::CudaCode code = cuda_rows_of(sized(kLayerNormRows, {{"{R}", "4096"}, {"{C}", "768"}, {"{T}", "bf16"}}));
+  ember::CudaCode code = cuda_of(sized(kLayerNormRows, {{"{R}", "4096"}, {"{C}", "768"}, {"{T}", "bf16"}}));
   CHECK_EQ(code.kernels.size(), size_t{1});
   const CudaKernelInfo& k = code.kernels[0];
   CHECK(k.shape == CudaKernelInfo::Shape::RowWarp);
@@ -455,7 +444,7 @@ TEST(cuda_layer_norm_768_bf16_keeps_its_row_in_registers) {
 }
 
 TEST(cuda_layer_norm_768_f32_takes_chunks_of_4) {
-  ember::CudaCode code = cuda_rows_of(sized(kLayerNormRows, {{"{R}", "64"}, {"{C}", "768"}, {"{T}", "f32"}}));
+  ember::CudaCode code = cuda_of(sized(kLayerNormRows, {{"{R}", "64"}, {"{C}", "768"}, {"{T}", "f32"}}));
   const CudaKernelInfo& k = code.kernels[0];
   CHECK_EQ(k.row_lanes, 4u);  // a bf16 weight and an f32 row: 16 bytes of f32
   CHECK_EQ(k.row_slots, 6u);
@@ -466,7 +455,7 @@ TEST(cuda_layer_norm_768_f32_takes_chunks_of_4) {
 // 3,000 f32 on a block of 256: 750 chunks of 4, 3 a thread, the last slot partly past
 // the row's end.
 TEST(cuda_softmax_3000_is_three_slots_with_a_ragged_last) {
-  ember::CudaCode code = cuda_rows_of(kSoftmax);
+  ember::CudaCode code = cuda_of(kSoftmax);
   const CudaKernelInfo& k = code.kernels[0];
   CHECK(k.shape == CudaKernelInfo::Shape::RowBlock);
   CHECK_EQ(k.block, 256u);
@@ -479,7 +468,7 @@ TEST(cuda_softmax_3000_is_three_slots_with_a_ragged_last) {
 // A row whose length is not a multiple of 2 is read element by element, still kept in
 // registers (1,001 on a warp: 32 a thread), with no alignment check.
 TEST(cuda_odd_rows_keep_scalars_in_registers) {
-  ember::CudaCode code = cuda_rows_of(sized(kSoftmaxRows, {{"{R}", "16"}, {"{C}", "1001"}, {"{T}", "f32"}}));
+  ember::CudaCode code = cuda_of(sized(kSoftmaxRows, {{"{R}", "16"}, {"{C}", "1001"}, {"{T}", "f32"}}));
   const CudaKernelInfo& k = code.kernels[0];
   CHECK(k.shape == CudaKernelInfo::Shape::RowWarp);
   CHECK_EQ(k.row_lanes, 1u);
@@ -492,7 +481,7 @@ TEST(cuda_odd_rows_keep_scalars_in_registers) {
 // Rows too long for registers: 65,536 f32 on 1,024 threads is 64 values a thread, more
 // than kRowTileValues; the stages loop over 16-byte chunks, reading memory each time.
 TEST(cuda_huge_rows_stream_chunks_from_memory) {
-  ember::CudaCode code = cuda_rows_of(sized(kSoftmaxRows, {{"{R}", "4"}, {"{C}", "65536"}, {"{T}", "f32"}}));
+  ember::CudaCode code = cuda_of(sized(kSoftmaxRows, {{"{R}", "4"}, {"{C}", "65536"}, {"{T}", "f32"}}));
   const CudaKernelInfo& k = code.kernels[0];
   CHECK(k.shape == CudaKernelInfo::Shape::RowBlock);
   CHECK_EQ(k.block, 1024u);
@@ -506,7 +495,7 @@ TEST(cuda_huge_rows_stream_chunks_from_memory) {
 // GPT-2's vocabulary softmax: 50,257 bf16 is neither a multiple of a chunk nor small
 // enough for registers: the per-element loop, unchanged.
 TEST(cuda_vocabulary_softmax_keeps_the_per_element_loop) {
-  ember::CudaCode code = cuda_rows_of(sized(kSoftmaxRows, {{"{R}", "2"}, {"{C}", "50257"}, {"{T}", "bf16"}}));
+  ember::CudaCode code = cuda_of(sized(kSoftmaxRows, {{"{R}", "2"}, {"{C}", "50257"}, {"{T}", "bf16"}}));
   const CudaKernelInfo& k = code.kernels[0];
   CHECK_EQ(k.row_lanes, 0u);
   CHECK(has(code, "for (int j = tid; j < 50257; j += 1024) {"));
@@ -559,7 +548,7 @@ std::string vector_loop(const ember::CudaCode& code) {
 // is fixed; 1 / sqrt(var + eps) of each BatchNorm is computed once per lane before the
 // loop (two values x 8 lanes), the grid shrunk to give threads several steps.
 TEST(cuda_channels_last_batch_norm_hoists_its_per_channel_scale) {
-  ember::CudaCode code = cuda_rows_of(batch_norm_pair(16, 256, 28, "bf16"));
+  ember::CudaCode code = cuda_of(batch_norm_pair(16, 256, 28, "bf16"));
   const CudaKernelInfo* k = nullptr;
   for (const auto& kk : code.kernels)
     if (kk.hoisted_values > 0) k = &kk;
@@ -582,7 +571,7 @@ TEST(cuda_channels_last_batch_norm_hoists_its_per_channel_scale) {
 }
 
 TEST(cuda_batch_norm_f32_hoists_with_4_lanes) {
-  ember::CudaCode code = cuda_rows_of(batch_norm_pair(16, 256, 28, "f32"));
+  ember::CudaCode code = cuda_of(batch_norm_pair(16, 256, 28, "f32"));
   bool found = false;
   for (const auto& k : code.kernels)
     if (k.hoisted_values > 0) {
@@ -606,14 +595,14 @@ TEST(cuda_hoisting_needs_a_step_that_keeps_the_channel) {
       if (k.hoisted_values > 0) return static_cast<int64_t>(k.grid);
     return int64_t{0};
   };
-  ember::CudaCode c200 = cuda_rows_of(batch_norm_pair(16, 200, 28, "bf16"));
+  ember::CudaCode c200 = cuda_of(batch_norm_pair(16, 200, 28, "bf16"));
   CHECK_EQ(hoisting(c200), 1025);
   CHECK(has(c200, ") % 200 == 0) {  /* vector path"));
   check_compiles(c200);
-  ember::CudaCode c1032 = cuda_rows_of(batch_norm_pair(16, 1032, 14, "bf16"));
+  ember::CudaCode c1032 = cuda_of(batch_norm_pair(16, 1032, 14, "bf16"));
   CHECK_EQ(hoisting(c1032), 0);
   CHECK(vector_loop(c1032).find("sqrtf(") != std::string::npos);
-  ember::CudaCode small = cuda_rows_of(batch_norm_pair(2, 256, 28, "bf16"));
+  ember::CudaCode small = cuda_of(batch_norm_pair(2, 256, 28, "bf16"));
   CHECK_EQ(hoisting(small), 0);
   CHECK(!has(small, "h0["));
 }
@@ -622,7 +611,7 @@ TEST(cuda_hoisting_needs_a_step_that_keeps_the_channel) {
 // word (4 bf16 lanes: the i64 indices make the lanes 4); the windows that may leave the
 // image (padding, only up and left here) read under their guard, clamped to whole words.
 TEST(cuda_max_pool_reads_each_window_position_as_a_vector_word) {
-  ember::CudaCode code = cuda_rows_of(R"(graph {
+  ember::CudaCode code = cuda_of(R"(graph {
   %0 = input(0) : bf16[2,64,8,8]{4096,1,512,64}
   %1 = aten.max_pool2d_with_indices.default(%0, [3, 3], [2, 2], [1, 1], [1, 1], false) : (bf16[2,64,4,4]{1024,1,256,64}, i64[2,64,4,4]{1024,1,256,64})
   return (%1, %1.1)
@@ -641,7 +630,7 @@ TEST(cuda_max_pool_reads_each_window_position_as_a_vector_word) {
 // image is clamped into it (a repeat of a value of the same window leaves the max as it
 // is), so the nine words are read unguarded and no lane selects -inf.
 TEST(cuda_max_pool_values_clamp_their_window_positions) {
-  ember::CudaCode code = cuda_rows_of(R"(graph {
+  ember::CudaCode code = cuda_of(R"(graph {
   %0 = input(0) : bf16[2,64,8,8]{4096,1,512,64}
   %1 = aten.max_pool2d_with_indices.default(%0, [3, 3], [2, 2], [1, 1], [1, 1], false) : (bf16[2,64,4,4]{1024,1,256,64}, i64[2,64,4,4]{1024,1,256,64})
   return (%1)
@@ -714,7 +703,7 @@ TEST(cuda_symbolic_rows_loop_to_the_call_length) {
 // A symbolic row count over a static width (a dynamic batch or sequence): the pointwise
 // kernel keeps its 16-byte words and the LayerNorm its row tile.
 TEST(cuda_symbolic_rows_of_a_static_width_keep_vector_accesses) {
-  ember::CudaCode code = cuda_rows_of(R"(graph(s0=64) {
+  ember::CudaCode code = cuda_of(R"(graph(s0=64) {
   %0 = sym_input(0, s0) : none
   %1 = input(1) : bf16[s0,768]{768,1}
   %2 = input(2) : bf16[768]{1}
@@ -745,7 +734,7 @@ TEST(cuda_symbolic_rows_of_a_static_width_keep_vector_accesses) {
 // A load under a Where branch (a pad) proves no range in a graph with symbols: it stays
 // scalar (clamped), while the store is a word.
 TEST(cuda_symbolic_guarded_loads_stay_scalar) {
-  ember::CudaCode code = cuda_rows_of(R"(graph(s0=64) {
+  ember::CudaCode code = cuda_of(R"(graph(s0=64) {
   %0 = sym_input(0, s0) : none
   %1 = input(1) : bf16[s0,760]{760,1}
   %2 = aten.constant_pad_nd.default(%1, [0, 8], 0.0) : bf16[s0,768]{768,1}
@@ -765,8 +754,8 @@ TEST(cuda_symbolic_guarded_loads_stay_scalar) {
 namespace {
 
 std::vector<ember::CudaKernelVariant> variants_of(const std::string& text, int kernel = 0) {
-  ember_test::Pipeline p(text);
-  return ember::generate_cuda_variants(p.program, p.schedule, kernel);
+  ember_test::CudaPipeline p(text);
+  return ember::generate_cuda_variants(p.program, p.schedule, p.cuda_schedule, kernel);
 }
 
 void check_variants_compile(const std::vector<ember::CudaKernelVariant>& vs) {
@@ -832,19 +821,15 @@ TEST(cuda_block_row_variants_change_threads_per_row) {
 // A hoisted BatchNorm pair declares as many threads an SM at block 512 as at 256 (2 x 512).
 TEST(cuda_hoisted_variants_keep_the_threads_an_sm_declares) {
   const std::string text = batch_norm_pair(16, 256, 28, "bf16");
-  ember::CudaCode code = cuda_rows_of(text);
+  ember::CudaCode code = cuda_of(text);
   int hoisted = -1;
   for (size_t k = 0; k < code.kernels.size(); ++k)
     if (code.kernels[k].hoisted_values > 0) hoisted = static_cast<int>(k);
   CHECK(hoisted >= 0);
   if (hoisted < 0) return;
-  ember::Graph g = ember::parse_graph(text);
-  ember::Program p = ember::lower_graph(g);
-  ember::eliminate_dead_code(p);
-  ember::Schedule s = ember::fuse(p, ember::FuseOptions{});
-  ember::merge_inner_dims(s);
+  ember_test::CudaPipeline p(text);
   bool found = false;
-  for (const auto& v : ember::generate_cuda_variants(p, s, hoisted))
+  for (const auto& v : ember::generate_cuda_variants(p.program, p.schedule, p.cuda_schedule, hoisted))
     if (v.info.block == 512) {
       found = true;
       CHECK(v.info.hoisted_values > 0);

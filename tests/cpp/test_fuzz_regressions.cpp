@@ -4,9 +4,13 @@
 #include <cmath>
 
 #include "check.h"
-#include "codegen/cuda_kernel.h"
+#include "codegen/cuda/kernel.h"
 #include "ir/expr.h"
+#include "lower/lowering.h"
 #include "pipeline_util.h"
+#include "schedule/dead_code.h"
+#include "schedule/fuse.h"
+#include "schedule/merge_dims.h"
 
 using namespace ember;
 using ember_test::Pipeline;
@@ -35,7 +39,7 @@ TEST(fuzz_cumsum_along_unit_dim) {
   return (%1, %3)
 }
 )");
-  CHECK(p.code.source.find("scan") == std::string::npos);
+  CHECK(p.c_code.source.find("scan") == std::string::npos);
 }
 
 // The negation of a negative constant printed as "--5LL", a decrement: a C compiler
@@ -50,7 +54,7 @@ TEST(fuzz_negated_negative_constant_compiles) {
   return (%4)
 }
 )");
-  CHECK(p.code.source.find("--") == std::string::npos);
+  CHECK(p.c_code.source.find("--") == std::string::npos);
 }
 
 namespace {
@@ -78,14 +82,12 @@ std::string half_chain(bool internal) {
 // decomposition's intermediate (`internal`) stays unrounded; without it (the default,
 // Inductor's), neither is rounded.
 TEST(fuzz_half_results_rounded_between_ops) {
-  ember::LowerOptions emulate;
-  emulate.emulate_precision_casts = true;
-  Pipeline rounded(half_chain(false), true, emulate);
-  Pipeline unrounded(half_chain(true), true, emulate);
+  Pipeline rounded(half_chain(false), ember_test::emulating_precision_casts());
+  Pipeline unrounded(half_chain(true), ember_test::emulating_precision_casts());
   Pipeline by_default(half_chain(false));
   CHECK_EQ(rounded.schedule.kernels.size(), size_t(1));
-  CHECK_EQ(count_of(rounded.code.source, "ember_round_h") , count_of(unrounded.code.source, "ember_round_h") + 1);
-  CHECK_EQ(count_of(by_default.code.source, "ember_round_h"), count_of(unrounded.code.source, "ember_round_h"));
+  CHECK_EQ(count_of(rounded.c_code.source, "ember_round_h") , count_of(unrounded.c_code.source, "ember_round_h") + 1);
+  CHECK_EQ(count_of(by_default.c_code.source, "ember_round_h"), count_of(unrounded.c_code.source, "ember_round_h"));
   CHECK(parse_graph(print_graph(unrounded.graph)).nodes[1].internal);
   CHECK(!parse_graph(print_graph(rounded.graph)).nodes[1].internal);
 }
@@ -99,21 +101,21 @@ TEST(fuzz_long_float_sums_accumulate_per_block) {
   return (%1)
 }
 )");
-  CHECK(row.code.source.find("_w += ") != std::string::npos);
+  CHECK(row.c_code.source.find("_w += ") != std::string::npos);
   Pipeline column(R"(graph {
   %0 = input(0) : f32[200000,64]{64,1}
   %1 = aten.sum.dim_IntList(%0, [0], false, none) : f32[64]{1}
   return (%1)
 }
 )");
-  CHECK(column.code.source.find("_w[cb + l] += ") != std::string::npos);
+  CHECK(column.c_code.source.find("_w[cb + l] += ") != std::string::npos);
   Pipeline short_row(R"(graph {
   %0 = input(0) : f32[3,1000]{1000,1}
   %1 = aten.sum.dim_IntList(%0, [1], false, none) : f32[3]{1}
   return (%1)
 }
 )");
-  CHECK(short_row.code.source.find("_w") == std::string::npos);
+  CHECK(short_row.c_code.source.find("_w") == std::string::npos);
 }
 
 // Seed 13214: constants rounded to f16/bf16 kept f32's range: 1e30 stayed finite in
@@ -140,7 +142,7 @@ TEST(fuzz_vector_reduction_over_zero_size_dims) {
   return (%1, %2)
 }
 )");
-  CHECK(!p.code.source.empty());
+  CHECK(!p.c_code.source.empty());
 }
 
 // Seed 72148: (float)(int64_t)x is a truncation whose zero has no sign. gcc fuses the two
@@ -159,7 +161,7 @@ TEST(fuzz_float_int64_float_adds_an_opaque_zero) {
   return (%2, %5, %6)
 }
 )");
-  const std::string& c = p.code.source;
+  const std::string& c = p.c_code.source;
   CHECK(c.find("volatile float zero") != std::string::npos);
   CHECK(c.find("volatile double zero") != std::string::npos);
   CHECK_EQ(count_of(c, " + zero"), size_t(2));  // the f16 result rounds the f32 value
@@ -179,7 +181,7 @@ TEST(fuzz_inner_dims_with_symbolic_strides_merge) {
   return (%3, %4)
 }
 )");
-  CHECK_EQ(p.schedule_text(), "kernel ember_k0 outer=[]\n  stage 0 inner=[208]: buf1(sum) buf2\n");
+  CHECK_EQ(schedule_summary(p.schedule_text()), "kernel ember_k0 outer=[]\n  stage 0 inner=[208]: buf1(sum) buf2\n");
   // Not contiguous together (the row stride is not 16 times the column stride): kept.
   Pipeline q(R"(graph(s0=17) {
   %0 = sym_input(0, s0) : none
@@ -189,7 +191,7 @@ TEST(fuzz_inner_dims_with_symbolic_strides_merge) {
   return (%3)
 }
 )");
-  CHECK_EQ(q.schedule_text(), "kernel ember_k0 outer=[]\n  stage 0 inner=[13,16]: buf1(sum)\n");
+  CHECK_EQ(schedule_summary(q.schedule_text()), "kernel ember_k0 outer=[]\n  stage 0 inner=[13,16]: buf1(sum)\n");
 }
 
 // Seed 80280: layer_norm's mean (var_mean's) of values near 139 was sum / n, off by the
@@ -202,8 +204,8 @@ TEST(fuzz_var_mean_mean_is_corrected_by_the_deviations_sum) {
   return (%1, %1.1)
 }
 )");
-  CHECK_EQ(p.schedule_text(), "kernel ember_k0 outer=[2]\n  stage 0 inner=[208]: buf1(sum)\n"
-                              "  stage 1 inner=[208]: buf2(sum) buf3(sum)\n  stage 2 inner=[]: buf4 buf5\n");
+  CHECK_EQ(schedule_summary(p.schedule_text()), "kernel ember_k0 outer=[2]\n  stage 0 inner=[208]: buf1(sum)\n"
+                                                 "  stage 1 inner=[208]: buf2(sum) buf3(sum)\n  stage 2 inner=[]: buf4 buf5\n");
 }
 
 // The GPU campaign's NVRTC slice (seeds 355, 554, 807 of the f32/bf16/f16 programs):
@@ -235,11 +237,13 @@ TEST(fuzz_cuda_per_row_stage_keeps_its_values_for_later_stages) {
   eliminate_dead_code(prog);
   Schedule s = fuse(prog, FuseOptions{});
   merge_inner_dims(s);
-  CHECK_EQ(print_schedule(s, prog, g), "kernel ember_k0 outer=[2,17,64]\n  stage 0 inner=[]: buf1(max)\n"
-                                       "  stage 1 inner=[]: buf2 buf3(sum)\n  stage 2 inner=[]: buf4\n");
+  CHECK_EQ(schedule_summary(print_schedule(s, prog)),
+           "kernel ember_k0 outer=[2,17,64]\n  stage 0 inner=[]: buf1(max)\n"
+           "  stage 1 inner=[]: buf2 buf3(sum)\n  stage 2 inner=[]: buf4\n");
   std::string source;
   try {
-    source = generate_cuda(prog, s).source;
+    CudaSchedule cs = schedule_cuda(prog, s);
+    source = generate_cuda(prog, s, cs).source;
   } catch (const std::exception& e) {
     CHECK_EQ(std::string(e.what()), "");
   }

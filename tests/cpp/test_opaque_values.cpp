@@ -35,12 +35,17 @@ TEST(opaque_type_prints_as_it_parses) {
 TEST(ops_on_opaque_values_are_externs_and_the_rest_fuses) {
   Pipeline p(kGraph);
   CHECK_EQ(p.program_text(),
-           "buf0 = input(0) : f32[4,8]\n"
+           "program(vars=2)\n"
+           "buf0 = input(0) : f32[4,8]{8,1}\n"
            "buf1 = input(1) : opaque\n"
-           "extern aten._to_copy.default (its result is a tensor ember does not model (dtype, layout or device)) -> buf2\n"
-           "extern aten._to_copy.default (it reads a tensor ember does not model (dtype, layout or device)) -> buf3\n"
-           "buf4 : f32[4,8] = (max((buf0[((v0 * 8) + v1)] * 2), 0) + buf3[((v0 * 8) + v1)])\n"
-           "return buf4 buf2\n");
+           "extern %4 aten._to_copy.default(%1 = buf1) -> buf2 : opaque  "
+           "\"its result is a tensor ember does not model (dtype, layout or device)\"\n"
+           "extern %5 aten._to_copy.default(%4 = buf2) -> buf3 : f32[4,8]{8,1}  "
+           "\"it reads a tensor ember does not model (dtype, layout or device)\"\n"
+           "buf4 : f32[4,8]{8,1} for [v0, v1] = (max((buf0[((v0 * 8) + v1)] * 2.0), 0.0) + buf3[((v0 * 8) + v1)])  from %6 %3 %2\n"
+           "return buf4, buf2\n");
+  // The program text parses back (opaque buffers included).
+  CHECK_EQ(ember_test::after(p.program_text(), {}), p.program_text());
   CHECK_EQ(p.schedule.kernels.size(), 1u);
   CHECK(p.program.buffers[1].opaque && p.program.buffers[2].opaque && !p.program.buffers[3].opaque);
   // The extern reading the opaque input passes it as it is: no layout copy of it.

@@ -54,8 +54,8 @@ std::vector<int> vectorized_lines(const std::string& source) {
 // lines of the pragma (reductions at the pragma, others at the loop body).
 void check_all_simd_loops_vectorize(const char* graph) {
   Pipeline p(graph);
-  std::vector<int> vec = vectorized_lines(p.code.source);
-  std::istringstream in(p.code.source);
+  std::vector<int> vec = vectorized_lines(p.c_code.source);
+  std::istringstream in(p.c_code.source);
   std::string line;
   int n = 0, pragmas = 0;
   while (std::getline(in, line)) {
@@ -65,7 +65,7 @@ void check_all_simd_loops_vectorize(const char* graph) {
     bool found = false;
     for (int v : vec) found |= v >= n && v <= n + 3;
     if (!found) {
-      std::cerr << "loop at line " << n << " did not vectorize:\n" << p.code.source << "\n";
+      std::cerr << "loop at line " << n << " did not vectorize:\n" << p.c_code.source << "\n";
       CHECK(found);
     }
   }
@@ -199,8 +199,8 @@ TEST(channels_last_pool_walks_the_input_rows) {
   return (%4)
 }
 )");
-  CHECK(simd_of_loops_with(p.code.source, "i0 * 1024LL").empty());
-  std::vector<bool> rows = simd_of_loops_with(p.code.source, "i0 * 2LL");
+  CHECK(simd_of_loops_with(p.c_code.source, "i0 * 1024LL").empty());
+  std::vector<bool> rows = simd_of_loops_with(p.c_code.source, "i0 * 2LL");
   CHECK(!rows.empty());
   for (bool simd : rows) CHECK(simd);
 }
@@ -217,8 +217,8 @@ TEST(wide_step_loads_run_without_simd) {
   return (%4)
 }
 )");
-  std::vector<bool> wide = simd_of_loops_with(p.code.source, "i0 * 1089LL");
+  std::vector<bool> wide = simd_of_loops_with(p.c_code.source, "i0 * 1089LL");
   CHECK(!wide.empty());
   for (bool simd : wide) CHECK(!simd);
-  CHECK(count(p.code.source, "#pragma omp simd") > 0);
+  CHECK(count(p.c_code.source, "#pragma omp simd") > 0);
 }

@@ -167,7 +167,7 @@ def _batch_norm_pair(x, y, *p):
     """The first block of a ResNet stage with a downsample branch, after its convolutions:
     two channels-last activations, each normalized by its own BatchNorm (inference),
     added, relu. Each thread's channel is fixed when C divides the grid-stride step:
-    the per-channel scale is computed before the grid loop (kHoistWords, cuda_vector_path.h)."""
+    the per-channel scale is computed before the grid loop (kHoistWords, csrc/schedule/cuda/vector_plan.h)."""
     a = F.batch_norm(x, p[0], p[1], p[2], p[3], False, 0.0, 1e-5)
     b = F.batch_norm(y, p[4], p[5], p[6], p[7], False, 0.0, 1e-5)
     return (a + b).relu()
@@ -352,7 +352,7 @@ CASES = {
                                                      _rand(768, device=d, dtype=torch.bfloat16))),
     "vector_widen_bf16_f32": lambda d: (_widen, (_rand(32, 1024, device=d, dtype=torch.bfloat16), _rand(1024, device=d))),
     "vector_misaligned_bf16": lambda d: (_abs_diff, _misaligned(d)),
-    # Tiled transposes (csrc/codegen/cuda_transpose.h): loads and store contiguous along
+    # Tiled transposes (csrc/schedule/cuda/transpose_plan.h): loads and store contiguous along
     # different dims, odd extents, tile edges, fused pointwise work.
     "transpose_image_bf16": lambda d: (_to_channels_last, (_rand(4, 3, 224, 224, device=d, dtype=torch.bfloat16),)),
     "transpose_image_f32": lambda d: (_to_channels_last, (_rand(2, 3, 61, 67, device=d),)),

@@ -80,7 +80,7 @@ def test_generated_cuda_compiles(name, tmp_path, monkeypatch):
             assert cg.cubins and all(c[:4] == b"\x7fELF" for c in cg.cubins) and cg.cache_status in ("miss", "memory")
             for k in cg.kernels:
                 assert k["grid"] >= 0 and 32 <= k["block"] <= 1024
-    if name.startswith("transpose_"):  # the tiled shape, not the elementwise one (cuda_transpose.h)
+    if name.startswith("transpose_"):  # the tiled shape, not the elementwise one (schedule/cuda/transpose_plan.h)
         assert any(k["shape"] == "transpose" for cg in results for k in cg.kernels), [cg.kernels for cg in results]
 
 
@@ -101,7 +101,7 @@ def _row_kernels(name, train=False):
 
 
 def test_row_tiles(tmp_path, monkeypatch):
-    """The row tile's decisions on the rows it is for (kRowTileValues, cuda_row_tile.h)."""
+    """The row tile's decisions on the rows it is for (kRowTileValues, schedule/cuda/row_tile.h)."""
     monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     # BERT's LayerNorm(x + r): 8 bf16 a chunk, 3 chunks a thread; x and r read once.
     [(k, _)] = _row_kernels("layer_norm_768_bf16")
@@ -129,7 +129,7 @@ def _elementwise_kernels(name):
 
 def test_hoisting(tmp_path, monkeypatch):
     """Per-channel values out of the grid loop in channels-last BatchNorm kernels
-    (kHoistWords, cuda_vector_path.h): each BatchNorm's scale, once per thread and lane."""
+    (kHoistWords, schedule/cuda/vector_plan.h): each BatchNorm's scale, once per thread and lane."""
     monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     for name, lanes, grid in (("batch_norm_pair_64_bf16", 8, 1024), ("batch_norm_pair_256_bf16", 8, 1024),
                               ("batch_norm_pair_200_bf16", 8, 1025), ("batch_norm_pair_256_f32", 4, 1024),

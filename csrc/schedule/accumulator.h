@@ -1,0 +1,24 @@
+// What a reduction accumulates in: shared by the schedules that size partials and by
+// the C and CUDA printers that declare accumulators.
+#pragma once
+#include <cstdint>
+
+#include "lower/program.h"
+
+namespace ember {
+
+// Float sums of more than this many elements into one accumulator lose precision in
+// f32: one f32 accumulator per SIMD lane over half a million elements lost about 4
+// digits against eager's cascade summation. The CPU printer then adds blocks of this
+// many elements into a double total; a CUDA thread adding more than this sums in double.
+constexpr int64_t kLongSum = 4096;
+
+// Whether a reduction whose accumulator takes `chain` elements sums in double (CUDA).
+bool sums_in_double(const ComputedBuffer& c, int64_t chain);
+
+// Bytes of one partial of that accumulator, as a column split stores them: 4 for float
+// and 32-bit accumulators, 8 for double and 64-bit ones (and narrower integers and bool,
+// which take a slot as wide as the widest).
+int64_t accumulator_bytes(const ComputedBuffer& c, int64_t chain);
+
+}  // namespace ember

@@ -1,0 +1,44 @@
+#include "schedule/cuda/column_split.h"
+
+#include <algorithm>
+
+#include "schedule/accumulator.h"
+
+namespace ember {
+
+ColumnSplit plan_column_split(const Program& p, const Schedule& s, const Placement& m, int ki, const CudaLaunch& launch,
+                              int scratch_id, CudaKernelInfo& info) {
+  const Kernel& k = s.kernels[ki];
+  if (launch.shape != CudaKernelInfo::Shape::RowBlock || launch.rows != 1) return {};
+  int64_t most_rows = 0, widest = 0;
+  for (const auto& st : k.stages) {
+    if (!st.vector_reduce) continue;
+    bool own = false;
+    for (const auto& item : st.items)
+      walk_loads(item.value, [&](const Expr& e) { own |= m.producer[e->ival].kernel == ki; });
+    if (own) return {};
+    most_rows = std::max(most_rows, numel(st.inner) / st.inner[0].hint());
+    widest = std::max(widest, st.inner[0].hint());
+  }
+  if (most_rows < 2 * kColumnSplitMinRows) return {};
+  ColumnSplit split;
+  const int64_t span = std::max(kColumnSplitMinRows, (most_rows + kColumnSplitBlocks - 1) / kColumnSplitBlocks);
+  split.chunks = (most_rows + span - 1) / span;
+  // Each vector stage's reduction items get chunks x C partials of their accumulator type.
+  for (const auto& st : k.stages) {
+    if (!st.vector_reduce) continue;
+    const int64_t rows = numel(st.inner) / st.inner[0].hint();
+    for (const auto& item : st.items) {
+      const ComputedBuffer& c = p.computed[item.computed];
+      split.scratch_bytes = (split.scratch_bytes + 15) / 16 * 16;
+      split.partial_offset[item.computed] = split.scratch_bytes;
+      split.scratch_bytes += split.chunks * st.inner[0].hint() * accumulator_bytes(c, rows);
+    }
+  }
+  info.args.push_back(scratch_id);
+  info.partial_grid = static_cast<uint32_t>(split.chunks);
+  info.partial_block = static_cast<uint32_t>(std::clamp<int64_t>((widest + 31) / 32 * 32, 32, 1024));
+  return split;
+}
+
+}  // namespace ember

@@ -1,0 +1,166 @@
+#include "schedule/cuda/row_tile.h"
+
+#include <algorithm>
+#include <iterator>
+#include <string>
+#include <unordered_map>
+
+#include "ir/affine.h"
+#include "schedule/cuda/vector_access.h"
+
+namespace ember {
+
+namespace {
+
+// A row block's threads share the row tile's chunks evenly where whole warps can: the
+// 384 chunks of a 3,072-wide bf16 row on 256 threads left half of them idle in the
+// second slot; 192 threads take two each. Same slots, fewer threads.
+void even_row_block(CudaLaunch& launch, CudaKernelInfo& info, int64_t chunks, int64_t slots) {
+  const int64_t even = (chunks + slots - 1) / slots;
+  const int64_t threads = (even + 31) / 32 * 32;
+  if (threads < 64 || threads >= launch.threads) return;
+  launch.threads = static_cast<int>(threads);
+  info.block = static_cast<uint32_t>(launch.threads);
+}
+
+}  // namespace
+
+RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, int ki, CudaLaunch& launch,
+                      CudaKernelInfo& info) {
+  const Kernel& k = s.kernels[ki];
+  if (launch.shape == CudaKernelInfo::Shape::Elementwise) return {};
+  const Stage* looping = nullptr;
+  for (const auto& st : k.stages) {
+    if (st.vector_reduce) return {};
+    // A scan is sequential; an arg-reduction needs each element's flat index, which the
+    // per-element loop has (j) and the tile's chunks do not.
+    for (const auto& item : st.items)
+      if (item.is_scan || p.computed[item.computed].is_arg_reduction()) return {};
+    // A graph with symbols tiles static rows only (their count may be symbolic); a
+    // stage over symbolic dims keeps the per-element loop.
+    if (launch.symbolic && is_symbolic(st.inner)) continue;
+    if (!st.inner.empty() && (!looping || numel(st.inner) > numel(looping->inner))) looping = &st;
+  }
+  if (!looping || numel(looping->inner) == 0) return {};
+  RowTile t;
+  for (const auto& st : k.stages)
+    t.tiled.push_back(!st.inner.empty() && !is_symbolic(st.inner) && hints(st.inner) == hints(looping->inner));
+
+  // Each buffer's index where the tiled stages read it from memory (one index, or it
+  // is read element by element), and how many stages read it.
+  std::map<int, Expr> index;
+  std::set<int> mixed, read_untiled;
+  std::map<int, int> readers;
+  for (size_t st = 0; st < k.stages.size(); ++st) {
+    std::set<int> here;
+    for (const auto& item : k.stages[st].items)
+      walk_loads(item.value, [&](const Expr& e) {
+        const int b = static_cast<int>(e->ival);
+        if (read_is_local(m.producer[b], s, ki, static_cast<int>(st), VectorResults::InMemory)) return;
+        if (!t.tiled[st]) {
+          read_untiled.insert(b);
+          return;
+        }
+        auto [it, fresh] = index.emplace(b, e->args[0]);
+        if (!fresh && !same_index(it->second, e->args[0])) mixed.insert(b);
+        if (here.insert(b).second && !t.first_read.count(b)) t.first_read[b] = static_cast<int>(st);
+      });
+    for (int b : here) ++readers[b];
+  }
+  std::map<int, Expr> written;  // per-element values the tiled stages store
+  for (size_t st = 0; st < k.stages.size(); ++st)
+    for (const auto& item : k.stages[st].items) {
+      const int b = p.computed[item.computed].buffer;
+      if (t.tiled[st] && !item.is_reduction && m.in_memory[b]) written.emplace(b, item.store_index);
+    }
+  std::unordered_map<int, int64_t> extents;
+  for (size_t d = 0; d < k.outer.size(); ++d) extents[outer_var(static_cast<int>(d))] = k.outer[d].hint();
+  for (size_t d = 0; d < looping->inner.size(); ++d) extents[inner_var(static_cast<int>(d))] = looping->inner[d].hint();
+  const int v = inner_var(static_cast<int>(looping->inner.size()) - 1);
+  // A graph with symbols proves no ranges at the hints: a chunk access there is a store,
+  // or a load of a buffer the kernel never reads under a Where branch (see
+  // symbolic_vector_index).
+  std::set<int> guarded;
+  if (launch.symbolic)
+    for (const auto& st : k.stages)
+      for (const auto& item : st.items)
+        walk_guarded_loads(item.value, false, [&](const Expr& e, bool g) {
+          if (g) guarded.insert(static_cast<int>(e->ival));
+        });
+  auto chunk_access = [&](int b, const Expr& e, int lanes) {
+    if (vector_bytes(p.buffers[b].dtype, lanes) == 0) return false;
+    if (!launch.symbolic) return vector_index(p, e, b, v, lanes, extents);
+    return !guarded.count(b) && symbolic_vector_index(e, v, lanes);
+  };
+
+  // Lanes: 16 bytes of the widest element a chunk access may move (per-row results,
+  // index and mask buffers never are), fewer when the row's last dim asks.
+  int64_t widest = 1;
+  for (const auto& [b, e] : index)
+    if (!mixed.count(b) && chunk_access(b, e, 1)) widest = std::max(widest, dtype_size(p.buffers[b].dtype));
+  for (const auto& [b, e] : written)
+    if (chunk_access(b, e, 1)) widest = std::max(widest, dtype_size(p.buffers[b].dtype));
+  t.lanes = elementwise_elems_per_thread(widest);
+  while (t.lanes > 1 && looping->inner.back().hint() % t.lanes != 0) t.lanes /= 2;
+  t.chunks = numel(looping->inner) / t.lanes;
+  const int64_t slots = (t.chunks + launch.threads - 1) / launch.threads;
+  if (slots * t.lanes <= kRowTileValues) t.slots = slots;
+  if (t.slots > 0 && launch.shape == CudaKernelInfo::Shape::RowBlock) even_row_block(launch, info, t.chunks, slots);
+  for (const auto& [b, e] : index)
+    if (!mixed.count(b) && chunk_access(b, e, t.lanes)) t.loads[b] = e;
+  for (const auto& [b, e] : written)
+    if (t.lanes > 1 && chunk_access(b, e, t.lanes)) t.stores.insert(b);
+
+  // Registers, within kRowTileBytes a thread: first the buffers of the row itself
+  // that several stages read, then kept values, then broadcast buffers (a LayerNorm's
+  // weight; its reads hit the cache anyway).
+  if (t.slots > 0) {
+    int64_t budget = kRowTileBytes;
+    auto take = [&](int64_t bytes) {
+      if (bytes > budget) return false;
+      budget -= bytes;
+      return true;
+    };
+    auto per_row = [&](const Expr& e) {
+      auto af = affine_form(e);
+      if (!af) return false;
+      for (const auto& [var_id, c] : af->coef)
+        if (var_id >= kOuterVarBase && var_id < kInnerVarBase) return true;
+      return false;
+    };
+    auto cache = [&](bool row) {
+      for (const auto& [b, e] : t.loads)
+        if (readers[b] >= 2 && m.producer[b].kernel != ki && per_row(e) == row &&
+            take(t.slots * vector_bytes(p.buffers[b].dtype, t.lanes)))
+          t.cached.insert(b);
+    };
+    cache(true);
+    for (size_t st = 0; st < k.stages.size(); ++st)
+      for (const auto& item : k.stages[st].items) {
+        const int b = p.computed[item.computed].buffer;
+        auto it = index.find(b);
+        if (!t.tiled[st] || item.is_reduction || it == index.end() || mixed.count(b) || read_untiled.count(b) ||
+            !same_index(it->second, item.store_index))
+          continue;
+        // A register a value: 8 bytes for i64 and f64, 4 for the rest (f16/bf16 kept as f32).
+        const DType dt = p.buffers[b].dtype;
+        if (take(t.slots * t.lanes * (dt == DType::I64 || dt == DType::F64 ? 8 : 4))) t.kept.insert(b);
+      }
+    cache(false);
+  }
+  for (int b : t.kept) t.loads.erase(b);
+  for (auto it = t.first_read.begin(); it != t.first_read.end();)
+    it = t.cached.count(it->first) ? std::next(it) : t.first_read.erase(it);
+  // Scalar accesses and no registers kept: the per-element loop is the same.
+  if ((t.loads.empty() && t.stores.empty()) || (t.lanes == 1 && t.slots == 0)) return {};
+  if (t.lanes > 1) {
+    for (const auto& [b, e] : t.loads) t.align = std::max(t.align, vector_bytes(p.buffers[b].dtype, t.lanes));
+    for (int b : t.stores) t.align = std::max(t.align, vector_bytes(p.buffers[b].dtype, t.lanes));
+  }
+  info.row_lanes = static_cast<uint32_t>(t.lanes);
+  info.row_slots = static_cast<uint32_t>(t.slots);
+  info.row_cached.assign(t.cached.begin(), t.cached.end());
+  return t;
+}
+
+}  // namespace ember

@@ -1,0 +1,60 @@
+// The row tile of the row shapes (RowWarp, RowBlock), planned: the looping stages walk
+// the row in chunks of 4 or 8 consecutive elements, read and written with one vector
+// access per buffer, and rows short enough stay in registers across the stages. Printed
+// stage by stage by codegen/cuda/row_tile.h; the per-element loop runs when the tile's
+// pointers are not aligned.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "ir/expr.h"
+#include "lower/program.h"
+#include "schedule/cuda/kernel_info.h"
+#include "schedule/cuda/launch.h"
+#include "schedule/kernel.h"
+#include "schedule/placement.h"
+
+namespace ember {
+
+// The row tile (row shapes whose looping stages share their inner dims: softmax,
+// LayerNorm and their backwards). Each thread takes chunks of `lanes` consecutive
+// elements of the row (8 when every buffer has elements of at most 2 bytes, else 4, so
+// that an access moves 16 bytes; fewer when the row's last dim is not a multiple),
+// chunk tid, tid + threads, ..., read and written with one vector access per buffer
+// after a run-time alignment check (else the scalar loop runs). When a thread's
+// elements number at most kRowTileValues, its chunks are unrolled slots, the same in
+// every stage, so a buffer the stages read at one index is loaded once into registers
+// (and a value a stage stores and a later one reads is kept), within kRowTileBytes of
+// registers a thread: rows read from memory once, not once per stage.
+constexpr int64_t kRowTileValues = 32;
+constexpr int64_t kRowTileBytes = 192;
+
+// A row kernel's row tile. Chunk c of a row is elements c * lanes .. c * lanes + lanes - 1
+// (flat over the looping stages' inner dims); thread tid takes chunks tid, tid + threads,
+// ..., slot u being chunk u * threads + tid.
+struct RowTile {
+  int lanes = 0;             // elements a chunk; 0: no row tile
+  int64_t chunks = 0;        // chunks a row
+  int64_t slots = 0;         // chunks a thread, unrolled, registers kept; 0: a loop
+  std::vector<bool> tiled;   // per stage: it loops over the row's elements
+  std::map<int, Expr> loads;  // buffers read a chunk at a time (one access), at this index
+  std::set<int> stores;       // buffers written a chunk at a time
+  std::set<int> cached;       // of `loads`: read once, at the first stage that reads them
+  std::map<int, int> first_read;  // cached buffer -> the stage that loads it
+  std::set<int> kept;         // this kernel's per-element values later stages read from registers
+  int align = 0;              // bytes every chunk access's pointer must be aligned to (0: none)
+};
+
+// Row shapes with neither vector stages nor scans. The tile takes the looping stages
+// whose inner dims are those of the largest one (so that chunk c of one stage is chunk c
+// of every other, on the same thread); other looping stages (a mask's row fused before a
+// LayerNorm) keep the per-element loop. Only when some buffer is accessed a chunk at a
+// time or kept in registers; lanes == 0 otherwise. A RowBlock kernel whose tile has slots
+// may get fewer threads (launch.threads, info.block). Sets info.row_lanes, row_slots and
+// row_cached.
+RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, int ki, CudaLaunch& launch,
+                      CudaKernelInfo& info);
+
+}  // namespace ember

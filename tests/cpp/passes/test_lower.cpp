@@ -1,0 +1,116 @@
+// lower_graph: graph text in, program text out (lower/program_text.h).
+#include "check.h"
+#include "pipeline_util.h"
+
+using ember_test::after;
+
+TEST(lower_pointwise_chain_is_one_buffer) {
+  CHECK_EQ(after(R"(graph {
+  %0 = input(0) : f32[8,4]{4,1}
+  %1 = aten.mul.Tensor(%0, 2.0) : f32[8,4]{4,1}
+  %2 = aten.exp.default(%1) : f32[8,4]{4,1}
+  %3 = aten.add.Tensor(%2, %0, 1) : f32[8,4]{4,1}
+  return (%3)
+}
+)", {"lower_graph"}),
+           "program(vars=2)\n"
+           "buf0 = input(0) : f32[8,4]{4,1}\n"
+           "buf1 : f32[8,4]{4,1} for [v0, v1] = (exp((buf0[((v0 * 4) + v1)] * 2.0)) + buf0[((v0 * 4) + v1)])  from %3 %2 %1\n"
+           "return buf1\n");
+}
+
+TEST(lower_unsupported_op_becomes_extern_with_reason) {
+  // relu is realized for the extern; neg reads the extern's result.
+  CHECK_EQ(after(R"(graph {
+  %0 = input(0) : f32[4,4]{4,1}
+  %1 = aten.relu.default(%0) : f32[4,4]{4,1}
+  %2 = aten.mm.default(%1, %1) : f32[4,4]{4,1}
+  %3 = aten.neg.default(%2) : f32[4,4]{4,1}
+  return (%3)
+}
+)", {"lower_graph"}),
+           "program(vars=4)\n"
+           "buf0 = input(0) : f32[4,4]{4,1}\n"
+           "buf1 : f32[4,4]{4,1} for [v0, v1] = max(buf0[((v0 * 4) + v1)], 0.0)  from %1\n"
+           "extern %2 aten.mm.default(%1 = buf1, %1 = buf1) -> buf2 : f32[4,4]{4,1}  \"matmul: ATen (BLAS)\"\n"
+           "buf3 : f32[4,4]{4,1} for [v2, v3] = neg(buf2[((v2 * 4) + v3)])  from %3\n"
+           "return buf3\n");
+}
+
+TEST(lower_max_pool_backward_window_tests_fold) {
+  // Non-overlapping 2x2 windows: each input element has one candidate window, at
+  // (h >> 1, w >> 1); the window and range tests and the index clamps fold away.
+  CHECK_EQ(after(R"(graph {
+  %0 = input(0) : f32[1,2,2,2]{8,4,2,1}
+  %1 = input(1) : f32[1,2,4,4]{32,16,4,1}
+  %2 = input(2) : i64[1,2,2,2]{8,4,2,1}
+  %3 = aten.max_pool2d_with_indices_backward.default(%0, %1, [2, 2], [], [0, 0], [1, 1], false, %2) : f32[1,2,4,4]{32,16,4,1}
+  return (%3)
+}
+)", {"lower_graph"}),
+           "program(vars=3)\n"
+           "buf0 = input(0) : f32[1,2,2,2]{8,4,2,1}\n"
+           "buf1 = input(1) : f32[1,2,4,4]{32,16,4,1}\n"
+           "buf2 = input(2) : i64[1,2,2,2]{8,4,2,1}\n"
+           "buf3 : f32[1,2,4,4]{32,16,4,1} for [_, v0, v1, v2] = (0.0 + where(eq(buf2[(((v0 * 4) + (shr(v1, 1) * 2)) + "
+           "shr(v2, 1))], ((v1 * 4) + v2)), buf0[(((v0 * 4) + (shr(v1, 1) * 2)) + shr(v2, 1))], 0.0))  from %3\n"
+           "return buf3\n");
+}
+
+TEST(lower_views_of_inputs_stay_strided) {
+  CHECK_EQ(after(R"(graph {
+  %0 = input(0) : f32[4,6]{6,1}
+  %1 = aten.permute.default(%0, [1, 0]) : f32[6,4]{1,6}
+  %2 = aten.slice.Tensor(%1, 0, 1, 5, 2) : f32[2,4]{2,6}
+  %3 = aten.neg.default(%2) : f32[2,4]{4,1}
+  return (%3)
+}
+)", {"lower_graph"}),
+           "program(vars=2)\n"
+           "buf0 = input(0) : f32[4,6]{6,1}\n"
+           "buf1 : f32[2,4]{4,1} for [v0, v1] = neg(buf0[(((v0 * 2) + (v1 * 6)) + 1)])  from %3\n"
+           "return buf1\n");
+}
+
+TEST(lower_max_pool_of_a_transposed_read_realizes_its_input) {
+  // ReLU of a channels-last value pooled in NCHW: realized once, contiguously (one
+  // transposing pass), instead of four strided reads per window inside the pool.
+  const std::string program = after(R"(graph {
+  %0 = input(0) : f32[2,4,8,8]{256,1,32,4}
+  %1 = aten.relu.default(%0) : f32[2,4,8,8]{256,64,8,1}
+  %2 = aten.max_pool2d_with_indices.default(%1, [2, 2], [], [0, 0], [1, 1], false) : (f32[2,4,4,4]{64,16,4,1}, i64[2,4,4,4]{64,16,4,1})
+  return (%2, %2.1)
+}
+)", {"lower_graph"});
+  CHECK(program.find("buf1 : f32[2,4,8,8]{256,64,8,1} for [v0, v1, v2, v3] = max(buf0[") != std::string::npos);
+  CHECK(program.find("buf2 : f32[2,4,4,4]{64,16,4,1} for [v4, v5, v6, v7] = max(max(max(buf1[") != std::string::npos);
+}
+
+TEST(lower_a_1x1_weight_is_passed_to_the_convolution_as_it_is) {
+  // The convolution takes channels-last operands (extern_layouts.h). A [8, 4, 1, 1]
+  // weight differs from channels-last only in the strides of its size-1 dims: no copy.
+  // A 3x3 one is transposed by a kernel.
+  const char* conv = R"(graph {
+  %0 = input(0) : f32[2,4,8,8]{256,1,32,4}
+  %1 = input(1) : f32[8,4,K,K]{S,SS,K,1}
+  %2 = aten.convolution.default(%0, %1, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1) : f32[2,8,O,O]{OO,1,O8,8}
+  return (%2)
+}
+)";
+  auto with = [&](int k) {
+    std::string text = conv;
+    auto put = [&](const std::string& key, int64_t v) {
+      for (size_t at; (at = text.find(key)) != std::string::npos;) text.replace(at, key.size(), std::to_string(v));
+    };
+    const int o = 9 - k;
+    put("OO", o * o * 8);
+    put("O8", o * 8);
+    put("O", o);
+    put("SS", k * k);
+    put("S", 4 * k * k);
+    put("K", k);
+    return text;
+  };
+  CHECK(after(with(1), {"lower_graph"}).find(" for ") == std::string::npos);
+  CHECK(after(with(3), {"lower_graph"}).find("buf2 : f32[8,4,3,3]{36,1,12,4} for ") != std::string::npos);
+}

@@ -1,0 +1,241 @@
+// pad_matmuls: matmul operands padded to 16-byte leading dims, as before/expected text.
+// Values are checked end to end in tests/python/test_pad_matmuls.py.
+#include "check.h"
+#include "lower/pad_matmuls.h"
+#include "pipeline_util.h"
+
+using namespace ember;
+
+namespace {
+
+constexpr PadMatmulOptions kAlways{0, 0};  // no size thresholds: small graphs get padded
+
+PipelineOptions padding(PadMatmulOptions pad) {
+  PipelineOptions o;
+  o.pad_matmuls = true;
+  o.pad = pad;
+  return o;
+}
+
+// The CPU pipeline with pad_matmuls after lowering (fusion and codegen must accept what
+// the pass makes).
+struct Padded : ember_test::Pipeline {
+  explicit Padded(const std::string& text, PadMatmulOptions opts = kAlways) : Pipeline(text, padding(opts)) {}
+  std::string text() const { return program_text(); }
+};
+
+}  // namespace
+
+TEST(pad_matmuls_pads_n_of_a_transposed_weight_and_copies_the_slice) {
+  // GPT-2's LM head: x @ wte^T with an odd vocabulary. wte^T is column-major, so its
+  // leading dim (16) is aligned already; N (13) is the result's and is padded: wte^T
+  // gets zero columns (a copy that stays column-major), and the graph's result is a
+  // copy of the wider result's slice.
+  Padded p(R"(graph {
+  %0 = input(0) : bf16[4,16]{16,1}
+  %1 = input(1) : bf16[13,16]{16,1}
+  %2 = aten.permute.default(%1, [1, 0]) : bf16[16,13]{1,16}
+  %3 = aten.mm.default(%0, %2) : bf16[4,13]{13,1}
+  return (%3)
+}
+)");
+  CHECK_EQ(p.text(),
+           "program(vars=4)\n"
+           "buf0 = input(0) : bf16[4,16]{16,1}\n"
+           "buf1 = input(1) : bf16[13,16]{16,1}\n"
+           "buf3 : bf16[16,16]{1,16} for [v0, v1] order [1, 0] = where(lt(v1, 13), buf1[(v0 + (v1 * 16))], 0.0:bf16)\n"
+           "extern %3 aten.mm.default(%0 = buf0, %2 = buf3) -> buf4 : bf16[4,16]{16,1}  \"matmul: ATen (BLAS); padded for 16-byte leading dims (N 13->16): copies of b; result sliced by a copy\"\n"
+           "buf2 : bf16[4,13]{13,1} for [v2, v3] = buf4[((v2 * 16) + v3)]\n"
+           "return buf2\n");
+  CHECK(p.program.buffers[4].kind == Buffer::Kind::Extern);
+  CHECK_EQ(print_dims(p.program.buffers[4].sizes), "[4,16]");
+  CHECK_EQ(print_dims(p.program.externs[0].tensor_views[1].strides), "[1,16]");
+  CHECK(p.program.buffers[2].kind == Buffer::Kind::Computed);
+  // The copy reads wte in memory order: one row of wte (16 contiguous) per inner loop.
+  CHECK_EQ(p.schedule_text(),
+           "kernel ember_k0 outer=[16]\n"
+           "  stage 0 inner=[16]: buf3\n"
+           "    buf3[(i0 + (o0 * 16))] = where(lt(o0, 13), buf1[(i0 + (o0 * 16))], 0.0:bf16)\n"
+           "extern %3 aten.mm.default  # matmul: ATen (BLAS); padded for 16-byte leading dims (N 13->16): copies of b; result sliced by a copy\n"
+           "kernel ember_k1 outer=[4]\n"
+           "  stage 0 inner=[13]: buf2\n"
+           "    buf2[((o0 * 13) + i0)] = buf4[((o0 * 16) + i0)]\n");
+}
+
+TEST(pad_matmuls_backward_pads_k_and_m_sharing_one_copy_of_the_gradient) {
+  // The LM head's backward: grad @ W (K odd: grad and W get zero columns / rows) and
+  // grad^T @ x (M odd and the leading dim of the column-major grad^T). Both pad the
+  // same memory the same way: one copy of grad. The second result only grows by rows.
+  Padded p(R"(graph {
+  %0 = input(0) : bf16[16,13]{13,1}
+  %1 = input(1) : bf16[13,8]{8,1}
+  %2 = input(2) : bf16[16,8]{8,1}
+  %3 = aten.mm.default(%0, %1) : bf16[16,8]{8,1}
+  %4 = aten.permute.default(%0, [1, 0]) : bf16[13,16]{1,13}
+  %5 = aten.mm.default(%4, %2) : bf16[13,8]{8,1}
+  return (%3, %5)
+}
+)");
+  CHECK_EQ(p.text(),
+           "program(vars=4)\n"
+           "buf0 = input(0) : bf16[16,13]{13,1}\n"
+           "buf1 = input(1) : bf16[13,8]{8,1}\n"
+           "buf2 = input(2) : bf16[16,8]{8,1}\n"
+           "buf5 : bf16[16,16]{16,1} for [v0, v1] = where(lt(v1, 13), buf0[((v0 * 13) + v1)], 0.0:bf16)\n"
+           "buf6 : bf16[16,8]{8,1} for [v2, v3] = where(lt(v2, 13), buf1[((v2 * 8) + v3)], 0.0:bf16)\n"
+           "extern %3 aten.mm.default(%0 = buf5, %1 = buf6) -> buf3 : bf16[16,8]{8,1}  \"matmul: ATen (BLAS); padded for 16-byte leading dims (K 13->16): copies of a, b\"\n"
+           "extern %5 aten.mm.default(%4 = buf5:bf16[16,16]{1,16}+0, %2 = buf2) -> buf4 : bf16[16,8]{8,1}  \"matmul: ATen (BLAS); padded for 16-byte leading dims (M 13->16): copies of a (shared); result grows\"\n"
+           "return buf3, buf4:bf16[13,8]{8,1}+0\n");
+  const auto& second = p.program.externs[1].tensor_views[0];
+  CHECK_EQ(second.buffer, 5);
+  CHECK_EQ(print_dims(second.sizes) + print_dims(second.strides), "[16,16][1,16]");
+  CHECK_EQ(print_dims(p.program.buffers[4].sizes) + print_dims(p.program.buffers[4].strides), "[16,8][8,1]");
+  CHECK_EQ(print_dims(p.program.outputs[1].view.sizes), "[13,8]");
+}
+
+TEST(pad_matmuls_pads_an_addmm_bias_with_the_columns) {
+  Padded p(R"(graph {
+  %0 = input(0) : f16[6,8]{8,1}
+  %1 = input(1) : f16[5,8]{8,1}
+  %2 = input(2) : f16[5]{1}
+  %3 = aten.permute.default(%1, [1, 0]) : f16[8,5]{1,8}
+  %4 = aten.addmm.default(%2, %0, %3, 1, 1) : f16[6,5]{5,1}
+  return (%4)
+}
+)");
+  CHECK_EQ(p.text(),
+           "program(vars=5)\n"
+           "buf0 = input(0) : f16[6,8]{8,1}\n"
+           "buf1 = input(1) : f16[5,8]{8,1}\n"
+           "buf2 = input(2) : f16[5]{1}\n"
+           "buf4 : f16[8,8]{1,8} for [v0, v1] order [1, 0] = where(lt(v1, 5), buf1[(v0 + (v1 * 8))], 0.0:f16)\n"
+           "buf5 : f16[8]{1} for [v2] = where(lt(v2, 5), buf2[v2], 0.0:f16)\n"
+           "extern %4 aten.addmm.default(%2 = buf5, %0 = buf0, %3 = buf4) -> buf6 : f16[6,8]{8,1}  \"matmul: ATen (BLAS); padded for 16-byte leading dims (N 5->8): copies of b, bias; result sliced by a copy\"\n"
+           "buf3 : f16[6,5]{5,1} for [v3, v4] = buf6[((v3 * 8) + v4)]\n"
+           "return buf3\n");
+}
+
+TEST(pad_matmuls_pads_m_of_a_transposed_bmm_operand_per_batch) {
+  // A batched result whose rows grow changes its batch stride: it is sliced by a copy.
+  Padded p(R"(graph {
+  %0 = input(0) : bf16[2,8,3]{24,3,1}
+  %1 = input(1) : bf16[2,8,16]{128,16,1}
+  %2 = aten.permute.default(%0, [0, 2, 1]) : bf16[2,3,8]{24,1,3}
+  %3 = aten.bmm.default(%2, %1) : bf16[2,3,16]{48,16,1}
+  return (%3)
+}
+)");
+  CHECK_EQ(p.text(),
+           "program(vars=6)\n"
+           "buf0 = input(0) : bf16[2,8,3]{24,3,1}\n"
+           "buf1 = input(1) : bf16[2,8,16]{128,16,1}\n"
+           "buf3 : bf16[2,8,8]{64,1,8} for [v0, v1, v2] order [0, 2, 1] = where(lt(v1, 3), buf0[(((v0 * 24) + v1) + (v2 * 3))], 0.0:bf16)\n"
+           "extern %3 aten.bmm.default(%2 = buf3, %1 = buf1) -> buf4 : bf16[2,8,16]{128,16,1}  \"matmul: ATen (BLAS); padded for 16-byte leading dims (M 3->8): copies of a; result sliced by a copy\"\n"
+           "buf2 : bf16[2,3,16]{48,16,1} for [v3, v4, v5] = buf4[(((v3 * 128) + (v4 * 16)) + v5)]\n"
+           "return buf2\n");
+  CHECK_EQ(print_dims(p.program.externs[0].tensor_views[0].strides), "[64,1,8]");
+}
+
+TEST(pad_matmuls_leaves_small_and_memory_bound_gemms_and_says_why) {
+  Padded small(R"(graph {
+  %0 = input(0) : bf16[5,7]{7,1}
+  %1 = input(1) : bf16[7,9]{9,1}
+  %2 = aten.mm.default(%0, %1) : bf16[5,9]{9,1}
+  return (%2)
+}
+)", PadMatmulOptions{});
+  CHECK_EQ(small.text(),
+           "program(vars=0)\n"
+           "buf0 = input(0) : bf16[5,7]{7,1}\n"
+           "buf1 = input(1) : bf16[7,9]{9,1}\n"
+           "extern %2 aten.mm.default(%0 = buf0, %1 = buf1) -> buf2 : bf16[5,9]{9,1}  \"matmul: ATen (BLAS); not padded (K 7->8, N 9->16): 315 multiply-adds, under 2^27\"\n"
+           "return buf2\n");
+  // A few rows times GPT-2's LM head (decoding): 2^28 multiply-adds, but 7.9 per element
+  // moved; copying the weight would cost as much as the GEMM.
+  Padded decode(R"(graph {
+  %0 = input(0) : bf16[8,768]{768,1}
+  %1 = input(1) : bf16[50257,768]{768,1}
+  %2 = aten.permute.default(%1, [1, 0]) : bf16[768,50257]{1,768}
+  %3 = aten.mm.default(%0, %2) : bf16[8,50257]{50257,1}
+  return (%3)
+}
+)", PadMatmulOptions{});
+  CHECK_EQ(decode.program.externs[0].reason,
+           "matmul: ATen (BLAS); not padded (N 50257->50264): memory-bound, 7 multiply-adds per element, under 32");
+  CHECK_EQ(decode.program.computed.size(), 0u);
+}
+
+TEST(pad_matmuls_leaves_aligned_other_dtypes_and_repeated_operands) {
+  Padded p(R"(graph {
+  %0 = input(0) : f64[5,7]{7,1}
+  %1 = aten.mm.default(%0, %0) : f64[5,7]{7,1}
+  %2 = input(1) : bf16[7,7]{7,1}
+  %3 = aten.mm.default(%2, %2) : bf16[7,7]{7,1}
+  %4 = input(2) : f32[8,8]{8,1}
+  %5 = aten.mm.default(%4, %4) : f32[8,8]{8,1}
+  return (%1, %3, %5)
+}
+)");
+  // f64: no aligned cuBLAS kernels to reach. x @ x: Python binds an extern's arguments by
+  // value, so one value cannot become two different padded copies. f32 8x8: aligned.
+  CHECK_EQ(p.text(),
+           "program(vars=0)\n"
+           "buf0 = input(0) : f64[5,7]{7,1}\n"
+           "buf2 = input(1) : bf16[7,7]{7,1}\n"
+           "buf4 = input(2) : f32[8,8]{8,1}\n"
+           "extern %1 aten.mm.default(%0 = buf0, %0 = buf0) -> buf1 : f64[5,7]{7,1}  \"matmul: ATen (BLAS)\"\n"
+           "extern %3 aten.mm.default(%2 = buf2, %2 = buf2) -> buf3 : bf16[7,7]{7,1}  \"matmul: ATen (BLAS); not padded (K 7->8, N 7->8): one value is two of its operands\"\n"
+           "extern %5 aten.mm.default(%4 = buf4, %4 = buf4) -> buf5 : f32[8,8]{8,1}  \"matmul: ATen (BLAS)\"\n"
+           "return buf1, buf3, buf5\n");
+}
+
+TEST(pad_matmuls_copies_a_misaligned_view_of_aligned_sizes) {
+  // a is a column slice of a wider matrix: sizes aligned (8x8), row stride 13 is not.
+  Padded p(R"(graph {
+  %0 = input(0) : bf16[8,13]{13,1}
+  %1 = input(1) : bf16[8,8]{8,1}
+  %2 = aten.slice.Tensor(%0, 1, 0, 8, 1) : bf16[8,8]{13,1}
+  %3 = aten.mm.default(%2, %1) : bf16[8,8]{8,1}
+  return (%3)
+}
+)");
+  CHECK_EQ(p.program.externs[0].reason,
+           "matmul: ATen (BLAS); padded for 16-byte leading dims (misaligned operand views): copies of a");
+  CHECK_EQ(print_dims(p.program.externs[0].tensor_views[0].strides), "[8,1]");
+}
+
+TEST(pad_matmuls_pads_n_when_only_the_rows_are_symbolic) {
+  // The LM head of a dynamic batch or sequence: M = s0*s1 rows, K and N static. b is
+  // padded as in the static case; the result keeps its symbolic rows, and the graph's
+  // result is a copy of its slice.
+  Padded p(R"(graph(s0=3, s1=4) {
+  %0 = sym_input(0, s0) : none
+  %1 = sym_input(1, s1) : none
+  %2 = input(2) : bf16[s0*s1,16]{16,1}
+  %3 = input(3) : bf16[13,16]{16,1}
+  %4 = aten.permute.default(%3, [1, 0]) : bf16[16,13]{1,16}
+  %5 = aten.mm.default(%2, %4) : bf16[s0*s1,13]{13,1}
+  return (%5)
+}
+)");
+  const std::string text = p.text();
+  CHECK(text.find("padded for 16-byte leading dims (N 13->16): copies of b; result sliced by a copy") != std::string::npos);
+  const ExternCall& e = p.program.externs[0];
+  const Buffer& wide = p.program.buffers[e.output_buffers[0]];
+  CHECK_EQ(print_dims(wide.sizes), "[s0*s1,16]");
+  CHECK_EQ(print_dims(wide.strides), "[16,1]");
+  CHECK_EQ(print_dims(e.tensor_views[1].sizes), "[16,16]");
+}
+
+TEST(pad_matmuls_leaves_a_symbolic_a_it_would_have_to_copy) {
+  // K = 13 is a's leading dim: padding it would copy a, whose rows are symbolic.
+  Padded p(R"(graph(s0=3) {
+  %0 = sym_input(0, s0) : none
+  %1 = input(1) : bf16[s0,13]{13,1}
+  %2 = input(2) : bf16[13,16]{16,1}
+  %3 = aten.mm.default(%1, %2) : bf16[s0,16]{16,1}
+  return (%3)
+}
+)");
+  CHECK(p.text().find("not padded: a's copy would have a symbolic row count") != std::string::npos);
+}
