@@ -226,22 +226,8 @@ TensorIR LowerCtx::realize(const TensorIR& t, Dims strides) {
   if (t.view && same_layout(t.view->strides) && t.view->offset == 0 &&
       prog_.buffers[t.view->buffer].sizes == t.sizes)
     return t;
-  if (t.reshaped_from && !t.view) {
-    // Stored in the reshaped value's shape (its eager layout, else contiguous) when a
-    // view of that gives these strides: the kernel that computes it is the producer's.
-    const TensorIR& src = *t.reshaped_from;
-    for (const Dims& have : {src.preferred_strides, contiguous_strides(src.sizes)}) {
-      if (have.empty()) continue;
-      auto st = view_strides(src.sizes, have, t.sizes);
-      if (!st || !same_layout(*st)) continue;
-      StridedView v = *realize(src, have).view;
-      v.sizes = t.sizes;
-      v.strides = *st;
-      TensorIR r = from_view(v);
-      r.origins = t.origins;
-      return r;
-    }
-  }
+  if (t.reshaped_from && !t.view)
+    if (auto r = realize_before_reshape(t, strides)) return *r;
   ComputedBuffer c;
   c.buffer = new_computed_buffer(t.dtype, t.sizes, strides);
   c.sizes = t.sizes;
@@ -437,23 +423,6 @@ void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
   }
   prog_.steps.push_back({Step::Kind::Extern, call_index});
   prog_.externs.push_back(std::move(call));
-}
-
-namespace {
-// The work of computing a value again: its ops, each load one, the index arithmetic of
-// loads not counted (a reshape's divisions are per row, and the same in a copy).
-int64_t value_cost(const Expr& e) {
-  if (e->op == ExprOp::Load) return 1;
-  int64_t c = (e->op == ExprOp::Const || e->op == ExprOp::Var) ? 0 : (is_transcendental(e->op) ? 8 : 1);
-  for (const auto& a : e->args) c += value_cost(a);
-  return c;
-}
-}  // namespace
-
-bool LowerCtx::cheap_to_recompute(const TensorIR& t) const {
-  std::vector<Expr> idx;
-  for (size_t d = 0; d < t.sizes.size(); ++d) idx.push_back(var(-1000 - static_cast<int>(d)));
-  return value_cost(t.fn(idx)) < opts_.realize_cost_threshold;
 }
 
 void LowerCtx::after_node(const Node& n) {

@@ -102,6 +102,9 @@ class LowerCtx {
   // Whether a lazy value's ops are cheap enough to compute again wherever it is read
   // (LowerOptions::realize_cost_threshold; index arithmetic not counted).
   bool cheap_to_recompute(const TensorIR& t) const;
+  // A reshape of a lazy value stored in the shape it had before the reshape, viewed with
+  // `strides`, when a view of it can give them (reshape.cpp); none otherwise.
+  std::optional<TensorIR> realize_before_reshape(const TensorIR& t, const Dims& strides);
   // Computes `t` into a new buffer with `strides` (contiguous if empty) and returns
   // the stored value. A value already in memory with that layout is returned as is.
   TensorIR realize(const TensorIR& t, Dims strides = {});
