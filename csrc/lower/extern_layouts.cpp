@@ -1,5 +1,7 @@
 #include "lower/extern_layouts.h"
 
+#include <algorithm>
+
 namespace ember {
 
 namespace {
@@ -49,6 +51,64 @@ std::optional<std::vector<int64_t>> sdpa_mask_strides(const std::vector<int64_t>
 }
 
 }  // namespace
+
+std::optional<std::vector<int64_t>> eager_broadcast_layout(const std::vector<int64_t>& sizes, const TensorType& eager) {
+  const size_t rank = sizes.size();
+  if (eager.opaque || eager.strides.size() != rank) return std::nullopt;
+  std::vector<std::pair<int64_t, int64_t>> kept;  // (stride, size) of the dims eager does not broadcast
+  bool broadcast = false;
+  for (size_t d = 0; d < rank; ++d) {
+    if (eager.strides[d] < 0) return std::nullopt;
+    if (sizes[d] <= 1) continue;
+    if (eager.strides[d] == 0)
+      broadcast = true;
+    else
+      kept.emplace_back(eager.strides[d], sizes[d]);
+  }
+  if (!broadcast) return std::nullopt;
+  std::sort(kept.begin(), kept.end());
+  int64_t extent = 1;  // elements the dims so far span
+  for (const auto& [stride, size] : kept) {
+    if (stride < extent) return std::nullopt;  // overlapping: not a layout to store in
+    extent = stride * size;
+  }
+  return eager.strides;
+}
+
+bool has_attention_layout_rules(const Node& node) {
+  static const char* const ops[] = {"aten._scaled_dot_product_efficient_attention.", "aten._scaled_dot_product_flash_attention.",
+                                    "aten._scaled_dot_product_cudnn_attention.", "aten._efficient_attention_forward.",
+                                    "aten._flash_attention_forward.", "ember.sdpa_masked."};
+  for (const char* op : ops)
+    if (node.op.rfind(op, 0) == 0) return true;
+  return false;
+}
+
+bool meets_attention_layout_rules(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t offset,
+                                  DType dtype) {
+  const size_t rank = sizes.size();
+  if (rank < 2 || strides.size() != rank) return true;  // scalars, vectors: nothing to align
+  const int64_t align = std::max<int64_t>(16 / dtype_size(dtype), 1);
+  if (sizes[rank - 1] > 1 && strides[rank - 1] != 1) return false;
+  for (size_t d = 0; d + 1 < rank; ++d)
+    if (sizes[d] > 1 && strides[d] % align != 0) return false;
+  return offset % align == 0;
+}
+
+std::vector<int64_t> attention_operand_strides(const std::vector<int64_t>& sizes, const TensorType& eager) {
+  if (eager.strides.size() == sizes.size() && meets_attention_layout_rules(sizes, eager.strides, 0, eager.dtype))
+    return eager.strides;
+  if (auto aligned = sdpa_mask_strides(sizes, eager)) return *aligned;
+  std::vector<int64_t> strides(sizes.size(), 1);  // contiguous, the last dim padded
+  int64_t step = 1;
+  for (size_t k = sizes.size(); k-- > 0;) {
+    strides[k] = step;
+    int64_t span = sizes[k];
+    if (k + 1 == sizes.size()) span = (span + kAttentionMaskAlignment - 1) / kAttentionMaskAlignment * kAttentionMaskAlignment;
+    step *= std::max<int64_t>(span, 1);
+  }
+  return strides;
+}
 
 std::optional<std::vector<int64_t>> extern_input_layout(const Node& node, int arg_index, const std::vector<int64_t>& sizes,
                                                         const TensorType& eager) {

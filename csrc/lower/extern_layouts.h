@@ -21,6 +21,26 @@ std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes);
 std::optional<std::vector<int64_t>> extern_input_layout(const Node& node, int arg_index, const std::vector<int64_t>& sizes,
                                                         const TensorType& eager);
 
+// Eager's strides for an extern operand that eager broadcasts (a stride of 0 on a dim of
+// size > 1, every stride non-negative, the other dims not overlapping), or nullopt. ATen
+// decompositions pad and then expand a value for kernels with alignment rules (SDPA's
+// memory-efficient and cuDNN kernels pad an attention bias's rows to 8 or 16 elements and
+// expand it over the batch): materialized densely, the value would lose that alignment and
+// the kernel would refuse it or fault. Stored compact in eager's strides, it keeps both.
+std::optional<std::vector<int64_t>> eager_broadcast_layout(const std::vector<int64_t>& sizes, const TensorType& eager);
+
+// ATen's fused attention kernels (memory-efficient, flash, cuDNN; ember::sdpa_masked, which
+// picks one at run time) check their operands' layout when they run: the last dim
+// contiguous, the other strides and the start 16-byte aligned. The decomposition that chose
+// the kernel made eager's layout meet those rules; a value ember already holds in memory in
+// another layout (stored once for an earlier user) must be stored again for the call.
+bool has_attention_layout_rules(const Node& node);
+bool meets_attention_layout_rules(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t offset,
+                                  DType dtype);
+// The layout to store such an operand in: eager's where it meets the rules, else rows
+// aligned as for a mask (sdpa_mask_strides), eager's broadcast dims kept.
+std::vector<int64_t> attention_operand_strides(const std::vector<int64_t>& sizes, const TensorType& eager);
+
 // Elements an attention mask's rows are aligned to (sdpa_mask_strides).
 constexpr int64_t kAttentionMaskAlignment = 16;
 

@@ -382,9 +382,7 @@ void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
       call.tensor_views.push_back(*value(a.ref).view);
     } else if (a.is_tensor()) {
       const TensorIR& v = value(a.ref);
-      // Layout changes for extern ops are for static graphs only.
-      auto layout = graph_.symbols.empty() ? extern_input_layout(n, arg_index, hints(v.sizes), graph_.type_of(a.ref))
-                                           : std::nullopt;
+      auto layout = extern_arg_layout(n, arg_index, v, graph_.type_of(a.ref));
       const bool broadcast = layout && has_broadcast_dim(hints(v.sizes), *layout);
       TensorIR s = broadcast ? realize_broadcast(v, to_dims(*layout)) : layout ? realize(v, to_dims(*layout)) : stored(v);
       // Later users read the stored copy, unless it is in a layout the value would not

@@ -105,6 +105,10 @@ class LowerCtx {
   // A reshape of a lazy value stored in the shape it had before the reshape, viewed with
   // `strides`, when a view of it can give them (reshape.cpp); none otherwise.
   std::optional<TensorIR> realize_before_reshape(const TensorIR& t, const Dims& strides);
+  // The strides to store v in for argument `arg_index` of extern op n (eager's type `eager`),
+  // or nullopt to pass it as stored(v) gives it (extern_args.cpp).
+  std::optional<std::vector<int64_t>> extern_arg_layout(const Node& n, int arg_index, const TensorIR& v,
+                                                         const TensorType& eager) const;
   // Computes `t` into a new buffer with `strides` (contiguous if empty) and returns
   // the stored value. A value already in memory with that layout is returned as is.
   TensorIR realize(const TensorIR& t, Dims strides = {});

@@ -1,5 +1,6 @@
 // Layouts ember gives extern operands: attention masks as SDPA's fused kernels take them.
 #include "check.h"
+#include "lower/extern_layouts.h"
 #include "pipeline_util.h"
 
 using namespace ember;
@@ -68,4 +69,103 @@ TEST(contiguous_aligned_attention_mask_is_passed_as_it_is) {
   const ExternCall& e = the_extern(p.program, "ember.sdpa_masked.default", p.graph);
   CHECK(p.program.buffers[e.tensor_views.at(3).buffer].kind == Buffer::Kind::Input);
   CHECK(p.program.computed.empty());
+}
+
+TEST(padded_broadcast_bias_reaches_an_extern_in_eager_strides) {
+  // SDPA's memory-efficient decomposition pads an attention bias's rows to 8 elements,
+  // slices them back and expands the bias over the batch (Swin's relative position bias,
+  // [1, heads, 49, 49]). Stored densely the bias would have batch stride 3*49*49, which the
+  // kernel refuses; in eager's strides it keeps the padded rows and the broadcast batch.
+  Pipeline p(R"(graph {
+  %0 = input(0) : bf16[4,3,49,32]{4704,1568,32,1}
+  %1 = input(1) : bf16[1,3,49,49]{7203,2401,49,1}
+  %2 = aten.mul.Tensor(%1, 2.0) : bf16[1,3,49,49]{7203,2401,49,1}
+  %3 = aten.constant_pad_nd.default(%2, [0, 7], 0.0) : bf16[1,3,49,56]{8232,2744,56,1}
+  %4 = aten.slice.Tensor(%3, -1, 0, 49) : bf16[1,3,49,49]{8232,2744,56,1}
+  %5 = aten.expand.default(%4, [4, 3, 49, 49], false) : bf16[4,3,49,49]{0,2744,56,1}
+  %6 = aten._scaled_dot_product_efficient_attention.default(%0, %0, %0, %5, false) : bf16[4,3,49,32]{4704,1568,32,1}
+  return (%6)
+}
+)");
+  const ExternCall& e = the_extern(p.program, "aten._scaled_dot_product_efficient_attention.default", p.graph);
+  const StridedView& bias = e.tensor_views.at(3);
+  CHECK_EQ(print_dims(bias.sizes), "[4,3,49,49]");
+  CHECK_EQ(print_dims(bias.strides), "[0,2744,56,1]");
+  CHECK_EQ(print_dims(p.program.buffers[bias.buffer].sizes), "[1,3,49,49]");
+}
+
+TEST(overlapping_eager_strides_are_not_a_layout_for_an_extern) {
+  // An expand of a value eager stores with overlapping rows is materialized as before.
+  TensorType t;
+  t.is_tensor = true;
+  t.dtype = DType::F32;
+  t.strides = {0, 4, 8};
+  CHECK(!eager_broadcast_layout({2, 4, 8}, t).has_value());
+  t.strides = {0, 8, 1};
+  CHECK(eager_broadcast_layout({2, 4, 8}, t).has_value());
+  t.strides = {32, 8, 1};  // broadcasts nothing
+  CHECK(!eager_broadcast_layout({2, 4, 8}, t).has_value());
+}
+
+TEST(padded_bias_reaches_an_extern_in_eager_strides) {
+  // Swin's shifted windows: the bias is [windows, heads, 49, 49], a sum, padded the same way.
+  Pipeline p(R"(graph {
+  %0 = input(0) : bf16[4,3,49,32]{4704,1568,32,1}
+  %1 = input(1) : bf16[1,3,49,49]{7203,2401,49,1}
+  %2 = input(2) : bf16[4,1,49,49]{2401,2401,49,1}
+  %3 = aten.add.Tensor(%1, %2) : bf16[4,3,49,49]{7203,2401,49,1}
+  %4 = aten.constant_pad_nd.default(%3, [0, 7], 0.0) : bf16[4,3,49,56]{8232,2744,56,1}
+  %5 = aten.slice.Tensor(%4, -1, 0, 49) : bf16[4,3,49,49]{8232,2744,56,1}
+  %6 = aten.expand.default(%5, [4, 3, 49, 49], false) : bf16[4,3,49,49]{8232,2744,56,1}
+  %7 = aten._scaled_dot_product_efficient_attention.default(%0, %0, %0, %6, false) : bf16[4,3,49,32]{4704,1568,32,1}
+  return (%7)
+}
+)");
+  const ExternCall& e = the_extern(p.program, "aten._scaled_dot_product_efficient_attention.default", p.graph);
+  const StridedView& bias = e.tensor_views.at(3);
+  CHECK_EQ(print_dims(bias.strides), "[8232,2744,56,1]");
+}
+
+TEST(attention_operand_held_in_another_layout_is_stored_again_for_the_call) {
+  // Swin's relative position bias is gathered as [q*k, heads] and permuted: held in memory
+  // with the heads innermost (strides [.., 1, 147, 3]), it breaks the memory-efficient
+  // kernel's rule that the bias's last dim is contiguous. The call gets a copy in eager's
+  // layout, which meets the rules.
+  Pipeline p(R"(graph {
+  %0 = input(0) : bf16[4,3,49,32]{4704,1568,32,1}
+  %1 = input(1) : bf16[4,49,49,3]{7203,147,3,1}
+  %2 = aten.permute.default(%1, [0, 3, 1, 2]) : bf16[4,3,49,49]{7203,1,147,3}
+  %3 = aten._scaled_dot_product_efficient_attention.default(%0, %0, %0, %2, false) : bf16[4,3,49,32]{4704,1568,32,1}
+  return (%3)
+}
+)");
+  const ExternCall& e = the_extern(p.program, "aten._scaled_dot_product_efficient_attention.default", p.graph);
+  const StridedView& bias = e.tensor_views.at(3);
+  CHECK_EQ(print_dims(bias.strides), "[9408,3136,64,1]");
+  CHECK(p.program.buffers[bias.buffer].kind == Buffer::Kind::Computed);
+  CHECK(p.program.buffers[e.tensor_views.at(0).buffer].kind == Buffer::Kind::Input);  // q meets the rules as it is
+}
+
+TEST(attention_layout_rules) {
+  CHECK(meets_attention_layout_rules({4, 3, 49, 49}, {8232, 2744, 56, 1}, 0, DType::BF16));
+  CHECK(!meets_attention_layout_rules({4, 3, 49, 49}, {7203, 2401, 49, 1}, 0, DType::BF16));
+  CHECK(!meets_attention_layout_rules({4, 3, 49, 49}, {7203, 1, 147, 3}, 0, DType::BF16));
+  CHECK(meets_attention_layout_rules({4, 3, 49, 49}, {0, 2744, 56, 1}, 0, DType::BF16));
+  CHECK(!meets_attention_layout_rules({4, 3, 49, 56}, {8232, 2744, 56, 1}, 4, DType::BF16));
+  CHECK(meets_attention_layout_rules({4, 3, 49, 52}, {7644, 2548, 52, 1}, 0, DType::F32));
+}
+
+TEST(lazy_attention_operand_in_a_layout_against_the_rules_is_stored_aligned) {
+  // The same bias computed here (a sum), eager's strides keeping the heads innermost.
+  Pipeline p(R"(graph {
+  %0 = input(0) : bf16[4,3,49,32]{4704,1568,32,1}
+  %1 = input(1) : bf16[4,49,49,3]{7203,147,3,1}
+  %2 = aten.permute.default(%1, [0, 3, 1, 2]) : bf16[4,3,49,49]{7203,1,147,3}
+  %3 = aten.mul.Tensor(%2, 2.0) : bf16[4,3,49,49]{7203,1,147,3}
+  %4 = aten._scaled_dot_product_efficient_attention.default(%0, %0, %0, %3, false) : bf16[4,3,49,32]{4704,1568,32,1}
+  return (%4)
+}
+)");
+  const ExternCall& e = the_extern(p.program, "aten._scaled_dot_product_efficient_attention.default", p.graph);
+  CHECK_EQ(print_dims(e.tensor_views.at(3).strides), "[9408,3136,64,1]");
 }
