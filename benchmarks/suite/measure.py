@@ -236,6 +236,8 @@ def measure(spec: dict, row: dict) -> dict:
 
     if spec["device"] == "cpu" and spec.get("threads"):
         torch.set_num_threads(spec["threads"])
+    if spec.get("cpus"):
+        row["cpus"] = sorted(os.sched_getaffinity(0))  # run.py pinned the process
     from . import registry
 
     cuda = spec["device"] == "cuda"

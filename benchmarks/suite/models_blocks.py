@@ -8,6 +8,9 @@
                      indexing by a computed index
     attn_mask_block  attention with an additive float bias and with boolean masks of
                      several broadcast shapes, through SDPA and written out by hand
+    resnet18         ResNet-18 written out (basic blocks: conv + BatchNorm + ReLU, residual
+                     adds, a strided 1x1 shortcut), so that a ResNet-style network runs
+                     where torchvision is not installed (the CPU suite, issue 24)
 
 Indices come from the inputs, never from float values: a rounding difference between
 backends must not change which row is read.
@@ -98,7 +101,48 @@ def _modules():
             y = (float_bias + padding + causal + both + by_hand).transpose(1, 2).reshape(b, s, d)
             return self.out(y)
 
-    return ScanBlock, ShiftBlock, GatherBlock, AttnMaskBlock
+    class BasicBlock(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            y = F.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            return F.relu(y + (x if self.down is None else self.down(x)))
+
+    class ResNet18(nn.Module):
+        """torchvision's resnet18 layer for layer (stem, four stages of two basic blocks,
+        global average pool, classifier)."""
+
+        def __init__(self, classes: int = 1000):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                      nn.MaxPool2d(3, 2, 1))
+            blocks, cin = [], 64
+            for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+                blocks += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
+                cin = cout
+            self.blocks = nn.Sequential(*blocks)
+            self.fc = nn.Linear(512, classes)
+            for m in self.modules():  # running statistics that are not the identity
+                if isinstance(m, nn.BatchNorm2d):
+                    with torch.no_grad():
+                        m.running_mean.uniform_(-0.1, 0.1)
+                        m.running_var.uniform_(0.5, 1.5)
+                        m.weight.uniform_(0.5, 1.5)
+                        m.bias.uniform_(-0.1, 0.1)
+
+        def forward(self, x):
+            return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1), 1))
+
+    return ScanBlock, ShiftBlock, GatherBlock, AttnMaskBlock, ResNet18
 
 
 def _seeded(device, dtype, make):
@@ -147,6 +191,14 @@ def _attn_masks(device, dtype, size="full"):
     return model, (torch.randn(batch, seq, dim, device=device, dtype=dtype), keep)
 
 
+def _resnet18(device, dtype, size="full"):
+    import torch
+
+    batch, side = (64, 224) if size == "full" else (2, 64)
+    model = _seeded(device, dtype, lambda: _modules()[4]())
+    return model, (torch.randn(batch, 3, side, side, device=device, dtype=dtype),)
+
+
 register(Model("scan_block", "block", "hand-written", _scan, train=True, weight=0.4,
                note="cumsum / cumprod / logcumsumexp along a middle dim"))
 register(Model("shift_block", "block", "hand-written", _shift, weight=0.4,
@@ -155,3 +207,5 @@ register(Model("gather_block", "block", "hand-written", _gather, train=True, wei
                note="index_select, embedding bag, index_add, gather, computed indices"))
 register(Model("attn_mask_block", "block", "hand-written", _attn_masks, train=True, weight=0.5,
                note="attention with a float bias and boolean masks of four broadcast shapes"))
+register(Model("resnet18", "convnet", "hand-written", _resnet18, train=True, weight=0.6,
+               note="ResNet-18 written out: conv + BatchNorm + ReLU, residual adds (no torchvision needed)"))

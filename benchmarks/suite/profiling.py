@@ -10,7 +10,8 @@ CPU: ember's kernel groups run inside its shared objects, where the profiler see
 while profiling, each group call is wrapped in a record_function named after its kernels
 (named_cpu_kernels below). Inductor's C++ kernels are seen through its own
 cpp.enable_kernel_profile option (set by the measuring process). ATen calls are the
-top-level aten:: ops (not nested in another aten:: op), their time including their children.
+top-level aten:: ops (not nested in another aten:: op; mkldnn:: and mkl:: ops count as
+ATen's), their time including their children.
 
 An "ATen call" counts when it does work: on the GPU, when it launched a kernel; on the
 CPU, when it is not a metadata op (views, empty tensors, shape queries).
@@ -31,6 +32,9 @@ METADATA_OPS = frozenset(f"aten::{n}" for n in (
     "_has_compatible_shallow_copy_type", "is_nonzero", "contiguous", "to", "_to_copy_meta", "broadcast_tensors",
     "split_with_sizes", "new_empty", "new_empty_strided", "zeros_like_meta", "_nested_tensor_size",
 ))
+# Op namespaces whose calls are library calls: ATen's, and the oneDNN / MKL ops that ember's
+# prepared weights (python/ember/prepared.py) and Inductor's weight prepacking call.
+OP_PREFIXES = ("aten::", "mkldnn::", "mkl::")
 _LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx", "cudaGraphLaunch",
              "cudaMemcpyAsync", "cudaMemsetAsync")
 
@@ -107,7 +111,7 @@ def _kernel_events(events, cpu_events) -> list:
     # A CPU range's name on a device event is its annotation copy, unless the name is a
     # kernel's: Inductor launches each Triton kernel inside a CPU range named after it, and
     # those kernels must count.
-    ranges = {e.name for e in cpu_events if not e.name.startswith("aten::") and kernel_kind(e.name) == "other"}
+    ranges = {e.name for e in cpu_events if not e.name.startswith(OP_PREFIXES) and kernel_kind(e.name) == "other"}
     return [e for e in events if _is_device(e) and not getattr(e, "is_user_annotation", False)
             and e.name not in ranges and "annotation" not in str(getattr(e, "activity_type", "")).lower()]
 
@@ -115,7 +119,7 @@ def _kernel_events(events, cpu_events) -> list:
 def _aten_ancestor(e) -> bool:
     p = e.cpu_parent
     while p is not None:
-        if p.name.startswith("aten::"):
+        if p.name.startswith(OP_PREFIXES):
             return True
         p = p.cpu_parent
     return False
@@ -151,7 +155,7 @@ def _ops_of(name: str, ops: dict) -> str | None:
 def _top(totals: dict, counts: dict, steps: int, total_us: float, n: int, ops: dict) -> list[dict]:
     out = []
     for name, us in sorted(totals.items(), key=lambda kv: -kv[1])[:n]:
-        entry = {"name": name[:160], "kind": kernel_kind(name) if not name.startswith("aten::") else "aten_call",
+        entry = {"name": name[:160], "kind": kernel_kind(name) if not name.startswith(OP_PREFIXES) else "aten_call",
                  "us_per_step": round(us / steps, 2), "calls_per_step": round(counts[name] / steps, 2),
                  "share": round(us / total_us, 4) if total_us else 0.0}
         if name.startswith("ember") and _ops_of(name, ops):
@@ -167,7 +171,7 @@ def summarize(events, steps: int, device: str, top: int = 12, kernel_ops: dict |
     aten_calls, aten_meta = {}, 0
     cpu_events = [e for e in events if not _is_device(e)]
     for e in cpu_events:
-        if not e.name.startswith("aten::") or _aten_ancestor(e):
+        if not e.name.startswith(OP_PREFIXES) or _aten_ancestor(e):
             continue
         work = _launched(e) if device == "cuda" else e.name not in METADATA_OPS
         if work:
@@ -187,12 +191,12 @@ def summarize(events, steps: int, device: str, top: int = 12, kernel_ops: dict |
         for e in cpu_events:
             kind = kernel_kind(e.name)
             is_kernel = kind in ("ember", "inductor_cpp")
-            if is_kernel or (e.name.startswith("aten::") and not _aten_ancestor(e) and e.name not in METADATA_OPS):
+            if is_kernel or (e.name.startswith(OP_PREFIXES) and not _aten_ancestor(e) and e.name not in METADATA_OPS):
                 totals[e.name] = totals.get(e.name, 0.0) + e.time_range.elapsed_us()
                 counts[e.name] = counts.get(e.name, 0) + 1
     by_kind: dict[str, dict] = {}
     for name, us in totals.items():
-        kind = "aten_call" if name.startswith("aten::") else kernel_kind(name)
+        kind = "aten_call" if name.startswith(OP_PREFIXES) else kernel_kind(name)
         k = by_kind.setdefault(kind, {"kernels_per_step": 0.0, "us_per_step": 0.0})
         k["kernels_per_step"] += counts[name] * kernels_in(name) / steps
         k["us_per_step"] += us / steps
@@ -202,7 +206,7 @@ def summarize(events, steps: int, device: str, top: int = 12, kernel_ops: dict |
     total_us = sum(totals.values())
     d["device_us_per_step" if device == "cuda" else "attributed_cpu_us_per_step"] = round(total_us / steps, 2)
     d["by_kind"] = by_kind
-    d["kernels_per_step"] = round(sum(c * kernels_in(n) for n, c in counts.items() if not n.startswith("aten::"))
+    d["kernels_per_step"] = round(sum(c * kernels_in(n) for n, c in counts.items() if not n.startswith(OP_PREFIXES))
                                   / steps, 2)
     d["top"] = _top(totals, counts, steps, total_us, top, kernel_ops)
     return d

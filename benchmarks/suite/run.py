@@ -3,8 +3,8 @@ fresh process per (model, variant, backend, mode, threads), JSON lines out, tabl
 
     python benchmarks/suite/run.py [--device cuda|cpu] [--shard K/N] [--models a,b] [--families f,g]
         [--backends eager,inductor,ember] [--modes default,reduce-overhead] [--train | --train-only]
-        [--threads 1,2] [--refs gpt2,resnet50] [--no-ref-cache] [--no-warm] [--budget S] [--timeout S]
-        [--out results.jsonl]
+        [--threads 1,2] [--cpus 0,1] [--refs gpt2,resnet50] [--no-ref-cache] [--no-warm] [--budget S]
+        [--timeout S] [--out results.jsonl]
     python benchmarks/suite/run.py summary FILES... [--update-refs [--replace-refs]]
     python benchmarks/suite/run.py list [--shard 1/N] [--backends ...] [--modes ...] [--train]
                                         (models, shards and estimated GPU device time)
@@ -18,7 +18,8 @@ its first call is then neither cold nor warm), unless --fresh-mode-caches.
 GPU (the default where CUDA is): "full" sizes, bf16 inference, training under bf16
 autocast, modes default and reduce-overhead. CPU (--device cpu, issue 24): "small" sizes,
 fp32, at 1 and 2 threads (torch.set_num_threads and OMP_NUM_THREADS), with the CPU's model
-and capability (ATen's, and lscpu flags) recorded beside every row.
+and capability (ATen's, and lscpu flags) recorded beside every row; --cpus pins the
+measuring processes to those CPUs (a process at N threads to the first N of them).
 
 Reference rows: eager and Inductor rows are reused from benchmarks/suite/refs/ (refcache.py)
 for this device name and torch version when stored; --refs names models re-measured on every
@@ -155,8 +156,10 @@ def run_process(spec: dict, cache_dir: str | None, timeout: float, budget_clippe
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(spec["threads"])
     cmd = [sys.executable, os.path.abspath(__file__), "child", json.dumps(spec)]
     t0 = time.perf_counter()
+    # Pinned before the interpreter starts, so that every thread it makes inherits the CPUs.
+    pin = (lambda: os.sched_setaffinity(0, spec["cpus"])) if spec.get("cpus") else None
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=pin)
     timed_out = False
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
@@ -317,8 +320,18 @@ def plan(args) -> list[tuple[registry.Model, dict]]:
                             "model": entry.name, "variant": variant, "backend": backend, "mode": mode,
                             "device": args.device, "size": args.size, "threads": t, "warmup": args.warmup,
                             "iters": args.iters, "max_steady_s": args.max_steady_s,
-                            "profile_steps": args.profile_steps, "top": args.top, "check": not args.no_check}))
+                            "profile_steps": args.profile_steps, "top": args.top, "check": not args.no_check,
+                            "cpus": _cpus_for(args.cpus, t)}))
     return out
+
+
+def _cpus_for(cpus: str, threads: int | None) -> list[int] | None:
+    """The CPUs a process at `threads` threads is pinned to: the first `threads` of
+    --cpus (all of them without a thread count), or None (not pinned)."""
+    if not cpus:
+        return None
+    ids = [int(c) for c in cpus.split(",") if c]
+    return ids[:threads] if threads else ids
 
 
 def cmd_run(args):
@@ -448,6 +461,7 @@ def main(argv):
     p.add_argument("--train", action="store_true", help="also the training variants")
     p.add_argument("--train-only", action="store_true", help="only the training variants")
     p.add_argument("--threads", help="CPU thread counts (default 1,2)")
+    p.add_argument("--cpus", default="", help="pin CPU processes: at N threads, to the first N of these CPUs")
     p.add_argument("--size", choices=registry.SIZES, help="full on the GPU, small on the CPU by default")
     p.add_argument("--refs", default="", help="models whose eager/Inductor rows are re-measured, not reused")
     p.add_argument("--no-ref-cache", action="store_true", help="measure every row (reuse no stored row)")
