@@ -42,6 +42,10 @@ struct PipelineOptions {
   bool channels_last_activations = false;  // CPU inference graphs; CUDA graphs always (LowerOptions)
   bool pad_matmuls = false;                // 16-byte aligned cuBLAS operands (lower/pad_matmuls.h):
   PadMatmulOptions pad;                    // on for CUDA graphs, on the CPU for tests only
+  // CPU graphs: a convolution's weight that is a graph input (a parameter) reaches the
+  // convolution as it is, for the CPU runner to prepare once (LowerOptions; python/ember/
+  // prepared.py); false: a channels-last copy of it on every call. CUDA graphs: never.
+  bool prepared_weights = true;
   bool dump = false;                       // keep the IR after each pass (Compiled::passes)
   bool verify = kVerifyPasses;             // check the program and schedule after each pass
 

@@ -62,6 +62,7 @@ inline nb::list externs_at(const Graph& g, const Program& p, const Symbols& s) {
       args.append(nb::make_tuple(e.tensor_args[i].node, e.tensor_args[i].index, view_tuple(e.tensor_views[i], s)));
     d["tensor_args"] = args;
     d["output_buffers"] = nb::cast(e.output_buffers);
+    d["prepared_args"] = nb::cast(e.prepared_args);
     out.append(d);
   }
   return out;

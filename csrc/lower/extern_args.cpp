@@ -3,6 +3,8 @@
 // channels-last convolutions, aligned attention masks), and some refuse layouts at run time
 // that the decomposition which chose them avoided at trace time (the fused attention
 // kernels; a padded, broadcast attention bias). Layout changes are for static graphs only.
+// A CPU graph's convolution weight that is a parameter keeps its layout: the runtime
+// prepares it once (prepared_arg).
 #include "lower/extern_layouts.h"
 #include "lower/lowering.h"
 
@@ -31,6 +33,10 @@ std::optional<std::vector<int64_t>> LowerCtx::extern_arg_layout(const Node& n, i
     if (auto layout = eager_broadcast_layout(sizes, eager)) return layout;
   if (has_attention_layout_rules(n) && !attention_layout_ok(v)) return attention_operand_strides(sizes, eager);
   return std::nullopt;
+}
+
+bool LowerCtx::prepared_arg(const Node& n, int arg_index, const TensorIR& v) const {
+  return opts_.prepared_weights && graph_.symbols.empty() && preparable_weight(n, arg_index, v.view, prog_);
 }
 
 }  // namespace ember

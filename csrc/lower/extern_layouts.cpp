@@ -119,6 +119,10 @@ std::optional<std::vector<int64_t>> extern_input_layout(const Node& node, int ar
   return std::nullopt;
 }
 
+bool preparable_weight(const Node& node, int arg_index, const std::optional<StridedView>& view, const Program& p) {
+  return arg_index == 1 && is_2d_convolution(node) && view && p.is_whole_input(*view);
+}
+
 std::optional<std::vector<int64_t>> extern_output_layout(const Node& node, int k) {
   if (is_2d_convolution(node) && k == 0) return channels_last_strides(node.outputs[0].sizes);
   return std::nullopt;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "lower/program.h"
 
 namespace ember {
 
@@ -40,6 +41,11 @@ bool meets_attention_layout_rules(const std::vector<int64_t>& sizes, const std::
 // The layout to store such an operand in: eager's where it meets the rules, else rows
 // aligned as for a mask (sdpa_mask_strides), eager's broadcast dims kept.
 std::vector<int64_t> attention_operand_strides(const std::vector<int64_t>& sizes, const TensorType& eager);
+
+// Whether tensor argument `arg_index` of `node`, stored as `view`, is a weight the runtime
+// prepares once (LowerOptions::prepared_weights): a 2-D convolution's weight that is a
+// graph input as the caller passes it (no view of it).
+bool preparable_weight(const Node& node, int arg_index, const std::optional<StridedView>& view, const Program& p);
 
 // Elements an attention mask's rows are aligned to (sdpa_mask_strides).
 constexpr int64_t kAttentionMaskAlignment = 16;

@@ -382,7 +382,10 @@ void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
       call.tensor_views.push_back(*value(a.ref).view);
     } else if (a.is_tensor()) {
       const TensorIR& v = value(a.ref);
-      auto layout = extern_arg_layout(n, arg_index, v, graph_.type_of(a.ref));
+      // A parameter the runtime prepares once is passed as it is (extern_args.cpp).
+      const bool prepared = prepared_arg(n, arg_index, v);
+      if (prepared) call.prepared_args.push_back(static_cast<int>(call.tensor_args.size()));
+      auto layout = prepared ? std::nullopt : extern_arg_layout(n, arg_index, v, graph_.type_of(a.ref));
       const bool broadcast = layout && has_broadcast_dim(hints(v.sizes), *layout);
       TensorIR s = broadcast ? realize_broadcast(v, to_dims(*layout)) : layout ? realize(v, to_dims(*layout)) : stored(v);
       // Later users read the stored copy, unless it is in a layout the value would not

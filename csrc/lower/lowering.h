@@ -71,6 +71,12 @@ struct LowerOptions {
   // cannot vectorize such loads, and strided stores cost little. The CUDA target, whose
   // tiled transposes handle layout changes (codegen/cuda/transpose.h), turns it off.
   bool loads_lead_layout_copies = true;
+  // A 2-D convolution's weight read straight from a graph input (a parameter) is passed to
+  // the extern as it is, instead of through a channels-last copy made on every call: the
+  // runtime prepares it once (oneDNN's packed layout on the CPU) and reuses it while the
+  // input's version and data pointer are unchanged (ExternCall::prepared_args). On for
+  // the CPU target (PipelineOptions::prepared_weights).
+  bool prepared_weights = false;
 };
 
 class LowerCtx {
@@ -109,6 +115,9 @@ class LowerCtx {
   // or nullopt to pass it as stored(v) gives it (extern_args.cpp).
   std::optional<std::vector<int64_t>> extern_arg_layout(const Node& n, int arg_index, const TensorIR& v,
                                                          const TensorType& eager) const;
+  // Whether v, argument `arg_index` of extern op n, is a parameter the runtime prepares once
+  // (LowerOptions::prepared_weights): then it is passed as it is (extern_args.cpp).
+  bool prepared_arg(const Node& n, int arg_index, const TensorIR& v) const;
   // Computes `t` into a new buffer with `strides` (contiguous if empty) and returns
   // the stored value. A value already in memory with that layout is returned as is.
   TensorIR realize(const TensorIR& t, Dims strides = {});

@@ -24,6 +24,11 @@ int Program::add_buffer(Buffer b) {
   return buffers.back().id;
 }
 
+bool Program::is_whole_input(const StridedView& v) const {
+  const Buffer& b = buffers.at(v.buffer);
+  return b.kind == Buffer::Kind::Input && !b.opaque && v.offset == Dim(0) && v.sizes == b.sizes && v.strides == b.strides;
+}
+
 Expr strided_index(const std::vector<Expr>& idx, const Dims& strides, const Dim& offset) {
   Expr e = int_const(0);
   Dim constant = offset;

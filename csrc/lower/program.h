@@ -81,6 +81,9 @@ struct ExternCall {
   std::vector<StridedView> tensor_views;  // ... and where each one lives
   std::vector<int> output_buffers;     // per node output; -1 when not a tensor
   std::string reason;                  // why this op is not compiled by ember
+  // Positions in tensor_args of parameters the runtime prepares once and reuses while
+  // they are unchanged (LowerOptions::prepared_weights); passed in eager's layout.
+  std::vector<int> prepared_args;
 };
 
 struct Step {
@@ -105,6 +108,8 @@ struct Program {
   std::vector<int64_t> symbol_hints;   // their hints (the text form's header)
 
   int add_buffer(Buffer b);
+  // Whether `v` is a graph input's buffer as the caller passes it (no view of it).
+  bool is_whole_input(const StridedView& v) const;
 };
 
 

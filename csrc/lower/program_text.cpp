@@ -1,5 +1,6 @@
 #include "lower/program_text.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -67,8 +68,11 @@ std::string value_ref_text(const ValueRef& r) {
 std::string extern_text(const ExternCall& e, const Program& p) {
   std::ostringstream os;
   os << "extern %" << e.node << " " << e.op << "(";
-  for (size_t i = 0; i < e.tensor_args.size(); ++i)
+  for (size_t i = 0; i < e.tensor_args.size(); ++i) {
     os << (i ? ", " : "") << value_ref_text(e.tensor_args[i]) << " = " << print_view(e.tensor_views[i], p);
+    if (std::find(e.prepared_args.begin(), e.prepared_args.end(), static_cast<int>(i)) != e.prepared_args.end())
+      os << " prepared";
+  }
   os << ") ->";
   for (size_t k = 0; k < e.output_buffers.size(); ++k) {
     os << (k ? ", " : " ");
@@ -287,6 +291,7 @@ class ProgramParser {
         e.tensor_args.push_back(in.value_ref());
         in.expect('=');
         e.tensor_views.push_back(in.view(p_));
+        if (in.try_word("prepared")) e.prepared_args.push_back(static_cast<int>(e.tensor_args.size()) - 1);
       } while (in.try_consume(','));
       in.expect(')');
     }

@@ -15,8 +15,10 @@
 //                                                 for a scan along dim 1
 //   extern %3 aten.mm.default(%1 = buf1, %2 = buf4:f32[4,8]{1,4}+0) -> buf5 : f32[4,4]{4,1}, none  "reason"
 //                                                 an extern call: each tensor argument and
-//                                                 where it lives (a buffer, or a view of one),
-//                                                 its outputs' buffers, why ATen runs it
+//                                                 where it lives (a buffer, or a view of one;
+//                                                 `buf1 prepared`: a parameter the runtime
+//                                                 prepares, ExternCall::prepared_args), its
+//                                                 outputs' buffers, why ATen runs it
 //   dead buf6 : ... = ...                         a computed buffer no step computes
 //   buf7 : u8[1536]{1}                            a buffer nothing computes (a scratch area)
 //   ... : opaque                                  the type of a tensor ember does not model

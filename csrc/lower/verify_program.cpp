@@ -96,6 +96,9 @@ class ProgramChecker {
         const ExternCall& e = p_.externs[s.index];
         if (e.tensor_args.size() != e.tensor_views.size()) fail("extern " + e.op + ": one view per tensor argument expected");
         for (const auto& v : e.tensor_views) read(v.buffer, "extern " + e.op);
+        for (int a : e.prepared_args)
+          if (a < 0 || static_cast<size_t>(a) >= e.tensor_views.size() || !p_.is_whole_input(e.tensor_views[a]))
+            fail("extern " + e.op + ": prepared argument " + std::to_string(a) + " is not a graph input as passed");
         for (int b : e.output_buffers)
           if (b >= 0) ready[b] = true;
         continue;

@@ -116,6 +116,7 @@ class GraphRecord:
         # The C compiler ran on a thread of its own: times["compile"] and ["load"] are not
         # part of times["total"], the time spent in the backend.
         self.background = False
+        self.prepared: list = []  # the runner's prepared weights (prepared.PreparedWeight)
 
     def title(self) -> str:
         """How logs and dumps name the graph: 'inference_0 LayerNormGeluBlock.forward (examples.py:33)'."""
@@ -161,7 +162,7 @@ def build_runner(imported, attr_tensors: list, device: torch.device | None, cfg:
         debug_dir=debug_dir,
         background=background,
     )
-    return cg, GraphRunner(cg, imported, attr_tensors)
+    return cg, GraphRunner(cg, imported, attr_tensors, prepare_weights=cfg.prepare_weights)
 
 
 class RunAsUserCode(Exception):
@@ -198,6 +199,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         runner.profile_name = f"ember {record.title()}"
         record.cg = cg
         record.background = not getattr(cg, "kernels_ready", True)
+        record.prepared = getattr(runner, "prepared", [])
         t2 = time.perf_counter()
         record.times = {"import": t1 - t0, **cg.times, "total": t2 - t0}
         stats.count_graph(kind, t2 - t0)
@@ -310,6 +312,7 @@ def load_graph(payload: dict, cfg: Config, mode: str | None = None, static_input
     cg, runner = build_runner(imported, attrs, device, cfg, kind)
     runner.profile_name = f"ember {record.title()}"
     record.imported, record.cg = imported, cg
+    record.prepared = getattr(runner, "prepared", [])
     record.ops = [imported.node_ops[nid] for nid in imported.calls]
     mega_cache.record_graph(cfg, cg)
     seconds = time.perf_counter() - t0

@@ -48,6 +48,11 @@ class Config:
     # mode="max-autotune" and "max-autotune-no-cudagraphs" turn it on; Inductor's
     # max_autotune. No effect on CPU graphs or on graphs with symbolic sizes.
     max_autotune: bool = False
+    # CPU graphs: a convolution's weight (a parameter) is prepared once, in the layout oneDNN
+    # computes with, and reused while the parameter is unchanged (its version counter and
+    # data pointer; python/ember/prepared.py). An update through `p.data` is not seen:
+    # False prepares it on every call instead.
+    prepare_weights: bool = True
     # On an internal error or a C compiler failure: warn once and run the graph
     # eagerly (True), or raise (False). Like torch._dynamo.config.suppress_errors.
     fallback_on_error: bool = True

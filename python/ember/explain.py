@@ -25,6 +25,7 @@ import torch
 from . import backend as _backend
 from . import counters as _stats
 from . import graph_source
+from . import prepared as _prepared
 from .compile_events import BACKGROUND_PHASES
 
 
@@ -59,6 +60,7 @@ def _graph_dict(record, frame: dict | None, step_us: dict | None = None) -> dict
         d["kernels"].append(entry)
     for e in cg.externs:
         d["externs"].append({"op": e["op"], "reason": e["reason"]})
+    d["prepared"] = _prepared.describe(record.prepared)
     d["steps"] = len(cg.steps)
     d["cache"] = cg.cache_status
     d["cache_note"] = cg.cache_note
@@ -151,6 +153,14 @@ class Report:
             lines.append(f"  {len(g['externs'])} ATen call(s):")
             for e in g["externs"]:
                 lines.append(f"    {e['op']:<40} {e['reason']}")
+            if g.get("prepared"):
+                held = sum(p["held_bytes"] for p in g["prepared"])
+                lines.append(f"  {len(g['prepared'])} prepared weight(s), {held / 2**20:.2f} MiB held "
+                             "(made at a call, reused while the parameter is unchanged):")
+                for p in g["prepared"]:
+                    shape = "x".join(str(s) for s in p["shape"])
+                    lines.append(f"    input {p['input']:<4} {p['dtype']}[{shape}] {p['form']}, "
+                                 f"{p['held_bytes'] / 2**20:.2f} MiB, prepared {p['preparations']} time(s)")
         if self.estimate:
             from .tools.estimate import format_estimate
 

@@ -13,6 +13,7 @@ import torch
 import torch.autograd.profiler as _profiler
 from torch._C._profiler import _RecordFunctionFast
 
+from . import prepared as _prepared
 from .fx_import import TORCH_DTYPES, Call, ImportedGraph, Ref, SymValue, resolve_op
 
 
@@ -134,6 +135,24 @@ class _SymbolValues(dict):
         return fn
 
 
+def _prepared_call(runner, call: Call, fetch, extern: dict, buffers):
+    """The ATen call of an extern whose weight the lowering left for the runner to prepare
+    once (prepared.py), or None (then it runs as traced, with the weight as it comes)."""
+    args = extern["tensor_args"]
+    (w_pos,) = extern["prepared_args"]
+    x_view = next((view for nid, idx, view in args if call.args and call.args[0] == Ref(nid, idx)), None)
+    w_view = args[w_pos][2]
+    if x_view is None:
+        return None
+    made = _prepared.convolution(call, fetch, buffers[w_view[0]]["input_index"], x_view, w_view,
+                                 runner.prepare_weights)
+    if made is None:
+        return None
+    run, weight = made
+    runner.prepared.append(weight)
+    return run
+
+
 class _Plan:
     """Everything a call needs, decided once: per kernel group the buffers to allocate
     and the pointers to pass; per extern op one prebuilt ATen call. A graph with
@@ -175,6 +194,9 @@ class _Plan:
                 tensors = {Ref(nid, idx): _view_fn(view, layout_of, self._arena_view_specs)
                            for nid, idx, view in e["tensor_args"]}
                 fetch = _SymbolValues(tensors, imported.symbol_index, symbols)
+                call = _prepared_call(runner, imported.calls[e["node"]], fetch, e, buffers) \
+                    if e.get("prepared_args") else None
+                call = call or _call_builder(imported.calls[e["node"]], fetch)
                 outs = tuple(e["output_buffers"])
                 # Kernels read extern results with the strides ember compiled for;
                 # ATen is checked on every call and its result copied if it differs.
@@ -182,7 +204,7 @@ class _Plan:
                 # alone, passed on as it comes.
                 expect = tuple(None if b < 0 else (b, None, None, None) if buffers[b]["opaque"] else
                                (b, layout_of[b][0], layout_of[b][1], TORCH_DTYPES[buffers[b]["dtype"]]) for b in outs)
-                steps.append((1, _call_builder(imported.calls[e["node"]], fetch), outs, expect))
+                steps.append((1, call, outs, expect))
                 uses.append({view[0] for _, _, view in e["tensor_args"]})
         constants = _SymbolValues({}, imported.symbol_index, symbols)
         # Inputs past the caller's arguments: the graph's attributes, then the SymFloat
@@ -235,7 +257,7 @@ class GraphRunner:
     # The profiler range each call runs in (backend.py names it after the graph's source).
     profile_name = "ember graph"
 
-    def __init__(self, cg, imported: ImportedGraph, attr_tensors: list):
+    def __init__(self, cg, imported: ImportedGraph, attr_tensors: list, prepare_weights: bool = True):
         # AOTAutograd passes the arguments as one list. An instance attribute, not a class
         # one: AOTAutograd wraps the backward in torch._dynamo.disable, whose
         # functools.wraps copies the instance __dict__ only.
@@ -245,6 +267,10 @@ class GraphRunner:
         self._eager = None  # set when this graph must run eagerly from now on
         self._finish_compile = None  # set while the C compiler runs in the background
         self.attr_tensors = list(attr_tensors)
+        # Parameters prepared once and reused while unchanged (prepared.py); with
+        # prepare_weights False they are prepared on every call.
+        self.prepare_weights = prepare_weights
+        self.prepared: list[_prepared.PreparedWeight] = []
         # A static graph has one plan; a graph with symbols one per set of symbol
         # values, made on its first call (the kernels are the same for all of them).
         self._symbol_args = imported.symbol_args

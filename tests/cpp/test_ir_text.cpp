@@ -122,3 +122,29 @@ TEST(verifiers_catch_a_broken_ir) {
                      "return buf1\nschedule\nkernel k outer=[]\n"),
            std::string("ember: invalid schedule after parsing: buf1 is in no kernel"));
 }
+
+TEST(a_prepared_extern_argument_prints_back_and_must_be_a_graph_input) {
+  // ExternCall::prepared_args as text (`buf1 prepared`), and the verifier's rule: what the
+  // runtime prepares is a graph input as the caller passes it.
+  const std::string program =
+      "program(vars=0)\n"
+      "buf0 = input(0) : f32[2,4,8,8]{256,1,32,4}\n"
+      "buf1 = input(1) : f32[8,4,3,3]{36,9,3,1}\n"
+      "extern %2 aten.convolution.default(%0 = buf0, %1 = buf1 prepared) -> buf2 : f32[2,8,6,6]{288,1,48,8}  \"conv\"\n"
+      "return buf2\n";
+  CHECK_EQ(after(program, {}), program);
+  const Program p = parse_program(program);
+  CHECK(p.externs.at(0).prepared_args == std::vector<int>{1});
+  std::string violation = "none";
+  try {
+    after("program(vars=4)\nbuf0 = input(0) : f32[2,4,8,8]{256,1,32,4}\nbuf1 = input(1) : f32[8,4,3,3]{36,9,3,1}\n"
+          "buf2 : f32[8,4,3,3]{36,9,3,1} for [v0, v1, v2, v3] = neg(buf1[((((v0 * 36) + (v1 * 9)) + (v2 * 3)) + v3)])\n"
+          "extern %3 aten.convolution.default(%0 = buf0, %2 = buf2 prepared) -> buf3 : f32[2,8,6,6]{288,1,48,8}  \"conv\"\n"
+          "return buf3\n",
+          {});
+  } catch (const std::logic_error& e) {
+    violation = e.what();
+  }
+  CHECK_EQ(violation, std::string("ember: invalid program after parsing: extern aten.convolution.default: prepared "
+                                  "argument 1 is not a graph input as passed"));
+}

@@ -111,6 +111,46 @@ TEST(lower_a_1x1_weight_is_passed_to_the_convolution_as_it_is) {
     put("K", k);
     return text;
   };
-  CHECK(after(with(1), {"lower_graph"}).find(" for ") == std::string::npos);
-  CHECK(after(with(3), {"lower_graph"}).find("buf2 : f32[8,4,3,3]{36,1,12,4} for ") != std::string::npos);
+  ember::PipelineOptions copied;  // the weight is not left for the runner to prepare
+  copied.prepared_weights = false;
+  CHECK(after(with(1), {"lower_graph"}, copied).find(" for ") == std::string::npos);
+  CHECK(after(with(3), {"lower_graph"}, copied).find("buf2 : f32[8,4,3,3]{36,1,12,4} for ") != std::string::npos);
+}
+
+TEST(lower_a_parameter_weight_is_left_for_the_runtime_to_prepare) {
+  // PipelineOptions::prepared_weights (on for the CPU): a 3x3 weight that is a graph input
+  // reaches the convolution in eager's layout, marked `prepared` for the runtime to prepare
+  // once (ExternCall::prepared_args); the activation still gets its channels-last copy. A
+  // weight the graph computes is no input: it is copied channels-last as before.
+  const char* graph = R"(graph {
+  %0 = input(0) : f32[2,4,8,8]{256,64,8,1}
+  %1 = input(1) : f32[8,4,3,3]{36,9,3,1}
+  %2 = aten.convolution.default(%0, %1, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1) : f32[2,8,6,6]{288,1,48,8}
+  %3 = aten.neg.default(%1) : f32[8,4,3,3]{36,9,3,1}
+  %4 = aten.convolution.default(%0, %3, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1) : f32[2,8,6,6]{288,1,48,8}
+  return (%2, %4)
+}
+)";
+  CHECK_EQ(after(graph, {"lower_graph"}),
+           "program(vars=12)\n"
+           "buf0 = input(0) : f32[2,4,8,8]{256,64,8,1}\n"
+           "buf1 = input(1) : f32[8,4,3,3]{36,9,3,1}\n"
+           "buf2 : f32[2,4,8,8]{256,1,32,4} for [v0, v1, v2, v3] order [0, 2, 1, 3] = "
+           "buf0[((((v0 * 256) + (v1 * 64)) + (v2 * 8)) + v3)]\n"
+           "extern %2 aten.convolution.default(%0 = buf2, %1 = buf1 prepared) -> buf3 : f32[2,8,6,6]{288,1,48,8}  "
+           "\"convolution: ATen (oneDNN)\"\n"
+           "buf4 : f32[2,4,8,8]{256,1,32,4} for [v4, v5, v6, v7] order [0, 2, 1, 3] = "
+           "buf0[((((v4 * 256) + (v5 * 64)) + (v6 * 8)) + v7)]\n"
+           "buf5 : f32[8,4,3,3]{36,1,12,4} for [v8, v9, v10, v11] order [0, 2, 3, 1] = "
+           "neg(buf1[((((v8 * 36) + (v9 * 9)) + (v10 * 3)) + v11)])  from %3\n"
+           "extern %4 aten.convolution.default(%0 = buf4, %3 = buf5) -> buf6 : f32[2,8,6,6]{288,1,48,8}  "
+           "\"convolution: ATen (oneDNN)\"\n"
+           "return buf3, buf6\n");
+  // Off (and always for CUDA), the parameter is copied channels-last like any weight.
+  ember::PipelineOptions copied;
+  copied.prepared_weights = false;
+  const std::string program = after(graph, {"lower_graph"}, copied);
+  CHECK(program.find("prepared") == std::string::npos);
+  CHECK(program.find("buf3 : f32[8,4,3,3]{36,1,12,4} for [v4, v5, v6, v7] order [0, 2, 3, 1] = buf1[") != std::string::npos);
+  CHECK(after(graph, {"lower_graph"}, ember::PipelineOptions::cuda()).find("prepared") == std::string::npos);
 }
