@@ -117,6 +117,7 @@ class GraphRecord:
         # part of times["total"], the time spent in the backend.
         self.background = False
         self.prepared: list = []  # the runner's prepared weights (prepared.PreparedWeight)
+        self.input_names: list[str] = []  # the graph's inputs (placeholders, then attributes), for explain
 
     def title(self) -> str:
         """How logs and dumps name the graph: 'inference_0 LayerNormGeluBlock.forward (examples.py:33)'."""
@@ -186,12 +187,14 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
     record.front_end = summary["front_end"] = front_end
     if _recorders:
         record.ops = [str(n.target) for n in gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
+        record.input_names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     t0 = time.perf_counter()
     try:
         device = graph_device(example_inputs)  # None: a CPU graph
         if imported is None:
             imported = import_graph(gm, "cpu" if device is None else str(device))
         record.imported = imported
+        record.input_names += list(imported.attr_inputs) if record.input_names else []
         t1 = time.perf_counter()
         attrs = [getattr(gm, name) for name in imported.attr_inputs]
         cg, runner = build_runner(imported, attrs, device, cfg, kind, _debug_dir(cfg, record.name),

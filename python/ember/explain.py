@@ -60,7 +60,7 @@ def _graph_dict(record, frame: dict | None, step_us: dict | None = None) -> dict
         d["kernels"].append(entry)
     for e in cg.externs:
         d["externs"].append({"op": e["op"], "reason": e["reason"]})
-    d["prepared"] = _prepared.describe(record.prepared)
+    d["prepared"] = _prepared.describe(record.prepared, record.input_names)
     d["steps"] = len(cg.steps)
     d["cache"] = cg.cache_status
     d["cache_note"] = cg.cache_note
@@ -72,6 +72,10 @@ def _graph_dict(record, frame: dict | None, step_us: dict | None = None) -> dict
                  code_language="CUDA C" if "__global__" in cg.source else "C",
                  kernel_steps=[{**s, "us": step_us.get(s["label"])} for s in kernel_steps(cg)])
     return d
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.2f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.1f} KiB"
 
 
 def _autotune_text(t: dict) -> str:
@@ -155,12 +159,12 @@ class Report:
                 lines.append(f"    {e['op']:<40} {e['reason']}")
             if g.get("prepared"):
                 held = sum(p["held_bytes"] for p in g["prepared"])
-                lines.append(f"  {len(g['prepared'])} prepared weight(s), {held / 2**20:.2f} MiB held "
+                lines.append(f"  {len(g['prepared'])} prepared weight(s), {_size(held)} held "
                              "(made at a call, reused while the parameter is unchanged):")
                 for p in g["prepared"]:
                     shape = "x".join(str(s) for s in p["shape"])
-                    lines.append(f"    input {p['input']:<4} {p['dtype']}[{shape}] {p['form']}, "
-                                 f"{p['held_bytes'] / 2**20:.2f} MiB, prepared {p['preparations']} time(s)")
+                    lines.append(f"    {p['name'] or 'input %d' % p['input']:<40} {p['dtype']}[{shape}] {p['form']}, "
+                                 f"{_size(p['held_bytes'])}, prepared {p['preparations']} time(s)")
         if self.estimate:
             from .tools.estimate import format_estimate
 

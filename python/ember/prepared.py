@@ -137,7 +137,9 @@ def convolution(call, fetch, weight_input: int, x_view, w_view, reuse: bool):
     return run_aten, prepared
 
 
-def describe(prepared: list[PreparedWeight]) -> list[dict]:
-    """What a runner holds, for explain: one entry per prepared parameter."""
-    return [{"input": p.input_index, "shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."),
-             "form": p.form, "held_bytes": p.held_bytes, "preparations": p.preparations} for p in prepared]
+def describe(prepared: list[PreparedWeight], input_names: list[str] = ()) -> list[dict]:
+    """What a runner holds, for explain: one entry per prepared parameter (named after the
+    graph input it comes from, when the names are known)."""
+    return [{"input": p.input_index, "name": input_names[p.input_index] if p.input_index < len(input_names) else None,
+             "shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."), "form": p.form,
+             "held_bytes": p.held_bytes, "preparations": p.preparations} for p in prepared]
