@@ -1,4 +1,4 @@
-"""Small-batch convolutions on the CPU, eager / TorchInductor / ember side by side (issue 24).
+"""Small-batch convolutions (and any suite model) on the CPU, eager / TorchInductor / ember side by side (issue 24).
 
     python benchmarks/cpu_conv.py [--cases conv512,conv512_pad,resnet18] [--backends eager,inductor,ember]
         [--threads 1] [--cpus 0] [--rounds 15] [--calls 10] [--profile] [--json out.json]
@@ -9,6 +9,8 @@ Cases:
     conv512_pad  the same with padding 1 (ResNet's own 3x3 convolutions)
     resnet18     the suite's hand-written ResNet-18 (benchmarks/suite/models_blocks.py),
                  batch 2 at 64x64 (the CPU suite's size), inference
+    NAME         any other suite model (benchmarks/suite/run.py list), at its CPU size:
+                 an interleaved side-by-side check of a suite row
 
 All backends run in one process (compiled first, then interleaved: each round times
 `--calls` calls of every backend, in a rotating order), so that the machine's drift does
@@ -38,12 +40,10 @@ def build(case: str):
     if case in ("conv512", "conv512_pad"):
         model = torch.nn.Conv2d(512, 512, 3, padding=1 if case == "conv512_pad" else 0)
         return model.eval(), (torch.randn(2, 512, 4, 4),)
-    if case == "resnet18":
-        from suite import registry
+    from suite import registry
 
-        model, inputs = registry.get("resnet18").build("cpu", torch.float32, "small")
-        return model.eval(), inputs
-    raise SystemExit(f"unknown case {case!r}: conv512, conv512_pad, resnet18")
+    model, inputs = registry.get(case).build("cpu", torch.float32, "small")  # an unknown name lists the known
+    return model.eval(), inputs
 
 
 def compiled(backend: str, model):
@@ -64,11 +64,13 @@ def profile_of(fn, inputs, calls: int = 5, rows: int = 12) -> str:
 
     from suite import profiling
 
+    from suite.registry import call
+
     with profiling.named_cpu_kernels():
-        fn(*inputs)
+        call(fn, inputs)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(calls):
-                fn(*inputs)
+                call(fn, inputs)
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
@@ -77,18 +79,20 @@ def run_case(case: str, backends: list[str], args) -> dict:
 
     model, inputs = build(case)
     fns, first_s, errs = {}, {}, {}
+    from suite.registry import call, tensors
+
     with torch.no_grad():
-        ref = model(*inputs)
+        ref = tensors(call(model, inputs))[0]
         for b in backends:
             fn = compiled(b, model)
             t0 = time.perf_counter()
-            out = fn(*inputs)
+            out = tensors(call(fn, inputs))[0]
             first_s[b] = round(time.perf_counter() - t0, 3)
             errs[b] = float(((out - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item())
             fns[b] = fn
         for fn in fns.values():  # warm up
             for _ in range(3):
-                fn(*inputs)
+                call(fn, inputs)
         per_round = {b: [] for b in backends}
         for r in range(args.rounds):
             order = backends[r % len(backends):] + backends[:r % len(backends)]
@@ -96,7 +100,7 @@ def run_case(case: str, backends: list[str], args) -> dict:
                 fn = fns[b]
                 t0 = time.perf_counter()
                 for _ in range(args.calls):
-                    fn(*inputs)
+                    call(fn, inputs)
                 per_round[b].append(1000 * (time.perf_counter() - t0) / args.calls)
         if args.profile:
             for b in backends:
