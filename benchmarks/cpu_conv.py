@@ -19,6 +19,10 @@ ratios to eager. Inference under torch.no_grad(), fp32. Each backend's first out
 checked against eager's (max relative error). --profile prints, per backend, the ops that
 took the time over a few calls (ember's kernel groups named as the suite's profile names
 them). --cpus pins the process (os.sched_setaffinity), --threads sets torch's threads.
+--clock cpu times the calling thread's CPU time (time.thread_time) instead of wall time:
+with one thread all the work runs on that thread, and time the machine gives to other
+processes is not counted, so a loaded machine gives steadier ratios (it still shares caches
+and memory bandwidth); it is refused with more than one thread.
 """
 from __future__ import annotations
 
@@ -93,15 +97,16 @@ def run_case(case: str, backends: list[str], args) -> dict:
         for fn in fns.values():  # warm up
             for _ in range(3):
                 call(fn, inputs)
+        clock = time.thread_time if args.clock == "cpu" else time.perf_counter
         per_round = {b: [] for b in backends}
         for r in range(args.rounds):
             order = backends[r % len(backends):] + backends[:r % len(backends)]
             for b in order:
                 fn = fns[b]
-                t0 = time.perf_counter()
+                t0 = clock()
                 for _ in range(args.calls):
                     call(fn, inputs)
-                per_round[b].append(1000 * (time.perf_counter() - t0) / args.calls)
+                per_round[b].append(1000 * (clock() - t0) / args.calls)
         if args.profile:
             for b in backends:
                 print(f"--- {case} {b}: profile of 5 calls\n{profile_of(fns[b], inputs)}", flush=True)
@@ -121,9 +126,13 @@ def main(argv=None):
     p.add_argument("--cpus", default="", help="pin the process to these CPUs (e.g. 0 or 0,1)")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--calls", type=int, default=10, help="calls per backend per round")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="cpu: the calling thread's CPU time (one thread only)")
     p.add_argument("--profile", action="store_true", help="print each backend's top ops")
     p.add_argument("--json", default="", help="write the results here")
     args = p.parse_args(argv)
+    if args.clock == "cpu" and args.threads != 1:
+        raise SystemExit("--clock cpu times the calling thread: use it with --threads 1")
     if args.cpus:
         os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})
     import torch
@@ -131,10 +140,11 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     from suite import measure
 
-    env = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "cpu": measure._cpu_name(),
+    env = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "cpu": measure._cpu_name(), "clock": args.clock,
            "capability": torch.backends.cpu.get_cpu_capability(), "threads": args.threads,
            "cpus": sorted(os.sched_getaffinity(0)), "torch": torch.__version__, "load": os.getloadavg()[0]}
     print(f"{env['date']}, {env['cpu']} ({env['capability']}), {args.threads} thread(s) on CPUs {env['cpus']}, "
+          f"{args.clock} clock, "
           f"torch {env['torch']}, load {env['load']:.1f}", flush=True)
     backends = args.backends.split(",")
     results = {}

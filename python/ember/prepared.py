@@ -118,7 +118,10 @@ def convolution(call, fetch, weight_input: int, x_view, w_view, reuse: bool):
     bias = fetch[b_ref] if b_ref is not None else None
     if _onednn_runs(dtype, x_shape, w_shape, stride, dilation, groups):
         def reorder(t):
-            return torch.ops.mkldnn._reorder_convolution_weight(t, padding, stride, dilation, groups, list(x_shape))
+            # oneDNN reads the weight as a dense NCHW tensor (a channels-last or strided
+            # parameter is made one first; once, like the reorder).
+            return torch.ops.mkldnn._reorder_convolution_weight(t.contiguous(), padding, stride, dilation, groups,
+                                                                 list(x_shape))
 
         prepared = PreparedWeight("oneDNN blocked", reorder, w_shape, dtype, weight_input, reuse)
         op = torch.ops.mkldnn._convolution_pointwise.default

@@ -93,6 +93,23 @@ def test_prepare_weights_off_prepares_on_every_call():
     assert all(p.held_bytes == 0 for p in prepared_of(records))
 
 
+@pytest.mark.parametrize("layout", ["channels_last", "transposed"])
+def test_weight_in_another_layout(layout):
+    # A parameter stored channels-last, and a weight passed as a transposed view: prepared
+    # from their own strides.
+    torch.manual_seed(0)
+    base = torch.randn(16, 8, 3, 3)
+    w = base.contiguous(memory_format=torch.channels_last) if layout == "channels_last" else \
+        base.transpose(0, 1).contiguous().transpose(0, 1)
+
+    def f(x, w):
+        return nn.functional.conv2d(x, w, padding=1)
+
+    fn = compile_fresh(f)
+    x = torch.randn(2, 8, 6, 6)
+    torch.testing.assert_close(run(lambda x: fn(x, w), x), f(x, w))
+
+
 def test_weight_computed_in_the_graph_is_not_prepared():
     # A weight that the graph computes (not an input) goes through the layout copy as before.
     conv = nn.Conv2d(4, 4, 3)
