@@ -1,6 +1,7 @@
 #include "lower/lowering.h"
 
 #include "ir/simplify.h"
+#include "lower/activation_layout.h"
 #include "lower/extern_layouts.h"
 
 #include <algorithm>
@@ -492,8 +493,8 @@ void LowerCtx::run(const Node& n) {
         throw Unsupported("lowering disagrees with eager on the output type");
       bool dense = t.is_tensor && t.sizes.size() == t.strides.size() && positive_strides(t.stride_dims());
       if (!outs[k].view && dense)
-        outs[k].preferred_strides = channels_last_ && t.sizes.size() == 4 ? to_dims(channels_last_strides(t.sizes))
-                                                                            : t.stride_dims();
+        outs[k].preferred_strides =
+            channels_last_ && t.sizes.size() == 4 ? activation_strides(outs[k], t.stride_dims()) : t.stride_dims();
       // Eager rounds every op's f16/bf16 result except inside a decomposition.
       if (opts_.emulate_precision_casts && !n.internal && outs[k].fn && !outs[k].view && (outs[k].dtype == DType::F16 || outs[k].dtype == DType::BF16)) {
         IndexFn fn = std::move(outs[k].fn);
