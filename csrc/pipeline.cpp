@@ -44,6 +44,9 @@ LowerOptions lower_options(const PipelineOptions& opts) {
   lo.channels_last_activations = opts.target == Target::CUDA || opts.channels_last_activations;
   // CUDA's tiled transposes read and write layout copies coalesced (codegen/cuda/transpose.h).
   lo.loads_lead_layout_copies = opts.target == Target::CPU;
+  // cuDNN's convolutions add their bias in an elementwise kernel of their own; oneDNN's
+  // inside the convolution.
+  lo.convolution_bias_in_kernels = opts.target == Target::CUDA;
   return lo;
 }
 

@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <optional>
-#include <set>
 
 namespace ember {
 
@@ -371,7 +369,7 @@ void LowerCtx::lower_input(const Node& n) {
   values_[n.id].push_back(from_view(v));
 }
 
-void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
+void LowerCtx::lower_extern(const Node& n, const std::string& reason, const std::vector<size_t>& none_args) {
   ExternCall call;
   call.node = n.id;
   call.op = n.op;
@@ -398,7 +396,10 @@ void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
     for (const auto& x : a.list) collect(x);
   };
   for (const auto& a : n.args) {
-    collect(a);
+    if (std::count(none_args.begin(), none_args.end(), static_cast<size_t>(arg_index)) && a.is_tensor())
+      call.none_args.push_back(a.ref);
+    else
+      collect(a);
     ++arg_index;
   }
   int call_index = static_cast<int>(prog_.externs.size());
@@ -578,6 +579,7 @@ const LoweringTable& lowering_table() {
     register_indexing_ops(t);
     register_pooling_ops(t);
     register_creation_ops(t);
+    register_convolution_ops(t);
     return t;
   }();
   return table;

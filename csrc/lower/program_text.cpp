@@ -69,6 +69,8 @@ std::string extern_text(const ExternCall& e, const Program& p) {
   os << "extern %" << e.node << " " << e.op << "(";
   for (size_t i = 0; i < e.tensor_args.size(); ++i)
     os << (i ? ", " : "") << value_ref_text(e.tensor_args[i]) << " = " << print_view(e.tensor_views[i], p);
+  for (size_t i = 0; i < e.none_args.size(); ++i)
+    os << (i || !e.tensor_args.empty() ? ", " : "") << value_ref_text(e.none_args[i]) << " = none";
   os << ") ->";
   for (size_t k = 0; k < e.output_buffers.size(); ++k) {
     os << (k ? ", " : " ");
@@ -284,8 +286,13 @@ class ProgramParser {
     in.expect('(');
     if (!in.try_consume(')')) {
       do {
-        e.tensor_args.push_back(in.value_ref());
+        const ValueRef r = in.value_ref();
         in.expect('=');
+        if (in.try_word("none")) {
+          e.none_args.push_back(r);
+          continue;
+        }
+        e.tensor_args.push_back(r);
         e.tensor_views.push_back(in.view(p_));
       } while (in.try_consume(','));
       in.expect(')');

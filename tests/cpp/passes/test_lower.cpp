@@ -148,3 +148,38 @@ TEST(lower_nhwc_values_between_convolutions_keep_their_layout) {
            "buf5[(((v8 * 16) + (v9 * 4)) + v10)])  from %8\n"
            "return buf6\n");
 }
+
+namespace {
+
+const char* kBiasedConvolution = R"(graph {
+  %0 = input(0) : f32[2,8,4,4]{128,1,32,8}
+  %1 = input(1) : f32[8,8,1,1]{8,1,1,1}
+  %2 = input(2) : f32[8]{1}
+  %3 = aten.convolution.default(%0, %1, %2, [1, 1], [0, 0], [1, 1], false, [0, 0], 1) : f32[2,8,4,4]{128,1,32,8}
+  %4 = aten.relu.default(%3) : f32[2,8,4,4]{128,1,32,8}
+  return (%4)
+}
+)";
+
+}  // namespace
+
+TEST(lower_cuda_convolution_bias_joins_the_kernel_reading_it) {
+  // cuDNN would add the bias in an elementwise kernel of its own: ATen gets None for it
+  // (`%2 = none`), and the relu adds it as it reads the convolution.
+  CHECK_EQ(after(kBiasedConvolution, {"lower_graph"}, ember::PipelineOptions::cuda()),
+           "program(vars=4)\n"
+           "buf0 = input(0) : f32[2,8,4,4]{128,1,32,8}\n"
+           "buf1 = input(1) : f32[8,8,1,1]{8,1,1,1}\n"
+           "buf2 = input(2) : f32[8]{1}\n"
+           "extern %3 aten.convolution.default(%0 = buf0, %1 = buf1, %2 = none) -> buf3 : f32[2,8,4,4]{128,1,32,8}  "
+           "\"convolution: ATen (oneDNN)\"\n"
+           "buf4 : f32[2,8,4,4]{128,1,32,8} for [v0, v1, v2, v3] order [0, 2, 3, 1] = max((buf3[((((v0 * 128) + v1) + "
+           "(v2 * 32)) + (v3 * 8))] + buf2[v1]), 0.0)  from %4 %3\n"
+           "return buf4\n");
+}
+
+TEST(lower_cpu_convolution_keeps_its_bias) {
+  // oneDNN adds the bias inside the convolution.
+  const std::string text = after(kBiasedConvolution, {"lower_graph"});
+  CHECK(text.find("(%0 = buf0, %1 = buf1, %2 = buf2) -> buf3") != std::string::npos);
+}
