@@ -46,6 +46,9 @@ LowerOptions lower_options(const PipelineOptions& opts) {
   lo.loads_lead_layout_copies = opts.target == Target::CPU;
   // Only the CPU runner prepares weights (python/ember/runtime.py).
   lo.prepared_weights = opts.target == Target::CPU && opts.prepared_weights;
+  // cuDNN's convolutions add their bias in an elementwise kernel of their own; oneDNN's
+  // inside the convolution.
+  lo.convolution_bias_in_kernels = opts.target == Target::CUDA;
   return lo;
 }
 

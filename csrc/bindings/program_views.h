@@ -61,6 +61,9 @@ inline nb::list externs_at(const Graph& g, const Program& p, const Symbols& s) {
     for (size_t i = 0; i < e.tensor_args.size(); ++i)
       args.append(nb::make_tuple(e.tensor_args[i].node, e.tensor_args[i].index, view_tuple(e.tensor_views[i], s)));
     d["tensor_args"] = args;
+    nb::list none_args;  // passed as None: ember's kernels apply them
+    for (const ValueRef& r : e.none_args) none_args.append(nb::make_tuple(r.node, r.index));
+    d["none_args"] = none_args;
     d["output_buffers"] = nb::cast(e.output_buffers);
     d["prepared_args"] = nb::cast(e.prepared_args);
     out.append(d);

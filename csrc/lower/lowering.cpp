@@ -1,12 +1,11 @@
 #include "lower/lowering.h"
 
 #include "ir/simplify.h"
+#include "lower/activation_layout.h"
 #include "lower/extern_layouts.h"
 
 #include <algorithm>
 #include <numeric>
-#include <optional>
-#include <set>
 
 namespace ember {
 
@@ -370,7 +369,7 @@ void LowerCtx::lower_input(const Node& n) {
   values_[n.id].push_back(from_view(v));
 }
 
-void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
+void LowerCtx::lower_extern(const Node& n, const std::string& reason, const std::vector<size_t>& none_args) {
   ExternCall call;
   call.node = n.id;
   call.op = n.op;
@@ -398,7 +397,10 @@ void LowerCtx::lower_extern(const Node& n, const std::string& reason) {
     for (const auto& x : a.list) collect(x);
   };
   for (const auto& a : n.args) {
-    collect(a);
+    if (std::count(none_args.begin(), none_args.end(), static_cast<size_t>(arg_index)) && a.is_tensor())
+      call.none_args.push_back(a.ref);
+    else
+      collect(a);
     ++arg_index;
   }
   int call_index = static_cast<int>(prog_.externs.size());
@@ -493,8 +495,8 @@ void LowerCtx::run(const Node& n) {
         throw Unsupported("lowering disagrees with eager on the output type");
       bool dense = t.is_tensor && t.sizes.size() == t.strides.size() && positive_strides(t.stride_dims());
       if (!outs[k].view && dense)
-        outs[k].preferred_strides = channels_last_ && t.sizes.size() == 4 ? to_dims(channels_last_strides(t.sizes))
-                                                                            : t.stride_dims();
+        outs[k].preferred_strides =
+            channels_last_ && t.sizes.size() == 4 ? activation_strides(outs[k], t.stride_dims()) : t.stride_dims();
       // Eager rounds every op's f16/bf16 result except inside a decomposition.
       if (opts_.emulate_precision_casts && !n.internal && outs[k].fn && !outs[k].view && (outs[k].dtype == DType::F16 || outs[k].dtype == DType::BF16)) {
         IndexFn fn = std::move(outs[k].fn);
@@ -578,6 +580,7 @@ const LoweringTable& lowering_table() {
     register_indexing_ops(t);
     register_pooling_ops(t);
     register_creation_ops(t);
+    register_convolution_ops(t);
     return t;
   }();
   return table;

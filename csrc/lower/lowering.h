@@ -77,6 +77,15 @@ struct LowerOptions {
   // input's version and data pointer are unchanged (ExternCall::prepared_args). On for
   // the CPU target (PipelineOptions::prepared_weights).
   bool prepared_weights = false;
+  // A convolution with a bias runs in ATen without it, and its result is read as a lazy
+  // value that adds the bias per channel, so that the bias joins the kernel that reads
+  // the convolution (a LayerNorm, a residual add) as Inductor's CUDA lowering has it,
+  // where every reader is such a kernel (ops_convolution.cpp: not an output, an extern
+  // operand or a flattening view, which store the result whole as ATen's add would).
+  // ATen's cuDNN path adds it in an elementwise kernel of its own over the whole output
+  // (ConvNeXt-T: 22 of them, 0.48 ms of 5.8 a step on an H100). The CUDA target sets it;
+  // oneDNN (the CPU) adds the bias inside the convolution.
+  bool convolution_bias_in_kernels = false;
 };
 
 class LowerCtx {
@@ -84,6 +93,7 @@ class LowerCtx {
   LowerCtx(const Graph& g, LowerOptions opts);
 
   const Graph& graph() const { return graph_; }
+  const LowerOptions& options() const { return opts_; }
   Program& program() { return prog_; }
   const Node& node() const { return *node_; }
   const TensorType& out_type(int k = 0) const { return node_->outputs.at(k); }
@@ -133,6 +143,10 @@ class LowerCtx {
   // Inclusive scan of `in` along `dim` (Sum: cumsum, Prod: cumprod) into a new buffer.
   TensorIR scan(const TensorIR& in, int64_t dim, ReduceOp op, DType out, DType acc);
 
+  // The node being lowered as an ATen call, with the tensor arguments `none_args` (node
+  // argument positions) passed as None: its outputs, in memory.
+  std::vector<TensorIR> extern_call(const std::string& reason, const std::vector<size_t>& none_args);
+
   // Driver entry points.
   void run(const Node& n);
   void finish();
@@ -143,7 +157,7 @@ class LowerCtx {
   int new_computed_buffer(DType t, const Dims& sizes, const Dims& strides);
   TensorIR commit(ComputedBuffer c);
   void lower_input(const Node& n);
-  void lower_extern(const Node& n, const std::string& reason);
+  void lower_extern(const Node& n, const std::string& reason, const std::vector<size_t>& none_args = {});
   // Why `n` must run in ATen because it reads or returns an opaque value, if it does.
   std::optional<std::string> opaque_reason(const Node& n) const;
   void after_node(const Node& n);
@@ -170,6 +184,7 @@ void register_view_scatter_ops(LoweringTable& t);
 void register_indexing_ops(LoweringTable& t);
 void register_pooling_ops(LoweringTable& t);
 void register_creation_ops(LoweringTable& t);
+void register_convolution_ops(LoweringTable& t);
 
 const LoweringTable& lowering_table();
 // Why an op without a lowering runs in ATen (library kernel, randomness, or a gap).

@@ -79,6 +79,8 @@ struct ExternCall {
   std::string op;                      // the node's op (aten.mm.default)
   std::vector<ValueRef> tensor_args;   // graph values passed as tensors ...
   std::vector<StridedView> tensor_views;  // ... and where each one lives
+  std::vector<ValueRef> none_args;     // tensor arguments ATen gets as None: ember's kernels
+                                       // apply them (a convolution's bias)
   std::vector<int> output_buffers;     // per node output; -1 when not a tensor
   std::string reason;                  // why this op is not compiled by ember
   // Positions in tensor_args of parameters the runtime prepares once and reuses while

@@ -73,6 +73,8 @@ std::string extern_text(const ExternCall& e, const Program& p) {
     if (std::find(e.prepared_args.begin(), e.prepared_args.end(), static_cast<int>(i)) != e.prepared_args.end())
       os << " prepared";
   }
+  for (size_t i = 0; i < e.none_args.size(); ++i)
+    os << (i || !e.tensor_args.empty() ? ", " : "") << value_ref_text(e.none_args[i]) << " = none";
   os << ") ->";
   for (size_t k = 0; k < e.output_buffers.size(); ++k) {
     os << (k ? ", " : " ");
@@ -288,8 +290,13 @@ class ProgramParser {
     in.expect('(');
     if (!in.try_consume(')')) {
       do {
-        e.tensor_args.push_back(in.value_ref());
+        const ValueRef r = in.value_ref();
         in.expect('=');
+        if (in.try_word("none")) {
+          e.none_args.push_back(r);
+          continue;
+        }
+        e.tensor_args.push_back(r);
         e.tensor_views.push_back(in.view(p_));
         if (in.try_word("prepared")) e.prepared_args.push_back(static_cast<int>(e.tensor_args.size()) - 1);
       } while (in.try_consume(','));

@@ -74,6 +74,10 @@ def runtime_op(name: str):
     return getattr(op, "_op", op)
 
 
+def _none(bufs):
+    return None
+
+
 def _call_builder(call: Call, fetch):
     target = runtime_op(call.op)
     arg_fns = [_arg_builder(a, fetch) for a in call.args]
@@ -193,6 +197,8 @@ class _Plan:
                 e = externs[payload]
                 tensors = {Ref(nid, idx): _view_fn(view, layout_of, self._arena_view_specs)
                            for nid, idx, view in e["tensor_args"]}
+                # Tensor arguments ember's kernels apply instead (a convolution's bias).
+                tensors.update({Ref(nid, idx): _none for nid, idx in e["none_args"]})
                 fetch = _SymbolValues(tensors, imported.symbol_index, symbols)
                 call = _prepared_call(runner, imported.calls[e["node"]], fetch, e, buffers) \
                     if e.get("prepared_args") else None

@@ -141,6 +141,20 @@ def _two_transposed(x, z, y):
     return (x.t() + z.t()).contiguous() * y
 
 
+def _conv_layer_norm(x, w, b, gamma, beta):
+    """ConvNeXt's downsample: a LayerNorm over the channels of a biased convolution's
+    output, permuted to NHWC and back. The bias joins the LayerNorm's kernel, whose input
+    is laid out with its channels last."""
+    y = F.conv2d(x, w, b, padding=1).permute(0, 2, 3, 1) * 2
+    return F.layer_norm(y.float(), (y.shape[-1],), gamma, beta).to(x.dtype).permute(0, 3, 1, 2)
+
+
+def _conv_layer_norm_args(device, dtype=torch.bfloat16, c=96):
+    return (_rand(4, c, 14, 14, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last),
+            _rand(c, c, 3, 3, device=device, dtype=dtype), _rand(c, device=device, dtype=dtype),
+            _rand(c, device=device), _rand(c, device=device))
+
+
 def _stem(x, w):
     """ResNet's first convolution: the 3-channel image is copied to channels-last for it
     (a transpose kernel), and its channels-last result back to NCHW with the relu."""
@@ -373,6 +387,7 @@ CASES = {
     "transpose_stem_bf16": lambda d: (_stem, (_rand(2, 3, 64, 64, device=d, dtype=torch.bfloat16),
                                               _rand(64, 3, 7, 7, device=d, dtype=torch.bfloat16))),
     "stem_pool_bf16": lambda d: (_stem_pool, _stem_pool_args(d)),
+    "conv_bias_layer_norm_bf16": lambda d: (_conv_layer_norm, _conv_layer_norm_args(d)),
     # Channels-last BatchNorm pairs: per-channel values hoisted out of the grid loop when
     # C divides its step (64, 256), or after rounding the grid (200: 25 blocks, 96 f32: 3).
     "batch_norm_pair_64_bf16": lambda d: (_batch_norm_pair, _batch_norm_pair_args(d, 64, torch.bfloat16, hw=56)),

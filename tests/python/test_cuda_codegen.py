@@ -95,6 +95,17 @@ def test_training_graphs_compile(name, tmp_path, monkeypatch):
         assert cg.cubins and cg.cache_status in ("miss", "memory")
 
 
+def test_convolution_bias_joins_the_kernel_reading_it(tmp_path, monkeypatch):
+    """cuDNN would add a convolution's bias in an elementwise kernel of its own: ATen gets
+    None for it, and the LayerNorm's kernel adds it as it reads the convolution."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    fn, args = CASES["conv_bias_layer_norm_bf16"]("cpu")
+    (cg,) = compile_all(fn, args)
+    (conv,) = [e for e in cg.externs if e["op"] == "aten.convolution.default"]
+    assert len(conv["none_args"]) == 1 and len(conv["tensor_args"]) == 2, conv
+    assert len(cg.kernels) <= 3, cg.kernels  # the weight's layout copy, the LayerNorm (and its output's copy)
+
+
 def _row_kernels(name, train=False):
     fn, args = (TRAINING if train else CASES)[name]("cpu")
     return [(k, cg.source) for cg in compile_all(fn, args, train=train) for k in cg.kernels if k["shape"] != "elementwise"]

@@ -28,6 +28,22 @@ def test_layer_norm(shape, normalized, affine):
     check_compiled(lambda a, w, b: F.layer_norm(a, normalized, w, b, eps=1e-5), x, w, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_layer_norm_over_channels_of_a_convolution(dtype):
+    # ConvNeXt's downsample: a biased convolution permuted to NHWC, scaled, LayerNorm over
+    # its channels in f32, permuted back; the value the LayerNorm reads is stored with its
+    # channels last (lower/activation_layout.h), not "channels-last" of its own dims.
+    x = rand(2, 16, 6, 6, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    w, b, g, beta = rand(16, 16, 3, 3, dtype=dtype), rand(16, dtype=dtype), rand(16), rand(16)
+
+    def block(x, w, b, g, beta):
+        y = F.conv2d(x, w, b, padding=1).permute(0, 2, 3, 1) * 2
+        return F.layer_norm(y.float(), (16,), g, beta).to(x.dtype).permute(0, 3, 1, 2)
+
+    tol = dict(rtol=4e-2, atol=4e-2) if dtype == torch.bfloat16 else {}
+    check_compiled(block, x, w, b, g, beta, **tol)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_layer_norm_low_precision(dtype):
     x, w, b = rand(4, 7, 64, dtype=dtype), rand(64, dtype=dtype), rand(64, dtype=dtype)

@@ -154,3 +154,72 @@ TEST(lower_a_parameter_weight_is_left_for_the_runtime_to_prepare) {
   CHECK(program.find("buf3 : f32[8,4,3,3]{36,1,12,4} for [v4, v5, v6, v7] order [0, 2, 3, 1] = buf1[") != std::string::npos);
   CHECK(after(graph, {"lower_graph"}, ember::PipelineOptions::cuda()).find("prepared") == std::string::npos);
 }
+
+TEST(lower_nhwc_values_between_convolutions_keep_their_layout) {
+  // A convolution (channels-last) permuted to [N, H, W, C] and used by a LayerNorm-like
+  // reduction and the value after it: buf5, read along its last dim, is stored with that
+  // dim innermost ({128,32,8,1}), not with "channels-last" strides of its own dims
+  // ({128,1,32,4}: its 8 channels 4 apart, and the reduction reading them so).
+  CHECK_EQ(after(R"(graph {
+  %0 = input(0) : f32[2,8,4,4]{128,1,32,8}
+  %1 = input(1) : f32[8,8,1,1]{8,1,1,1}
+  %2 = input(2) : f32[2,4,4,8]{128,32,8,1}
+  %3 = aten.convolution.default(%0, %1, none, [1, 1], [0, 0], [1, 1], false, [0, 0], 1) : f32[2,8,4,4]{128,1,32,8}
+  %4 = aten.permute.default(%3, [0, 2, 3, 1]) : f32[2,4,4,8]{128,32,8,1}
+  %5 = aten.mul.Tensor(%4, %2) : f32[2,4,4,8]{128,32,8,1}
+  %6 = aten.add.Tensor(%5, %2, 1) : f32[2,4,4,8]{128,32,8,1}
+  %7 = aten.sum.dim_IntList(%6, [3], true) : f32[2,4,4,1]{16,4,1,1}
+  %8 = aten.sub.Tensor(%6, %7, 1) : f32[2,4,4,8]{128,32,8,1}
+  return (%8)
+}
+)", {"lower_graph"}, ember::PipelineOptions::cuda()),
+           "program(vars=12)\n"
+           "buf0 = input(0) : f32[2,8,4,4]{128,1,32,8}\n"
+           "buf1 = input(1) : f32[8,8,1,1]{8,1,1,1}\n"
+           "buf2 = input(2) : f32[2,4,4,8]{128,32,8,1}\n"
+           "extern %3 aten.convolution.default(%0 = buf0, %1 = buf1) -> buf3 : f32[2,8,4,4]{128,1,32,8}  "
+           "\"convolution: ATen (oneDNN)\"\n"
+           "buf4 : f32[2,4,4,8]{128,32,8,1} for [v0, v1, v2, v3] = ((buf3[((((v0 * 128) + (v1 * 32)) + (v2 * 8)) + v3)] * "
+           "buf2[((((v0 * 128) + (v1 * 32)) + (v2 * 8)) + v3)]) + buf2[((((v0 * 128) + (v1 * 32)) + (v2 * 8)) + v3)])  "
+           "from %6 %5\n"
+           "buf5 : f32[2,4,4,1]{16,4,1,1} for [v4, v5, v6, _] = sum f32 over [8] for [v7] of buf4[((((v4 * 128) + (v5 * 32)) + "
+           "(v6 * 8)) + v7)]  from %7\n"
+           "buf6 : f32[2,4,4,8]{128,32,8,1} for [v8, v9, v10, v11] = sub(buf4[((((v8 * 128) + (v9 * 32)) + (v10 * 8)) + v11)], "
+           "buf5[(((v8 * 16) + (v9 * 4)) + v10)])  from %8\n"
+           "return buf6\n");
+}
+
+namespace {
+
+const char* kBiasedConvolution = R"(graph {
+  %0 = input(0) : f32[2,8,4,4]{128,1,32,8}
+  %1 = input(1) : f32[8,8,1,1]{8,1,1,1}
+  %2 = input(2) : f32[8]{1}
+  %3 = aten.convolution.default(%0, %1, %2, [1, 1], [0, 0], [1, 1], false, [0, 0], 1) : f32[2,8,4,4]{128,1,32,8}
+  %4 = aten.relu.default(%3) : f32[2,8,4,4]{128,1,32,8}
+  return (%4)
+}
+)";
+
+}  // namespace
+
+TEST(lower_cuda_convolution_bias_joins_the_kernel_reading_it) {
+  // cuDNN would add the bias in an elementwise kernel of its own: ATen gets None for it
+  // (`%2 = none`), and the relu adds it as it reads the convolution.
+  CHECK_EQ(after(kBiasedConvolution, {"lower_graph"}, ember::PipelineOptions::cuda()),
+           "program(vars=4)\n"
+           "buf0 = input(0) : f32[2,8,4,4]{128,1,32,8}\n"
+           "buf1 = input(1) : f32[8,8,1,1]{8,1,1,1}\n"
+           "buf2 = input(2) : f32[8]{1}\n"
+           "extern %3 aten.convolution.default(%0 = buf0, %1 = buf1, %2 = none) -> buf3 : f32[2,8,4,4]{128,1,32,8}  "
+           "\"convolution: ATen (oneDNN)\"\n"
+           "buf4 : f32[2,8,4,4]{128,1,32,8} for [v0, v1, v2, v3] order [0, 2, 3, 1] = max((buf3[((((v0 * 128) + v1) + "
+           "(v2 * 32)) + (v3 * 8))] + buf2[v1]), 0.0)  from %4 %3\n"
+           "return buf4\n");
+}
+
+TEST(lower_cpu_convolution_keeps_its_bias) {
+  // oneDNN adds the bias inside the convolution.
+  const std::string text = after(kBiasedConvolution, {"lower_graph"});
+  CHECK(text.find("(%0 = buf0, %1 = buf1, %2 = buf2) -> buf3") != std::string::npos);
+}
