@@ -42,6 +42,8 @@ struct PipelineOptions {
   bool channels_last_activations = false;  // CPU inference graphs; CUDA graphs always (LowerOptions)
   bool pad_matmuls = false;                // 16-byte aligned cuBLAS operands (lower/pad_matmuls.h):
   PadMatmulOptions pad;                    // on for CUDA graphs, on the CPU for tests only
+  bool descriptive_names = true;           // ember_red_var_mean_rsqrt_add_sub_plus1_3, not
+                                           // ember_k3 (schedule/name_kernels.h)
   bool dump = false;                       // keep the IR after each pass (Compiled::passes)
   bool verify = kVerifyPasses;             // check the program and schedule after each pass
 
