@@ -151,7 +151,7 @@ def profile_workload(name, iters, copy_gbs, top):
     gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     gpu.sort(key=lambda e: e.time_range.start)
     kernels = [e for e in gpu if "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
-    ember_events = [e for e in kernels if e.name.startswith("ember_k")]
+    ember_events = [e for e in kernels if e.name.startswith("ember_")]
     orders = {}
     expected = [(id(r), k, launch, fn) for r in calls for k, launch, fn in orders.setdefault(id(r), launch_order(r.cg))]
     if len(expected) != len(ember_events):
@@ -191,10 +191,10 @@ def profile_workload(name, iters, copy_gbs, top):
         x["same_size_copy_fraction"] = round(x["gbs"] / same[x["bytes"]], 3) if same.get(x["bytes"]) else None
     rows.sort(key=lambda x: -x["us_per_iter"])
     ember_us = sum(e.time_range.elapsed_us() for e in ember_events) / iters
-    aten_us = sum(e.time_range.elapsed_us() for e in kernels if not e.name.startswith("ember_k")) / iters
+    aten_us = sum(e.time_range.elapsed_us() for e in kernels if not e.name.startswith("ember_")) / iters
     aten = {}
     for e in kernels:
-        if not e.name.startswith("ember_k"):
+        if not e.name.startswith("ember_"):
             aten[e.name[:90]] = aten.get(e.name[:90], 0.0) + e.time_range.elapsed_us() / iters
     span_us = (gpu[-1].time_range.end - gpu[0].time_range.start) / iters if gpu else 0.0
     total = sum(x["us_per_iter"] for x in rows) or 1.0

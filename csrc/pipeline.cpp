@@ -9,6 +9,7 @@
 #include "schedule/fuse.h"
 #include "schedule/merge_dims.h"
 #include "schedule/merge_outer_dims.h"
+#include "schedule/name_kernels.h"
 #include "schedule/split_reductions.h"
 #include "schedule/verify_schedule.h"
 
@@ -93,13 +94,16 @@ Compiled run_pipeline(const std::string& graph_text, const PipelineOptions& opts
   if (cuda && !c.graph.symbols.empty())
     pass("merge_symbolic_outer_dims", t.schedule, [&] { merge_symbolic_outer_dims(c.schedule); }, schedule);
   if (cpu) pass("split_reductions", t.schedule, [&] { split_reductions(c.schedule); }, schedule);
-  if (cpu) pass("generate_c", t.codegen, [&] { c.c_code = generate_c(c.program, c.schedule); }, [&] { return c.c_code.source; });
-  if (cuda) {
+  if (cuda)
     pass("schedule_cuda", t.schedule, [&] { c.cuda_schedule = schedule_cuda(c.program, c.schedule); },
          [&] { return c.cuda_schedule.text(); });
+  pass("name_kernels", t.schedule, [&] {
+    name_kernels(c.schedule, c.program, c.graph, cuda ? &c.cuda_schedule : nullptr, opts.descriptive_names);
+  }, schedule);
+  if (cpu) pass("generate_c", t.codegen, [&] { c.c_code = generate_c(c.program, c.schedule); }, [&] { return c.c_code.source; });
+  if (cuda)
     pass("generate_cuda", t.codegen, [&] { c.cuda_code = generate_cuda(c.program, c.schedule, c.cuda_schedule); },
          [&] { return c.cuda_code.source; });
-  }
   pass("plan_arena", t.schedule, [&] { plan_memory(c); }, [&] { return memory_plan_text(c); });
   return c;
 }

@@ -46,6 +46,8 @@ struct PipelineOptions {
   // convolution as it is, for the CPU runner to prepare once (LowerOptions; python/ember/
   // prepared.py); false: a channels-last copy of it on every call. CUDA graphs: never.
   bool prepared_weights = true;
+  bool descriptive_names = true;           // ember_red_var_mean_rsqrt_add_sub_plus1_3, not
+                                           // ember_k3 (schedule/name_kernels.h)
   bool dump = false;                       // keep the IR after each pass (Compiled::passes)
   bool verify = kVerifyPasses;             // check the program and schedule after each pass
 

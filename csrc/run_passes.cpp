@@ -8,6 +8,7 @@
 #include "schedule/fuse.h"
 #include "schedule/merge_dims.h"
 #include "schedule/merge_outer_dims.h"
+#include "schedule/name_kernels.h"
 #include "schedule/split_reductions.h"
 
 namespace ember {
@@ -54,6 +55,11 @@ const std::map<std::string, NamedPass>& named_passes() {
       {"schedule_cuda", {Out::Dump, [](Compiled& c, const PipelineOptions&) {
          c.target = Target::CUDA;
          c.cuda_schedule = schedule_cuda(c.program, c.schedule);
+       }}},
+      {"name_kernels", {Out::Schedule, [](Compiled& c, const PipelineOptions& o) {
+         if (c.graph.nodes.empty()) throw std::invalid_argument("name_kernels reads the graph's ops: start from graph text");
+         const bool cuda = c.target == Target::CUDA && !c.cuda_schedule.kernels.empty();
+         name_kernels(c.schedule, c.program, c.graph, cuda ? &c.cuda_schedule : nullptr, o.descriptive_names);
        }}},
       {"generate_c", {Out::Dump, [](Compiled& c, const PipelineOptions&) { c.c_code = generate_c(c.program, c.schedule); }}},
       {"generate_cuda", {Out::Dump, [](Compiled& c, const PipelineOptions&) {

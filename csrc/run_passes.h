@@ -6,8 +6,9 @@
 // lower/program_text.h), or a program, a line `schedule`, and its schedule
 // (schedule/schedule_text.h). What comes out is the IR after the last pass: the program
 // after lower_graph, pad_matmuls and eliminate_dead_code; the program, `schedule` and
-// the schedule after fuse, merge_inner_dims, merge_symbolic_outer_dims and
-// split_reductions; the dump of schedule_cuda, generate_c, generate_cuda or plan_arena.
+// the schedule after fuse, merge_inner_dims, merge_symbolic_outer_dims, split_reductions
+// and name_kernels (which reads the graph's ops: start it from graph text); the dump of
+// schedule_cuda, generate_c, generate_cuda or plan_arena.
 // opts.target picks the lowering's and the memory plan's target; schedule_cuda and
 // generate_cuda imply CUDA. With opts.verify the IR is checked before and after each
 // pass.

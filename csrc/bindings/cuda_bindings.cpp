@@ -101,7 +101,8 @@ void define_cuda(nb::module_& m) {
       "compile_cuda",
       [](const std::string& text, const std::string& arch, int device, bool fuse, bool disk_cache,
          const std::string& cache_dir, const std::string& debug_dir, const std::vector<std::string>& nvrtc_dirs,
-         bool pad_matmuls, bool emulate_precision_casts, int kernels_per_part, bool build, bool verify) {
+         bool pad_matmuls, bool emulate_precision_casts, int kernels_per_part, bool build, bool verify,
+         bool descriptive_names) {
         ember::CudaCompileOptions o;
         o.build = build;
         o.pipeline.verify = verify;
@@ -111,6 +112,7 @@ void define_cuda(nb::module_& m) {
         o.pipeline.fuse = fuse;
         o.pipeline.pad_matmuls = pad_matmuls;
         o.pipeline.emulate_precision_casts = emulate_precision_casts;
+        o.pipeline.descriptive_names = descriptive_names;
         o.disk_cache = disk_cache;
         o.cache_dir = cache_dir;
         o.debug_dir = debug_dir;
@@ -122,9 +124,10 @@ void define_cuda(nb::module_& m) {
       nb::arg("disk_cache") = true, nb::arg("cache_dir") = "", nb::arg("debug_dir") = "",
       nb::arg("nvrtc_dirs") = std::vector<std::string>{}, nb::arg("pad_matmuls") = true,
       nb::arg("emulate_precision_casts") = false, nb::arg("kernels_per_part") = 1, nb::arg("build") = true,
-      nb::arg("verify") = ember::kVerifyPasses,
+      nb::arg("verify") = ember::kVerifyPasses, nb::arg("descriptive_names") = true,
       "Compile graph text to a cubin for `arch`; load it on CUDA device `device` unless it is -1; "
-      "build=False stops after the CUDA source (no NVRTC).");
+      "build=False stops after the CUDA source (no NVRTC); descriptive_names=False names kernels "
+      "ember_k<N> (schedule/name_kernels.h).");
   m.def(
       "nvrtc_info",
       [](const std::vector<std::string>& dirs) {

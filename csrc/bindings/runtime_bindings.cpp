@@ -66,7 +66,7 @@ void define_runtime(nb::module_& m) {
       "compile",
       [](const std::string& text, bool fuse, bool disk_cache, const std::string& cache_dir, const std::string& debug_dir,
          bool pad_matmuls, bool emulate_precision_casts, bool background, bool channels_last_activations,
-         bool build, bool verify) {
+         bool build, bool verify, bool descriptive_names) {
         ember::CompileOptions o;
         o.build = build;
         o.pipeline.verify = verify;
@@ -74,6 +74,7 @@ void define_runtime(nb::module_& m) {
         o.pipeline.pad_matmuls = pad_matmuls;
         o.pipeline.emulate_precision_casts = emulate_precision_casts;
         o.pipeline.channels_last_activations = channels_last_activations;
+        o.pipeline.descriptive_names = descriptive_names;
         o.disk_cache = disk_cache;
         o.cache_dir = cache_dir;
         o.debug_dir = debug_dir;
@@ -85,24 +86,28 @@ void define_runtime(nb::module_& m) {
       nb::arg("debug_dir") = "", nb::arg("pad_matmuls") = false,
       nb::arg("emulate_precision_casts") = false, nb::arg("background") = false,
       nb::arg("channels_last_activations") = false, nb::arg("build") = true, nb::arg("verify") = ember::kVerifyPasses,
+      nb::arg("descriptive_names") = true,
       "Compile graph text for the CPU. pad_matmuls runs the CUDA graphs' matmul padding (for tests); "
       "background runs the C compiler on a thread (wait_kernels() joins it); build=False stops after "
-      "the C source (no kernels: for tools that read the generated code).");
+      "the C source (no kernels: for tools that read the generated code); descriptive_names=False "
+      "names kernels ember_k<N> (schedule/name_kernels.h).");
   m.def(
       "run_passes",
       [](const std::string& text, const std::vector<std::string>& passes, bool cuda, bool fuse,
-         bool emulate_precision_casts, bool channels_last_activations, bool pad_matmuls, bool verify) {
+         bool emulate_precision_casts, bool channels_last_activations, bool pad_matmuls, bool verify,
+         bool descriptive_names) {
         ember::PipelineOptions o = cuda ? ember::PipelineOptions::cuda() : ember::PipelineOptions::cpu();
         o.fuse = fuse;
         o.emulate_precision_casts = emulate_precision_casts;
         o.channels_last_activations = channels_last_activations;
         o.pad_matmuls = pad_matmuls;
         o.verify = verify;
+        o.descriptive_names = descriptive_names;
         return ember::run_passes(text, passes, o);
       },
       nb::arg("text"), nb::arg("passes"), nb::arg("cuda") = false, nb::arg("fuse") = true,
       nb::arg("emulate_precision_casts") = false, nb::arg("channels_last_activations") = false,
-      nb::arg("pad_matmuls") = false, nb::arg("verify") = true,
+      nb::arg("pad_matmuls") = false, nb::arg("verify") = true, nb::arg("descriptive_names") = true,
       "Named passes of the pipeline on IR text (graph, program, or program and schedule); the IR "
       "after the last one (csrc/run_passes.h).");
   m.def("default_cache_dir", &ember::default_cache_dir);

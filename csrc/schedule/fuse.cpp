@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "ir/affine.h"
+#include "schedule/name_kernels.h"
 
 namespace ember {
 
@@ -106,7 +107,7 @@ class Fuser {
       }
       place(step.index);
     }
-    for (size_t i = 0; i < s_.kernels.size(); ++i) s_.kernels[i].name = kernel_name(static_cast<int>(i));
+    for (size_t i = 0; i < s_.kernels.size(); ++i) s_.kernels[i].name = short_kernel_name(static_cast<int>(i));
     return std::move(s_);
   }
 
@@ -234,10 +235,6 @@ class Fuser {
     return true;
   }
 
-  std::string kernel_name(int ki) {
-    // ember_k<N>_<first ops>: enough to find it in a profile and in the code dump.
-    return "ember_k" + std::to_string(ki);
-  }
 
   const Program& p_;
   FuseOptions opts_;

@@ -153,6 +153,7 @@ def build_runner(imported, attr_tensors: list, device: torch.device | None, cfg:
         imported.text,
         fuse=cfg.fuse,
         emulate_precision_casts=cfg.emulate_precision_casts,
+        descriptive_names=cfg.descriptive_names,
         # A CPU inference graph with convolutions keeps its activations channels-last, the
         # layout the convolutions run in, as CUDA graphs do: no transposing copy around
         # each convolution (the small CNN 0.471 -> 0.355 ms against Inductor's 0.35). A

@@ -23,6 +23,10 @@ class Config:
     # Round every op's float16/bfloat16 result, as eager does. Off (Inductor's default): a
     # fused chain computes in float32 and rounds what it stores; .to(dtype) always rounds.
     emulate_precision_casts: bool = False
+    # Name kernels after what they do (ember_red_var_mean_rsqrt_add_sub_plus1_3: kind, main
+    # ATen ops, index in the graph) in the generated code, logs, explain and profiler traces;
+    # False: ember_k3 (csrc/schedule/name_kernels.h). Inductor's triton.descriptive_names.
+    descriptive_names: bool = True
     # Use the on-disk kernel cache (EMBER_CACHE_DIR or ~/.cache/ember).
     disk_cache: bool = True
     # Override the cache directory; None uses EMBER_CACHE_DIR or ~/.cache/ember.
@@ -91,6 +95,8 @@ INDUCTOR_ALIASES = {
     "triton.cudagraphs": None,
     "coordinate_descent_tuning": None,
     "fallback_random": None,
+    "triton.descriptive_names": lambda v, cfg: ("descriptive_names", bool(v)),
+    "cpp.descriptive_names": lambda v, cfg: ("descriptive_names", bool(v)),
     "triton.unique_kernel_names": None,
     "unique_kernel_names": None,
 }

@@ -67,6 +67,7 @@ def compile_cuda(text: str, device: torch.device | None, cfg, debug_dir: str = "
         fuse=cfg.fuse,
         pad_matmuls=cfg.pad_matmuls,
         emulate_precision_casts=cfg.emulate_precision_casts,
+        descriptive_names=cfg.descriptive_names,
         disk_cache=cfg.disk_cache,
         cache_dir=cfg.cache_dir or "",
         debug_dir=debug_dir,

@@ -146,6 +146,7 @@ class Report:
             else:
                 lines.append(f"  traced to ATen by {g['front_end']}; compile {format_times(g)}")
             lines.append(f"  {len(g['kernels'])} ember kernel(s):")
+            width = max([12] + [len(k["name"]) for k in g["kernels"]])  # descriptive names vary in length
             for k in g["kernels"]:
                 ops = _summarize(k["ops"]) or "layout copy (for an ATen op's preferred layout)"
                 # A kernel whose code differs from an earlier one's only in its buffers runs
@@ -153,7 +154,7 @@ class Report:
                 shared = f" [code of {k['function']}]" if k.get("function", k["name"]) != k["name"] else ""
                 where = f"rows={k['rows']:<8}" if "rows" in k else f"{k['launch']:<30}"
                 tune = f" ({k['autotune']})" if k.get("autotune") else ""
-                lines.append(f"    {k['name']:<12} {where} {ops}{shared}{tune}")
+                lines.append(f"    {k['name']:<{width}} {where} {ops}{shared}{tune}")
             lines.append(f"  {len(g['externs'])} ATen call(s):")
             for e in g["externs"]:
                 lines.append(f"    {e['op']:<40} {e['reason']}")

@@ -82,7 +82,7 @@ def artifact_tag() -> str:
 
 # Config fields that change what a graph compiles to: recorded in an artifact, applied when
 # it is loaded (the loader's own cache_dir, disk_cache and fallback settings still apply).
-_CODE_OPTIONS = ("fuse", "pad_matmuls", "emulate_precision_casts", "max_autotune")
+_CODE_OPTIONS = ("fuse", "pad_matmuls", "emulate_precision_casts", "max_autotune", "descriptive_names")
 
 
 class _Collect:

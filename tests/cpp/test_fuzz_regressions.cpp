@@ -181,7 +181,7 @@ TEST(fuzz_inner_dims_with_symbolic_strides_merge) {
   return (%3, %4)
 }
 )");
-  CHECK_EQ(schedule_summary(p.schedule_text()), "kernel ember_k0 outer=[]\n  stage 0 inner=[208]: buf1(sum) buf2\n");
+  CHECK_EQ(schedule_summary(p.schedule_text()), "kernel ember_red_sum_mul_0 outer=[]\n  stage 0 inner=[208]: buf1(sum) buf2\n");
   // Not contiguous together (the row stride is not 16 times the column stride): kept.
   Pipeline q(R"(graph(s0=17) {
   %0 = sym_input(0, s0) : none
@@ -191,7 +191,7 @@ TEST(fuzz_inner_dims_with_symbolic_strides_merge) {
   return (%3)
 }
 )");
-  CHECK_EQ(schedule_summary(q.schedule_text()), "kernel ember_k0 outer=[]\n  stage 0 inner=[13,16]: buf1(sum)\n");
+  CHECK_EQ(schedule_summary(q.schedule_text()), "kernel ember_red_sum_0 outer=[]\n  stage 0 inner=[13,16]: buf1(sum)\n");
 }
 
 // Seed 80280: layer_norm's mean (var_mean's) of values near 139 was sum / n, off by the
@@ -204,7 +204,7 @@ TEST(fuzz_var_mean_mean_is_corrected_by_the_deviations_sum) {
   return (%1, %1.1)
 }
 )");
-  CHECK_EQ(schedule_summary(p.schedule_text()), "kernel ember_k0 outer=[2]\n  stage 0 inner=[208]: buf1(sum)\n"
+  CHECK_EQ(schedule_summary(p.schedule_text()), "kernel ember_red_var_mean_0 outer=[2]\n  stage 0 inner=[208]: buf1(sum)\n"
                                                  "  stage 1 inner=[208]: buf2(sum) buf3(sum)\n  stage 2 inner=[]: buf4 buf5\n");
 }
 

@@ -2,6 +2,7 @@
 kernel cache across processes, and the eager fallback on errors."""
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -88,7 +89,7 @@ def test_explain_reports_kernels_externs_times_and_cache():
         assert phase in g["times_s"]
     assert d["graph_breaks"]["count"] == 0
     text = str(report)
-    assert "ember_k0" in text and "aten.addmm.default" in text
+    assert re.search(r"ember_red_\w*var_mean\w*_0 ", text) and "aten.addmm.default" in text
 
 
 @pytest.mark.parametrize("name", ["tiny_gpt2", "small_cnn"])
@@ -115,8 +116,8 @@ def test_output_code_log_prints_plan_and_c(tmp_path):
     """, {"EMBER_LOGS": "output_code"}, cache_dir=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "--- fusion plan ---" in r.stderr
-    assert "kernel ember_k0" in r.stderr
-    assert "void ember_k0(int64_t begin, int64_t end, char* const* args)" in r.stderr
+    assert "kernel ember_red_softmax_mul_0" in r.stderr
+    assert "void ember_red_softmax_mul_0(int64_t begin, int64_t end, char* const* args)" in r.stderr
 
 
 def test_warm_cache_skips_the_c_compiler(tmp_path):
@@ -283,10 +284,11 @@ def test_debug_dir_has_ir_after_each_pass_source_and_timings(tmp_path):
     graph_dir = debug / "inference_0"
     names = sorted(p.name for p in graph_dir.iterdir())
     assert names == ["0_parse_graph.txt", "1_lower_graph.txt", "2_eliminate_dead_code.txt", "3_fuse.txt",
-                     "4_merge_inner_dims.txt", "5_split_reductions.txt", "6_generate_c.c", "7_plan_arena.txt",
-                     "timings.json"]
-    assert "kernel ember_k0" in (graph_dir / "3_fuse.txt").read_text()
-    assert "void ember_k0(" in (graph_dir / "6_generate_c.c").read_text()
+                     "4_merge_inner_dims.txt", "5_split_reductions.txt", "6_name_kernels.txt", "7_generate_c.c",
+                     "8_plan_arena.txt", "timings.json"]
+    assert "kernel ember_k0" in (graph_dir / "3_fuse.txt").read_text()  # fusion's short name
+    assert "kernel ember_red_softmax_mul_0" in (graph_dir / "6_name_kernels.txt").read_text()
+    assert "void ember_red_softmax_mul_0(" in (graph_dir / "7_generate_c.c").read_text()
     timings = json.loads((graph_dir / "timings.json").read_text())
     assert timings["cache"] == "miss" and timings["times_s"]["compile"] > 0 and timings["kernels"] == 1
 
@@ -303,7 +305,7 @@ def test_failure_warning_names_the_debug_dir_with_traceback_and_source(tmp_path)
     graph_dir = debug / "inference_0"
     assert f"traceback and IR dumps in {graph_dir}" in r.stderr
     assert "Traceback" in (graph_dir / "error.txt").read_text()
-    assert (graph_dir / "6_generate_c.c").exists()  # written before the compiler ran
+    assert (graph_dir / "7_generate_c.c").exists()  # written before the compiler ran
 
 
 # ---- ember.stats(): counters -------------------------------------------------------------

@@ -4,6 +4,7 @@ process as a user runs it."""
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,7 +35,7 @@ def test_torch_logs_ember_output_code_prints_the_code_in_torchs_format(tmp_path)
     err = run_python(SOFTMAX, tmp_path, TORCH_LOGS="ember_output_code").stderr
     assert "[__ember_output_code] graph inference_0 <lambda> (" in err and "script.py:3)" in err
     assert "[__ember_output_code] --- fusion plan ---" in err
-    assert "[__ember_output_code] void ember_k0(int64_t begin, int64_t end, char* const* args)" in err
+    assert "[__ember_output_code] void ember_red_softmax_mul_0(int64_t begin, int64_t end, char* const* args)" in err
 
 
 def test_torch_logs_output_code_carries_embers_code_too(tmp_path):
@@ -44,7 +45,7 @@ def test_torch_logs_output_code_carries_embers_code_too(tmp_path):
 
 def test_torch_logs_plus_ember_prints_channels_but_not_the_code(tmp_path):
     err = run_python(SOFTMAX, tmp_path, TORCH_LOGS="+ember").stderr
-    assert "ember/compile_events.py" in err and "kernel ember_k0 outer=[4]" in err  # the fusion channel
+    assert "ember/compile_events.py" in err and "kernel ember_red_softmax_mul_0 outer=[4]" in err  # the fusion channel
     assert "cache miss" in err  # the cache channel
     assert "--- generated C ---" not in err  # off by default, as Inductor's output_code
 
@@ -105,8 +106,8 @@ def test_torch_trace_holds_embers_artifacts_for_each_graph(tmp_path):
             # Under the Dynamo compile that made it (tlparse groups by these), with its payload.
             assert (meta["frame_id"], meta["frame_compile_id"]) in dynamo_ids and meta["attempt"] == 0
             assert payload.strip()
-        assert "kernel ember_k" in artifacts[f"ember_{graph}_fusion_plan"][1]
-        assert "void ember_k" in artifacts[f"ember_{graph}_output_code"][1]
+        assert re.search(r"kernel ember_(poi|red)_\w+_0 ", artifacts[f"ember_{graph}_fusion_plan"][1])
+        assert re.search(r"void ember_(poi|red)_\w+_0\(", artifacts[f"ember_{graph}_output_code"][1])
         summary = json.loads(artifacts[f"ember_{graph}_compile"][1])
         assert summary["source"]["module"] == "Block" and summary["label"].startswith("Block.forward (") and \
             summary["source"]["line"] == 11

@@ -23,7 +23,9 @@ same source as the pipeline.
 `dump` runs no compiler (build=False): per graph, <name>.c (the C source), <name>.cu (the
 CUDA source for sm_90, or the refusal), <name>.variants.cu (max-autotune's candidates of
 each kernel function), and .info files with what the source does not show (kernels'
-arguments and launches, buffers, the arena plan, steps).
+arguments and launches, buffers, the arena plan, steps). `dump --short-names` (and `check
+--short-names`) names kernels ember_k<N> (descriptive_names off), to compare with a dump
+made before kernels had descriptive names.
 """
 import argparse
 import difflib
@@ -36,8 +38,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CPU_OPTIONS = ("fuse", "pad_matmuls", "emulate_precision_casts", "channels_last_activations")
-CUDA_OPTIONS = ("fuse", "pad_matmuls", "emulate_precision_casts")
+CPU_OPTIONS = ("fuse", "pad_matmuls", "emulate_precision_casts", "channels_last_activations", "descriptive_names")
+CUDA_OPTIONS = ("fuse", "pad_matmuls", "emulate_precision_casts", "descriptive_names")
 
 
 def _write_graph(corpus: str, name: str, text: str, options: dict) -> None:
@@ -257,11 +259,13 @@ def _info(cg) -> str:
     return json.dumps(info, indent=1, sort_keys=True, default=str) + "\n"
 
 
-def _generate(text: str, options: dict) -> dict:
+def _generate(text: str, options: dict, short_names: bool = False) -> dict:
     """{file suffix: content} for one graph."""
     from ember import _core
 
     out = {}
+    if short_names:
+        options = dict(options, descriptive_names=False)
     cpu = {k: v for k, v in options.items() if k in CPU_OPTIONS}
     try:
         cg = _core.compile(text, disk_cache=False, build=False, **cpu)
@@ -296,7 +300,7 @@ def dump(args) -> None:
             text = f.read()
         options_path = path[:-len(".graph")] + ".json"
         options = json.load(open(options_path)) if os.path.exists(options_path) else {}
-        for suffix, content in _generate(text, options).items():
+        for suffix, content in _generate(text, options, getattr(args, "short_names", False)).items():
             with open(os.path.join(args.out, name + suffix), "w") as f:
                 f.write(content)
     print(f"dumped {len(graphs)} graphs into {args.out}")
@@ -312,6 +316,8 @@ def _roundtrip_one(text: str, options: dict) -> list[str]:
     problems = []
     for cuda in (False, True):
         opts = {k: v for k, v in options.items() if k in (CUDA_OPTIONS if cuda else CPU_OPTIONS)}
+        # Program and schedule texts carry no graph, whose ops name_kernels reads: short names.
+        opts["descriptive_names"] = False
         if cuda:
             opts.setdefault("pad_matmuls", True)
         target = "cuda" if cuda else "c"
@@ -413,12 +419,14 @@ def main() -> int:
     d = sub.add_parser("dump")
     d.add_argument("corpus")
     d.add_argument("out")
+    d.add_argument("--short-names", action="store_true", help="kernels named ember_k<N>")
     m = sub.add_parser("compare")
     m.add_argument("base")
     m.add_argument("new")
     k = sub.add_parser("check")
     k.add_argument("corpus")
     k.add_argument("base")
+    k.add_argument("--short-names", action="store_true", help="kernels named ember_k<N>")
     r = sub.add_parser("roundtrip")
     r.add_argument("corpus")
     args = parser.parse_args()

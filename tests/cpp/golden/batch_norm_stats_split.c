@@ -104,8 +104,8 @@ EMBER_FN double ember_floordiv(double a, double b) {
   return q - f > 0.5 ? f + 1.0 : f;
 }
 
-/* ember_k0: a0=buf0 a1=buf4 a2=buf5 */
-void ember_k0(int64_t begin, int64_t end, char* const* args) {
+/* ember_red_var_mean_0: a0=buf0 a1=buf4 a2=buf5 */
+void ember_red_var_mean_0(int64_t begin, int64_t end, char* const* args) {
   EMBER_EXP_BOUNDS
   const float* restrict a0 = (const float*)args[0];
   float* restrict a1 = (float*)args[1];
@@ -234,13 +234,13 @@ void ember_k0(int64_t begin, int64_t end, char* const* args) {
   }
 }
 
-void ember_k0_launch(int64_t rows, int64_t grain, char* const* args) {
-  if (rows <= grain || rows < omp_get_max_threads()) { ember_k0(0, rows, args); return; }
+void ember_red_var_mean_0_launch(int64_t rows, int64_t grain, char* const* args) {
+  if (rows <= grain || rows < omp_get_max_threads()) { ember_red_var_mean_0(0, rows, args); return; }
   const int64_t chunks = (rows + grain - 1) / grain;
   #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t b = c * grain, e = b + grain < rows ? b + grain : rows;
-    ember_k0(b, e, args);
+    ember_red_var_mean_0(b, e, args);
   }
 }
 

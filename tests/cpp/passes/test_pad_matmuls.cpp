@@ -53,11 +53,11 @@ TEST(pad_matmuls_pads_n_of_a_transposed_weight_and_copies_the_slice) {
   CHECK(p.program.buffers[2].kind == Buffer::Kind::Computed);
   // The copy reads wte in memory order: one row of wte (16 contiguous) per inner loop.
   CHECK_EQ(p.schedule_text(),
-           "kernel ember_k0 outer=[16]\n"
+           "kernel ember_poi_copy_0 outer=[16]\n"
            "  stage 0 inner=[16]: buf3\n"
            "    buf3[(i0 + (o0 * 16))] = where(lt(o0, 13), buf1[(i0 + (o0 * 16))], 0.0:bf16)\n"
            "extern %3 aten.mm.default  # matmul: ATen (BLAS); padded for 16-byte leading dims (N 13->16): copies of b; result sliced by a copy\n"
-           "kernel ember_k1 outer=[4]\n"
+           "kernel ember_poi_copy_1 outer=[4]\n"
            "  stage 0 inner=[13]: buf2\n"
            "    buf2[((o0 * 13) + i0)] = buf4[((o0 * 16) + i0)]\n");
 }
