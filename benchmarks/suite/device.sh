@@ -3,6 +3,8 @@
 # the same machine left it: incremental), then runs the suite's runner with the arguments
 # given, e.g.
 #   bash benchmarks/suite/device.sh --shard 1/8 --budget 450 --out $OUT/s1.jsonl
+# or, when the first argument is a Python script, that script with the rest:
+#   bash benchmarks/suite/device.sh benchmarks/dynamic_llm.py --budget 480 --out $OUT/dyn.json
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 t0=$(date +%s)
@@ -15,4 +17,9 @@ if grep -qs "CMAKE_CXX_COMPILER:.*=" build/cp3*/CMakeCache.txt && \
 fi
 CC=/usr/bin/gcc CXX=/usr/bin/g++ python3 -m pip install -q --no-build-isolation -e .
 echo "ember built in $(( $(date +%s) - t0 )) s"
+if [[ "${1:-}" == *.py ]]; then
+  script=$1
+  shift
+  exec python3 "$script" "$@"
+fi
 exec python3 benchmarks/suite/run.py "$@"

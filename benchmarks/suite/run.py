@@ -139,10 +139,11 @@ def _git_commit() -> str | None:
 
 # ----------------------------------------------------------------------------- processes
 
-def run_process(spec: dict, cache_dir: str | None, timeout: float, budget_clipped: bool = False) -> dict:
-    """One measuring process; its last result line, or a timeout / error row holding what
-    it printed before. Its own session, so a timeout kills Inductor's workers too. A process
-    stopped because the run's budget ran out (`budget_clipped`) is "skipped", not a timeout."""
+def spawn(spec: dict, cache_dir: str | None, timeout: float, script: str | None = None) -> dict:
+    """Runs `script child SPEC` (this file by default) in a fresh process of its own session
+    (a timeout kills Inductor's workers too), with the cache directories under `cache_dir`
+    and the spec's thread count; returns its stdout, stderr, return code, whether it timed
+    out and its wall time."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if PYCACHE[0]:
         env["PYTHONPYCACHEPREFIX"] = PYCACHE[0]
@@ -154,7 +155,7 @@ def run_process(spec: dict, cache_dir: str | None, timeout: float, budget_clippe
         env.pop(k, None)
     if spec.get("threads"):
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(spec["threads"])
-    cmd = [sys.executable, os.path.abspath(__file__), "child", json.dumps(spec)]
+    cmd = [sys.executable, script or os.path.abspath(__file__), "child", json.dumps(spec)]
     t0 = time.perf_counter()
     # Pinned before the interpreter starts, so that every thread it makes inherits the CPUs.
     pin = (lambda: os.sched_setaffinity(0, spec["cpus"])) if spec.get("cpus") else None
@@ -167,22 +168,34 @@ def run_process(spec: dict, cache_dir: str | None, timeout: float, budget_clippe
         timed_out = True
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
-    wall = round(time.perf_counter() - t0, 2)
-    row = None
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(measure.RESULT_TAG):
-            row = json.loads(line[len(measure.RESULT_TAG):])
-            break
+    return {"stdout": stdout, "stderr": stderr, "returncode": proc.returncode, "timed_out": timed_out,
+            "wall_s": round(time.perf_counter() - t0, 2)}
+
+
+def result_rows(stdout: str) -> list[dict]:
+    """The rows a measuring process printed (measure.RESULT_TAG lines), in order."""
+    return [json.loads(line[len(measure.RESULT_TAG):]) for line in stdout.splitlines()
+            if line.startswith(measure.RESULT_TAG)]
+
+
+def run_process(spec: dict, cache_dir: str | None, timeout: float, budget_clipped: bool = False) -> dict:
+    """One measuring process; its last result line, or a timeout / error row holding what
+    it printed before. A process stopped because the run's budget ran out
+    (`budget_clipped`) is "skipped", not a timeout."""
+    p = spawn(spec, cache_dir, timeout)
+    stdout, stderr, timed_out = p["stdout"], p["stderr"], p["timed_out"]
+    rows = result_rows(stdout)
+    row = rows[-1] if rows else None
     if row is None:
         row = {k: spec.get(k) for k in measure.ROW_KEYS}
-        row.update(status="error", error=f"exit {proc.returncode}, no result: {(stderr or stdout)[-800:]}")
+        row.update(status="error", error=f"exit {p['returncode']}, no result: {(stderr or stdout)[-800:]}")
     if timed_out and budget_clipped:
         row.update(status="skipped", error=f"the run's --budget ran out during the process ({timeout:.0f} s)")
     elif timed_out:
         row.update(status="timeout", error=f"timeout after {timeout:.0f} s (the row holds what was measured before)")
     elif row.get("status") not in ("ok", "skipped", "error"):
-        row.update(status="error", error=f"exit {proc.returncode} after '{row.get('status')}': {stderr[-800:]}")
-    row["process_wall_s"] = wall
+        row.update(status="error", error=f"exit {p['returncode']} after '{row.get('status')}': {stderr[-800:]}")
+    row["process_wall_s"] = p["wall_s"]
     return row
 
 
