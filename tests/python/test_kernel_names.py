@@ -122,20 +122,54 @@ def test_names_and_cache_keys_are_the_same_in_every_process(tmp_path):
         torch.manual_seed(0)
         m = nn.Sequential(nn.LayerNorm(32), nn.Linear(32, 32), nn.GELU()).eval()
         with torch.no_grad():
-            torch.compile(m, backend="ember")(torch.randn(8, 32))
+            torch.compile(m, backend="ember", options={"descriptive_names": DESCRIPTIVE})(torch.randn(8, 32))
         cg = records[0].cg
-        print(json.dumps({"names": [k["name"] for k in cg.kernels], "key": cg.cache_key,
-                          "cache": cg.cache_status, "cc": ember.stats()["c_compiler_runs"]}))
+        print(json.dumps({"names": [k["name"] for k in cg.kernels], "key": cg.cache_key, "cache": cg.cache_status,
+                          "loaded": records[0].loaded, "cc": ember.stats()["c_compiler_runs"]}))
     """
     runs = []
-    for _ in range(2):
-        r = run_python(code, cache_dir=tmp_path)
+    for descriptive in (True, True, False):
+        r = run_python(code.replace("DESCRIPTIVE", str(descriptive)), cache_dir=tmp_path)
         assert r.returncode == 0, r.stderr[-3000:]
         runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
-    cold, warm = runs
+    cold, warm, short = runs
     assert cold["names"] == warm["names"] and DESCRIPTIVE.match(cold["names"][0]), runs
     assert cold["key"] == warm["key"] and cold["cache"] == "miss" and cold["cc"] >= 1
     assert warm["cache"] == "disk" and warm["cc"] == 0, runs
+    # The graph cache holds the graph, not its code: loaded with the option off, it gets the
+    # short names (and kernels of their own in the kernel cache).
+    assert short["loaded"] and short["names"] == ["ember_k0", "ember_k1"] and short["key"] != cold["key"], runs
+
+
+def test_a_precompiled_artifact_keeps_the_names_it_was_built_with(tmp_path):
+    """descriptive_names changes the code, so an artifact records it (precompile.py's
+    _CODE_OPTIONS): a loader with the option off still finds the embedded kernels."""
+    code = """
+        import json, torch, torch.nn as nn, ember
+        from ember import backend
+        records = []
+        backend._recorders.append(records)
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.LayerNorm(32), nn.Linear(32, 32), nn.GELU()).eval()
+        x = torch.randn(8, 32)
+        with torch.no_grad():
+            if STEP == "save":
+                ember.save(m, (x,), PATH)
+            else:
+                ember.config.descriptive_names = False
+                torch.testing.assert_close(ember.load(PATH, m, strict=True)(x), m(x))
+        print(json.dumps({"names": [k["name"] for r in records if r.cg is not None for k in r.cg.kernels],
+                          "cc": ember.stats()["c_compiler_runs"]}))
+    """
+    path = str(tmp_path / "block.ember")
+    runs = []
+    for step in ("save", "load"):  # each with caches of its own
+        r = run_python(code.replace("STEP", repr(step)).replace("PATH", repr(path)), cache_dir=tmp_path / step)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    saved, loaded = runs
+    assert DESCRIPTIVE.match(saved["names"][0]) and loaded["names"] == saved["names"], runs
+    assert loaded["cc"] == 0, runs
 
 
 @pytest.mark.skipif(not cuda.nvrtc_info()["available"], reason="NVRTC is not installed")
