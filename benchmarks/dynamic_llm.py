@@ -217,8 +217,10 @@ def table(rows: list[dict]) -> str:
             cells = [f"{per[sh]['dynamic_ms']:>9.3f} {per[sh]['dynamic_over_static']:>5.2f}x" if sh in per else f"{'-':>16}"
                      for sh in shapes]
             geo = geomean([s["dynamic_over_static"] for s in inter["shapes"]])
+            geo_min = geomean([s.get("dynamic_over_static_min") for s in inter["shapes"]])
             lines.append(f"  {'dyn, inter':10} {'':>8} " + " ".join(cells) + f"  {_f(geo, '.3f'):>10}"
-                         f"  (eager, static and dynamic timed call by call, {inter['shapes'][0]['rounds']} rounds)")
+                         f"  (eager, static and dynamic timed call by call, {inter['shapes'][0]['rounds']} rounds; "
+                         f"fastest calls: {_f(geo_min, '.3f')}x)")
         left = aten_left_by_dynamic(g.get("dynamic"), g.get("static"))
         for op, (c, cs, why) in left.items():
             lines.append(f"  ATen in dynamic only: {op} x{c} (static x{cs}): {why}")
@@ -228,8 +230,8 @@ def table(rows: list[dict]) -> str:
                 if gr.get("fallback"):
                     lines.append(f"  {key}: graph {gr['name']} runs eagerly: {gr['fallback'][:200]}")
                 for p in gr.get("generic_paths") or []:
-                    lines.append(f"  {key}: graph {gr['name']} generic path: {p.get('kernel')}: {p.get('what')} "
-                                 f"({p.get('why')})")
+                    lines.append(f"  {key}: graph {gr['name']} generic path: {p.get('kernel') or 'graph'}: "
+                                 f"{p.get('what')}")
             if r.get("added_by_batch_1"):
                 a = r["added_by_batch_1"]
                 lines.append(f"  {key}: batch 1 added {a.get('dynamo_graphs')} Dynamo graph(s), "
@@ -242,14 +244,16 @@ def acceptance(rows: list[dict]) -> str:
     dynamic; models with new code after the first compile, eager-fallback graphs, wrong
     outputs, ops left to ATen by the dynamic compile only."""
     out = []
-    ratios = {"dynamic/static": [], "dynamic/static, interleaved": [], "dynamic/inductor": [], "dynamic/eager": []}
+    ratios = {"dynamic/static": [], "dynamic/static, interleaved": [], "dynamic/static, interleaved, fastest calls": [],
+              "dynamic/inductor": [], "dynamic/eager": []}
     worst = {}
-    new_code, fallbacks, wrong, aten = [], [], [], []
+    new_code, fallbacks, wrong, aten, generic = [], [], [], [], []
     for model, g in _by_model(rows).items():
         dyn, static, ind, eager = (_per_shape(g.get(k)) for k in ("dynamic", "static", "inductor", "eager"))
         inter = {(s["batch"], s["seq"]): s for s in (g.get("interleaved") or {}).get("shapes", [])}
         for sh, s in inter.items():
             ratios["dynamic/static, interleaved"].append(s["dynamic_over_static"])
+            ratios["dynamic/static, interleaved, fastest calls"].append(s.get("dynamic_over_static_min"))
             if s["dynamic_over_static"] > worst.get("dynamic/static, interleaved", (0, ""))[0]:
                 worst["dynamic/static, interleaved"] = (s["dynamic_over_static"], f"{model} {sh[0]}x{sh[1]}")
         for sh, s in dyn.items():
@@ -274,6 +278,10 @@ def acceptance(rows: list[dict]) -> str:
                 wrong.append(f"{model} {key}")
         if aten_left_by_dynamic(g.get("dynamic"), g.get("static")):
             aten.append(model)
+        n = sum(len(gr.get("generic_paths") or []) for gr in (g.get("dynamic") or {}).get("graphs") or []
+                if gr.get("shape_index", 0) == 0)
+        if n:
+            generic.append(f"{model} ({n})")
     for name, vs in ratios.items():
         w = worst.get(name)
         out.append(f"{name}: geomean {_f(geomean(vs), '.3f')}x over {len(vs)} (model, shape) pairs"
@@ -281,6 +289,8 @@ def acceptance(rows: list[dict]) -> str:
     out.append(f"new code or Dynamo graphs after the first compile (batch > 1): {', '.join(new_code) or 'none'}")
     out.append(f"eager-fallback graphs: {', '.join(fallbacks) or 'none'}; not correct: {', '.join(wrong) or 'none'}")
     out.append(f"ops left to ATen by the dynamic compile only: {', '.join(aten) or 'none'}")
+    out.append(f"generic paths in the dynamic=True graphs (the compiler's own comparison with static sizes): "
+               f"{', '.join(generic) or 'none'}")
     return "\n".join(out)
 
 

@@ -104,6 +104,9 @@ Compiled run_pipeline(const std::string& graph_text, const PipelineOptions& opts
   if (cuda)
     pass("generate_cuda", t.codegen, [&] { c.cuda_code = generate_cuda(c.program, c.schedule, c.cuda_schedule); },
          [&] { return c.cuda_code.source; });
+  if (!c.graph.symbols.empty())
+    pass("find_generic_paths", t.schedule, [&] { c.generic_paths = find_generic_paths(c, opts); },
+         [&] { return generic_paths_text(c.generic_paths); });
   pass("plan_arena", t.schedule, [&] { plan_memory(c); }, [&] { return memory_plan_text(c); });
   return c;
 }

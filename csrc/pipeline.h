@@ -9,6 +9,7 @@
 
 #include "codegen/c/kernel.h"
 #include "codegen/cuda/kernel.h"
+#include "generic_paths.h"
 #include "ir/graph.h"
 #include "lower/lowering.h"
 #include "lower/pad_matmuls.h"
@@ -83,6 +84,7 @@ struct Compiled {
   StepPlan steps;                        // kernels grouped into calls, extern calls
   std::vector<SizedLifetime> lifetimes;  // the arena's candidates
   MemoryPlan arena;                      // placed at the graph's hints
+  std::vector<GenericPath> generic_paths;  // a graph with symbols: what they cost (generic_paths.h)
   PhaseTimes times;                      // parse, lower, schedule, codegen
   std::vector<PassDump> passes;          // empty unless PipelineOptions::dump
 

@@ -68,6 +68,10 @@ const std::map<std::string, NamedPass>& named_passes() {
            c.cuda_schedule = schedule_cuda(c.program, c.schedule);
          c.cuda_code = generate_cuda(c.program, c.schedule, c.cuda_schedule);
        }}},
+      {"find_generic_paths", {Out::Dump, [](Compiled& c, const PipelineOptions& o) {
+         if (c.graph.nodes.empty()) throw std::invalid_argument("find_generic_paths reads the graph: start from graph text");
+         c.generic_paths = find_generic_paths(c, o);
+       }}},
       {"plan_arena", {Out::Dump, [](Compiled& c, const PipelineOptions&) {
          if (c.target == Target::CPU && c.c_code.kernels.empty() && !c.schedule.kernels.empty())
            c.c_code = generate_c(c.program, c.schedule);  // its kernels' arguments
@@ -83,6 +87,7 @@ std::string dump_of(const std::string& pass, const Compiled& c) {
   if (pass == "schedule_cuda") return c.cuda_schedule.text();
   if (pass == "generate_c") return c.c_code.source;
   if (pass == "generate_cuda") return c.cuda_code.source;
+  if (pass == "find_generic_paths") return generic_paths_text(c.generic_paths);
   return memory_plan_text(c);
 }
 

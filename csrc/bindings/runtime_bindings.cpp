@@ -35,6 +35,21 @@ void define_runtime(nb::module_& m) {
       .def_prop_ro("externs", [](const CompiledGraphBase& g) { return externs_at(g.graph(), g.program(), g.hints()); })
       .def_prop_ro("outputs", [](const CompiledGraphBase& g) { return outputs_at(g.program(), g.hints()); })
       .def_prop_ro("num_symbols", &CompiledGraphBase::num_symbols)
+      .def_prop_ro("symbols", [](const CompiledGraphBase& g) {
+        std::vector<std::pair<std::string, int64_t>> out;
+        for (const auto& s : g.graph().symbols) out.push_back({s.name, s.hint});
+        return out;
+      }, "(name, hint) of each symbol, in order.")
+      .def_prop_ro("generic_paths", [](const CompiledGraphBase& g) {
+        nb::list out;
+        for (const auto& p : g.generic_paths()) {
+          nb::dict d;
+          d["kernel"] = p.kernel;  // "": the graph as a whole
+          d["what"] = p.what;
+          out.append(d);
+        }
+        return out;
+      }, "Where symbolic sizes made the graph's kernels more general than at its hints (generic_paths.h).")
       .def("layout", &layout_at, nb::arg("symbols"), "Buffers, extern views, outputs and the arena plan for these symbol values.")
       .def_prop_ro("steps", [](const CompiledGraphBase& g) { return steps_list(g.steps()); });
 

@@ -228,11 +228,32 @@ std::optional<int64_t> coefficient(const Expr& e, int var_id) {
   }
 }
 
-int64_t cost(const Expr& e) {
-  int64_t c = (e->op == ExprOp::Const || e->op == ExprOp::Var) ? 0 : (is_transcendental(e->op) ? 8 : 1);
-  for (const auto& a : e->args) c += cost(a);
+namespace {
+
+struct Cost {
+  int64_t nodes = 0;
+  bool size = true;     // built of constants and symbols only
+  bool symbol = false;  // with a symbol among them
+};
+
+Cost cost_of(const Expr& e) {
+  if (e->op == ExprOp::Const) return {0, true, false};
+  if (e->op == ExprOp::Sym) return {0, true, true};
+  if (e->op == ExprOp::Var) return {0, false, false};
+  Cost c{is_transcendental(e->op) ? 8 : 1, e->op != ExprOp::Load, false};
+  for (const auto& a : e->args) {
+    const Cost ac = cost_of(a);
+    c.nodes += ac.nodes;
+    c.size = c.size && ac.size;
+    c.symbol = c.symbol || ac.symbol;
+  }
+  if (c.size && c.symbol) c.nodes = 0;  // what the constant it is at a call would cost
   return c;
 }
+
+}  // namespace
+
+int64_t cost(const Expr& e) { return cost_of(e).nodes; }
 
 void walk_loads(const Expr& e, const std::function<void(const Expr&)>& f) {
   if (e->op == ExprOp::Load) f(e);

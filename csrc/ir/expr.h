@@ -120,6 +120,9 @@ bool depends_on(const Expr& e, int var_id);
 // var under a non-linear op, makes it non-affine), else nullopt.
 std::optional<int64_t> coefficient(const Expr& e, int var_id);
 // Number of nodes, counting shared subtrees once per use; used by inlining heuristics.
+// A size expression (constants and symbols only: `128 * s1`) costs nothing, as the
+// constant it is at any one call does, so a graph with symbols inlines and realizes
+// what its static twin does.
 int64_t cost(const Expr& e);
 // Buffers read by e, in first-use order, without repeats.
 std::vector<int> loaded_buffers(const Expr& e);

@@ -86,6 +86,37 @@ Dims type_dims(const std::vector<int64_t>& hints, const std::vector<Expr>& sym) 
 Dims TensorType::dims() const { return type_dims(sizes, sym_sizes); }
 Dims TensorType::stride_dims() const { return type_dims(strides, sym_strides); }
 
+namespace {
+
+void specialize(Arg& a, const std::vector<int64_t>& values) {
+  if (a.sym) a.i = eval_size(a.sym, values);
+  a.sym = nullptr;
+  for (Arg& x : a.list) specialize(x, values);
+}
+
+void specialize(std::vector<int64_t>& out, std::vector<Expr>& exprs, const std::vector<int64_t>& values) {
+  for (size_t i = 0; i < exprs.size() && i < out.size(); ++i)
+    if (exprs[i]) out[i] = eval_size(exprs[i], values);
+  exprs.clear();
+}
+
+}  // namespace
+
+Graph specialize(Graph g, const std::vector<int64_t>& values) {
+  // Without their size expressions, types and arguments are static; sym_input nodes
+  // bind nothing then, and lower to nothing.
+  g.symbols.clear();
+  for (Node& n : g.nodes) {
+    for (Arg& a : n.args) specialize(a, values);
+    for (TensorType& t : n.outputs) {
+      specialize(t.sizes, t.sym_sizes, values);
+      specialize(t.strides, t.sym_strides, values);
+    }
+  }
+  for (Arg& a : g.outputs) specialize(a, values);
+  return g;
+}
+
 std::vector<int64_t> Graph::hints() const {
   std::vector<int64_t> h;
   for (const auto& s : symbols) h.push_back(s.hint);

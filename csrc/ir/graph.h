@@ -129,6 +129,9 @@ struct Graph {
 };
 
 std::string print_graph(const Graph& g);
+// The graph with every symbol at the given value (its hint: the static graph a compile
+// of the example sizes would see); generic_paths.h compares the schedules.
+Graph specialize(Graph g, const std::vector<int64_t>& values);
 // Throws std::invalid_argument with a line/column on malformed text.
 Graph parse_graph(const std::string& text);
 std::string print_type(const TensorType& t);

@@ -402,11 +402,13 @@ void register_view_ops(LoweringTable& t) {
   };
   t["aten.repeat.default"] = [](LowerCtx& ctx, const Node& n) {
     const TensorIR& in = ctx.tensor(n.args[0]);
-    std::vector<int64_t> reps = n.args[1].as_ints();
+    // A repeat count may be symbolic (BLOOM repeats its ALiBi slopes batch-size times): the
+    // result's sizes are products of Dims, and the index into the input is a Mod either way.
+    Dims reps = n.args[1].as_dims();
     if (reps.size() < in.sizes.size()) throw Unsupported("repeat with fewer repeats than dims");
     size_t lead = reps.size() - in.sizes.size();
     Dims shape(reps.size());
-    for (size_t d = 0; d < reps.size(); ++d) shape[d] = Dim(reps[d]) * (d < lead ? Dim(1) : in.sizes[d - lead]);
+    for (size_t d = 0; d < reps.size(); ++d) shape[d] = reps[d] * (d < lead ? Dim(1) : in.sizes[d - lead]);
     Dims from = in.sizes;
     return one(ctx.lazy(in.dtype, shape, [in, from, lead](const std::vector<Expr>& idx) {
       std::vector<Expr> src;

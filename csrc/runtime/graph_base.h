@@ -49,6 +49,8 @@ class CompiledGraphBase {
   const std::string& cache_note() const { return cache_note_; }  // why the disk cache was bypassed
   // The IR after each pass, in pipeline order; empty unless a debug dir was given.
   const std::vector<PassDump>& passes() const { return c_.passes; }
+  // A graph with symbols: where they made a kernel more general than at static sizes.
+  const std::vector<GenericPath>& generic_paths() const { return c_.generic_paths; }
   std::string program_text() const { return c_.program_text(); }
   std::string schedule_text() const { return c_.schedule_text(); }
   // Intermediates that never leave the graph live in one arena of this size, reused

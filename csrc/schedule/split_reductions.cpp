@@ -43,7 +43,10 @@ int chunks_for(const Stage& st) {
 
 void split_reductions(Schedule& s) {
   for (auto& k : s.kernels) {
-    if (!k.outer_numel().is_static() || k.outer_numel().hint() >= kMaxRows) continue;
+    // A symbolic row count may be small at any hint (a batch of one sequence): its long
+    // stages split too, and the launcher picks per call, from the call's rows, between
+    // chunks on the threads and rows on the threads with each row's chunks in turn.
+    if (k.outer_numel().is_static() && k.outer_numel().hint() >= kMaxRows) continue;
     for (auto& st : k.stages) st.split = chunks_for(st);
   }
 }

@@ -207,6 +207,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
         t2 = time.perf_counter()
         record.times = {"import": t1 - t0, **cg.times, "total": t2 - t0}
         stats.count_graph(kind, t2 - t0)
+        stats.count_symbolic(cg)
         summary.update(cache=cg.cache_status, kernels=len(cg.kernels), cache_note=cg.cache_note)
         if cg.cache_note:
             cache_dirs.warn_ember_cache_refused(cfg)
@@ -323,6 +324,7 @@ def load_graph(payload: dict, cfg: Config, mode: str | None = None, static_input
     record.times = {**cg.times, "total": seconds}
     record.loaded = True
     stats.count_loaded(kind, seconds)
+    stats.count_symbolic(cg)
     summary.update(cache=cg.cache_status, times=record.times, kernels=len(cg.kernels), cache_note=cg.cache_note,
                    loaded=True)
     if cg.cache_note:

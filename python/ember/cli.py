@@ -65,8 +65,10 @@ def _explain(args) -> int:
 
     target = targets.load(args.target)
     with torch.no_grad():
-        report = ember.explain(target.model, *target.inputs, calls=target.more_calls, measure=not args.no_measure)
-    print(f"ember explain {targets.describe(args.target)} (inference, under torch.no_grad())\n")
+        report = ember.explain(target.model, *target.inputs, calls=target.more_calls, measure=not args.no_measure,
+                               dynamic=args.dynamic or None)
+    print(f"ember explain {targets.describe(args.target)} (inference, under torch.no_grad()"
+          + (", dynamic=True" if args.dynamic else "") + ")\n")
     print(report)
     if args.json:
         with open(args.json, "w") as f:
@@ -189,6 +191,9 @@ def main(argv=None) -> int:
     explain.add_argument("target", help=target_help)
     explain.add_argument("--json", metavar="OUT.json", help="also write the report as JSON")
     explain.add_argument("--no-measure", action="store_true", help="skip timing and the speedup estimate")
+    explain.add_argument("--dynamic", action="store_true",
+                         help="compile with symbolic sizes (torch.compile dynamic=True): the report names the "
+                              "symbols and any kernel a symbol made more general than static sizes would")
 
     report = sub.add_parser("report", help="one self-contained HTML page: graphs, graph breaks, recompilations, "
                             "fusion plans, highlighted code, per-kernel time and bandwidth, estimated vs measured "

@@ -38,6 +38,9 @@ _graph_cache: dict[str, int] = {}
 # torch's precompile (precompile.py): artifacts saved, graphs loaded from one, kernels
 # installed into the kernel cache from one.
 _precompile: dict[str, int] = {}
+# Graphs compiled or loaded with symbolic sizes, and the generic paths the compiler found
+# in them (csrc/generic_paths.h: where a symbol made a kernel more general than static sizes).
+_symbolic = [0, 0]
 # mode="reduce-overhead" (cudagraphs.py): [CUDA graph recordings made, replays].
 _cuda_graphs = [0, 0]
 # max-autotune (cuda.py): kernel functions whose launch was chosen by timing its
@@ -111,6 +114,15 @@ def count_fallback(why: str) -> None:
         _fallbacks[why] = _fallbacks.get(why, 0) + 1
 
 
+def count_symbolic(cg) -> None:
+    """A compiled graph: counted when it has symbols, with its generic paths."""
+    if not getattr(cg, "num_symbols", 0):
+        return
+    with _lock:
+        _symbolic[0] += 1
+        _symbolic[1] += len(cg.generic_paths)
+
+
 def count_cuda_graph(recorded: bool) -> None:
     """A CUDA graph recording made (recorded) or replayed."""
     with _lock:
@@ -155,6 +167,10 @@ def stats() -> dict:
     memory_cache_hits    graphs whose kernels were already loaded in this process
     disk_cache_hits      graphs whose kernels came from the disk cache
     eager_fallbacks      graphs that run eagerly (eager_fallbacks_by_reason says why)
+    symbolic_graphs      graphs compiled (or loaded) with symbolic sizes: one artifact for many shapes
+    generic_paths        in those, the places a symbol made the compiled code more general than the
+                         same graph at static sizes gets (an op left to ATen, a kernel without its
+                         vector or tiled form, fusion kept apart); ember.explain names each
     dynamo_frames        Python frames Dynamo compiled with ember (first compilations)
     dynamo_compiles      Dynamo compilations that reached ember (first ones + recompiles)
     recompiles           of those, recompilations: a frame compiled again after a guard failed
@@ -184,6 +200,8 @@ def stats() -> dict:
             "disk_cache_hits": core["disk_cache_hits"],
             "eager_fallbacks": sum(_fallbacks.values()),
             "eager_fallbacks_by_reason": dict(_fallbacks),
+            "symbolic_graphs": _symbolic[0],
+            "generic_paths": _symbolic[1],
             "dynamo_frames": _dynamo[0],
             "dynamo_compiles": _dynamo[0] + _dynamo[1],
             "recompiles": _dynamo[1],
@@ -209,6 +227,7 @@ def reset_stats() -> None:
         _trace_seconds[0] = 0.0
         _load_seconds[0] = 0.0
         _cuda_graphs[0] = _cuda_graphs[1] = 0
+        _symbolic[0] = _symbolic[1] = 0
         _autotune.clear()
         _autotune_seconds[0] = 0.0
         _precompile.clear()

@@ -10,8 +10,12 @@ code generations, C compiler runs, cache hits, eager fallbacks, Dynamo compilati
 and recompilations), the graph breaks (Dynamo's reason and the user's source
 line), the recompilations (the guard that failed, and where its value came from), per
 graph ember's fusion plan (kernels and the ATen ops fused into each, the ops left to
-ATen and why, compile time by phase, cache hit or miss), and with measure=True the
-estimated speedup next to the measured one (ember/tools/estimate.py).
+ATen and why, compile time by phase, cache hit or miss), whether its sizes are static or
+symbolic (each symbol: where Dynamo read it, its hint, the range its guards admit) and
+where a symbol made the code more general than static sizes would (csrc/generic_paths.h),
+and with measure=True the estimated speedup next to the measured one
+(ember/tools/estimate.py). explain(..., dynamic=True) compiles as
+torch.compile(dynamic=True) does.
 """
 from __future__ import annotations
 
@@ -34,6 +38,23 @@ def _op_name(imported, node_id):
     return "placeholder" if op == "input" else op
 
 
+def symbols_of(record) -> list[dict]:
+    """The graph's symbols: name (s0, ...), hint, where Dynamo read the size, and the range
+    its guards admit (None: unbounded); [] for a static graph."""
+    cg, imported = record.cg, record.imported
+    if cg is not None:
+        named = list(cg.symbols)
+    else:
+        header = re.match(r"graph\(([^)]*)\)", imported.text) if imported is not None else None
+        named = [(n.strip(), int(h)) for n, h in (p.split("=") for p in header.group(1).split(","))] if header else []
+    info = list(getattr(imported, "symbol_info", None) or [])
+    out = []
+    for k, (name, hint) in enumerate(named):
+        source, lo, hi = info[k] if k < len(info) else (None, None, None)
+        out.append({"name": name, "hint": hint, "source": source, "min": lo, "max": hi})
+    return out
+
+
 def _graph_dict(record, frame: dict | None, step_us: dict | None = None) -> dict:
     """The graph as data; with `step_us` (explain's details: each kernel step's measured
     time) also its fusion plan, generated code and kernel steps with bytes and time."""
@@ -41,7 +62,8 @@ def _graph_dict(record, frame: dict | None, step_us: dict | None = None) -> dict
          "fallback_reason": record.fallback_reason, "kernels": [], "externs": [], "steps": 0,
          "times_s": {k: round(v, 6) for k, v in record.times.items()}, "cache": None,
          "background_phases": [p for p in BACKGROUND_PHASES if record.background and p in record.times],
-         "loaded": record.loaded, "front_end": record.front_end}
+         "loaded": record.loaded, "front_end": record.front_end, "symbols": symbols_of(record),
+         "generic_paths": [dict(p) for p in record.cg.generic_paths] if record.cg is not None else []}
     cg, imported = record.cg, record.imported
     if cg is None:
         if imported is not None:
@@ -140,11 +162,13 @@ class Report:
             lines.append(f"graph {g['name']}: {g['label']}{dynamo}" + (f"; cache {g['cache']}" if g["cache"] else ""))
             if g["fallback_reason"]:
                 lines.append(f"  runs eagerly: {g['fallback_reason']}")
+                lines += sizes_lines(g)
                 continue
             if g.get("loaded"):
                 lines.append(f"  loaded from the {g['front_end']} in {format_times(g)}")
             else:
                 lines.append(f"  traced to ATen by {g['front_end']}; compile {format_times(g)}")
+            lines += sizes_lines(g)
             lines.append(f"  {len(g['kernels'])} ember kernel(s):")
             width = max([12] + [len(k["name"]) for k in g["kernels"]])  # descriptive names vary in length
             for k in g["kernels"]:
@@ -173,6 +197,28 @@ class Report:
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+def sizes_lines(g: dict) -> list[str]:
+    """'sizes: static', or the symbols and the generic paths they caused."""
+    syms = g.get("symbols") or []
+    if not syms:
+        return ["  sizes: static"]
+
+    def one(s):
+        where = f" = {s['source']}" if s.get("source") else ""
+        hi = "inf" if s.get("max") is None else s["max"]
+        span = f", {s['min']}..{hi}" if s.get("min") is not None else ""
+        return f"{s['name']}{where} (hint {s['hint']}{span})"
+
+    lines = ["  sizes: symbolic, one compile for every size the guards admit: " + ", ".join(one(s) for s in syms)]
+    paths = g.get("generic_paths") or []
+    if paths:
+        lines.append(f"  {len(paths)} generic path(s) because of a symbol (what static sizes compile better):")
+        lines += [f"    {p['kernel'] or 'graph':<12} {p['what']}" for p in paths]
+    elif not g.get("fallback_reason"):
+        lines.append("  no generic path: the kernels are those of the same graph at static sizes")
+    return lines
 
 
 PHASE_NAMES = {"compile": "C compiler"}
@@ -294,12 +340,13 @@ class _CompileTracker:
 
 
 def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), measure=False,
-            details=False) -> Report:
+            details=False, dynamic=None) -> Report:
     """Compile `fn` with ember, call it on `example_inputs` (then on each tuple in `calls`),
     and report what happened. measure=True also times eager against ember and estimates
     the speedup (a few seconds). details=True (`ember report`) adds each graph's fusion
     plan and code, each kernel step's bytes and time under torch.profiler, and the device's
-    copy bandwidth. Resets Dynamo's caches before and after."""
+    copy bandwidth. `dynamic`: torch.compile's (True: symbolic sizes from the first call).
+    Resets Dynamo's caches before and after."""
     torch._dynamo.reset()
     records: list = []
     frame_of_record: dict = {}  # id(record) -> frame; a lazily compiled backward has none
@@ -316,7 +363,7 @@ def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), meas
     stats_before = _stats.stats()
     est_counts = None
     try:
-        compiled = torch.compile(fn, backend=tracked)
+        compiled = torch.compile(fn, backend=tracked, dynamic=dynamic)
         t0 = time.perf_counter()
         compiled(*example_inputs)
         first = time.perf_counter() - t0

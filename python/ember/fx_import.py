@@ -92,6 +92,10 @@ class ImportedGraph:
         # Per symbol s<k>: (runtime argument i, coef, const) with args[i] == coef * s<k> + const.
         self.symbol_args: list[tuple[int, int, int]] = []
         self.symbol_index: dict = {}  # Dynamo's sympy symbol -> k
+        # Per symbol s<k>, for explain: [where Dynamo read the size (its source, such as
+        # "L['input_ids'].size()[1]"), the smallest and largest value its guards admit
+        # (None: unbounded)].
+        self.symbol_info: list = []
         self.attr_inputs: list[str] = []  # get_attr targets, passed after the placeholders
         # SymFloat values used as arguments (BatchNorm's n / (n - 1) with a symbolic n),
         # passed after the attributes as 0-d f64 tensors the runner computes per size.
@@ -114,6 +118,7 @@ class _Symbols:
     def __init__(self):
         self.index: dict = {}  # sympy Symbol -> k
         self.hints: list[int] = []
+        self.info: list = []  # per symbol: ImportedGraph.symbol_info
 
     def bind(self, value, derived_ok=True):
         """Registers the symbol a SymInt input carries. Returns (k, coef, const) such
@@ -132,6 +137,7 @@ class _Symbols:
                     env = value.node.shape_env
                     hint = env.optimization_hint(s) if hasattr(env, "optimization_hint") else env.size_hint(s)
                     self.hints.append(int(hint))
+                    self.info.append(_symbol_info(env, s))
                 return self.index[s], int(coef), int(const)
         if not derived_ok or all(f in self.index for f in free):
             return None  # computed from symbols other inputs bind: its uses print the expression
@@ -183,6 +189,25 @@ class _Symbols:
         if not self.hints:
             return "graph {"
         return "graph(" + ", ".join(f"s{k}={h}" for k, h in enumerate(self.hints)) + ") {"
+
+
+def _symbol_info(env, s) -> list:
+    """[source, min, max] of a Dynamo symbol (ImportedGraph.symbol_info); never raises:
+    it only explains."""
+    try:
+        sources = env.var_to_sources.get(s) or []
+        source = sources[0].name if sources else None
+        source = source() if callable(source) else source
+    except Exception:
+        source = None
+    bounds = [None, None]
+    try:
+        vr = env.var_to_range.get(s)
+        if vr is not None:
+            bounds = [int(b) if getattr(b, "is_Integer", False) else None for b in (vr.lower, vr.upper)]
+    except Exception:
+        pass
+    return [source] + bounds
 
 
 def opaque_reason(v, device: str = "cpu", host_ok: bool = False) -> str | None:
@@ -468,5 +493,6 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
     lines[0] = w.symbols.header()
     g.num_symbols = len(w.symbols.hints)
     g.symbol_index = dict(w.symbols.index)
+    g.symbol_info = list(w.symbols.info)
     g.text = "\n".join(lines) + "\n"
     return g

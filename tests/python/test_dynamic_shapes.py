@@ -297,3 +297,41 @@ def test_split_reductions_over_symbolic_extents(op):
     first, last = run_sizes(fns[op], lambda n: make[op](n), [70000, 3, 123457, 1000], dynamic=None,
                             mark={0: [0]}, atol=1e-3, rtol=1e-4)
     assert_compiled_once(first, last)
+
+
+def test_repeat_by_a_symbolic_count_stays_in_ember_kernels():
+    # BLOOM repeats its ALiBi slopes batch-size times: a repeat count that is a size.
+    from ember import backend as ember_backend
+
+    def fn(x, slopes):
+        return slopes.repeat(x.shape[0], 1) * x.sum(-1, keepdim=True)
+
+    slopes = torch.randn(1, 5)
+    records = []
+    ember_backend._recorders.append(records)
+    try:
+        first, last = run_sizes(fn, lambda n: (torch.randn(n, 3), slopes), [4, 7, 19])
+    finally:
+        ember_backend._recorders.remove(records)
+    assert_compiled_once(first, last)
+    assert not [e for r in records for e in r.cg.externs], [e for r in records for e in r.cg.externs]
+
+
+def test_explain_and_stats_name_symbols_and_generic_paths():
+    # A column sum whose kept dim is symbolic is a row reduction, where a static kept dim
+    # makes a vector one (csrc/generic_paths.h): reported per graph and counted.
+    ember.reset_stats()
+    report = ember.explain(lambda x: x.sum(0) * 2.0, torch.randn(64, 16), dynamic=True, graph_breaks=False,
+                           calls=[(torch.randn(9, 24),)])
+    (g,) = report.to_dict()["graphs"]
+    assert [s["name"] for s in g["symbols"]] == ["s0", "s1"]
+    assert [s["hint"] for s in g["symbols"]] == [64, 16]
+    assert g["symbols"][0]["source"] == "L['x'].size()[0]" and g["symbols"][0]["min"] == 2
+    assert len(g["generic_paths"]) == 1 and "vector one" in g["generic_paths"][0]["what"], g["generic_paths"]
+    text = str(report)
+    assert "sizes: symbolic" in text and "s1 = L['x'].size()[1] (hint 16, 2..inf)" in text
+    assert "1 generic path(s) because of a symbol" in text
+    s = ember.stats()
+    assert s["symbolic_graphs"] == 1 and s["generic_paths"] == 1 and s["codegen_runs"] == 1
+    static = ember.explain(lambda x: x.sum(0) * 2.0, torch.randn(64, 16), graph_breaks=False)
+    assert static.to_dict()["graphs"][0]["symbols"] == [] and "sizes: static" in str(static)

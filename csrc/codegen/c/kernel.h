@@ -22,6 +22,7 @@ struct KernelInfo {
   int64_t work_per_row = 1;        // inner iterations per row, all stages
   std::vector<int> args;           // buffer ids, in argument order
   std::vector<int> origins;        // graph nodes whose work the kernel does
+  std::vector<std::string> generic;  // what codegen did generally because a size is symbolic
 };
 
 struct GeneratedCode {

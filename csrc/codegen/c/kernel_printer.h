@@ -91,8 +91,10 @@ class KernelPrinter {
   void run_vector_chunks(const Stage& stage, const Chunks& chunks, std::vector<Acc>& accs);
   void bind_vector_locals();
   static void lane_invariants(const Expr& e, int reduced_dims, std::vector<Expr>& out);
-  void row_invariants(const Expr& e, const Dims& inner, std::vector<std::pair<Expr, int>>& out) const;  // row_invariants.cpp
-  void precompute_row_invariants();
+  // row_invariants.cpp; `symbolic`: dims of terms left per row only because the dim is symbolic.
+  void row_invariants(const Expr& e, const Dims& inner, std::vector<std::pair<Expr, int>>& out,
+                      std::vector<int>& symbolic) const;
+  void precompute_row_invariants(KernelInfo& info);
 
   const Program& p_;
   const Schedule& s_;

@@ -80,3 +80,17 @@ TEST(merge_symbolic_outer_dims_of_a_transposed_read_stay_apart) {
 )"),
            "kernel ember_k0 outer=[s0,s1]");
 }
+
+TEST(merge_inner_dims_of_symbolic_sizes) {
+  // A sum over [s0, s1] of a contiguous [4, s0, s1]: one loop of s0*s1, as at static sizes.
+  ember_test::Pipeline p(R"(graph(s0=3, s1=5) {
+  %0 = sym_input(0, s0) : none
+  %1 = sym_input(1, s1) : none
+  %2 = input(2) : f32[4,s0,s1]{s0*s1,s1,1}
+  %3 = aten.sum.dim_IntList(%2, [1, 2], false, none) : f32[4]{1}
+  return (%3)
+}
+)");
+  CHECK_EQ(p.schedule.kernels[0].stages[0].inner.size(), 1u);
+  CHECK_EQ(ember::print_dims(p.schedule.kernels[0].stages[0].inner), "[s0*s1]");
+}

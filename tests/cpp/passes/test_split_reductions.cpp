@@ -93,3 +93,19 @@ TEST(generated_code_golden_split_batch_norm_stats) {
   ember_test::Pipeline p(kBatchNormStats);
   CHECK(ember_test::matches_golden("batch_norm_stats_split.c", p.c_code.source));
 }
+
+TEST(split_long_reductions_of_a_symbolic_row_count) {
+  // Two rows at the hint, any number at run time: split anyway (the launcher picks per
+  // call between chunks on the threads and rows on the threads).
+  CHECK_EQ(ember::schedule_summary(schedule_part(after(R"IR(program(s0=2; vars=2)
+buf0 = input(0) : f32[s0,100000]{100000,1}
+buf1 : f32[s0]{1} for [v0] = sum f32 over [100000] for [v1] of buf0[((v0 * 100000) + v1)]  from %1
+return buf1
+schedule
+kernel ember_k0 outer=[s0]
+  stage 0 inner=[100000]: buf1(sum)
+    reduce buf1[o0] = buf0[((o0 * 100000) + i0)]
+)IR", {"split_reductions"}))),
+           "kernel ember_k0 outer=[s0]\n"
+           "  stage 0 split=6 inner=[100000]: buf1(sum)\n");
+}
