@@ -10,6 +10,7 @@ Bytes are compulsory traffic: every input read once, every output written once.
 Values are checked against eager (bf16: the tolerances of torch.testing for bf16).
 
     python benchmarks/gpu_rows.py [--only ln,softmax] [--json out.json]
+    python benchmarks/gpu_rows.py --only short     # short rows: 96..768 channels, 49-wide softmax
 """
 import argparse
 import datetime
@@ -141,7 +142,30 @@ def workloads():
         Forward("softmax 4096x4096 bf16", _softmax, lambda: (_rand(4096, 4096, dtype=bf16),), 4096, 4096, bf16),
         Forward("softmax 4096x50257 bf16", _softmax, lambda: (_rand(4096, 50257, dtype=bf16),), 4096, 50257, bf16),
         Backward("layer_norm backward 8192x768 bf16", 8192, 768, bf16),
-    ]
+    ] + short_rows()
+
+
+def short_rows():
+    """Short rows, several a warp in ember (schedule/cuda/row_tile.h): ConvNeXt-T's and
+    Swin-T's LayerNorms at batch 64 (96 channels over 56x56, 192 over 28x28, 384 over
+    14x14, 768 over 7x7: about 19M elements each), Swin's window softmax (49 wide), and
+    f32 rows. `--only short` runs these alone."""
+    bf16, f32 = torch.bfloat16, torch.float32
+    out = []
+    for width, rows in ((96, 64 * 56 * 56), (192, 64 * 28 * 28), (384, 64 * 14 * 14), (768, 64 * 7 * 7)):
+        out.append(Forward(f"short layer_norm {rows}x{width} bf16", _layer_norm,
+                           lambda r=rows, w=width: (_rand(r, w, dtype=bf16), _rand(w, dtype=bf16), _rand(w, dtype=bf16)),
+                           rows, width, bf16))
+    for width, rows in ((96, 64 * 56 * 56), (384, 64 * 14 * 14)):
+        out.append(Forward(f"short layer_norm(x + r) {rows}x{width} bf16", _residual_layer_norm,
+                           lambda r=rows, w=width: (_rand(r, w, dtype=bf16), _rand(r, w, dtype=bf16),
+                                                    _rand(w, dtype=bf16), _rand(w, dtype=bf16)), rows, width, bf16))
+    out.append(Forward(f"short layer_norm {64 * 56 * 56}x96 f32", _layer_norm,
+                       lambda: (_rand(64 * 56 * 56, 96, dtype=f32), _rand(96, dtype=f32), _rand(96, dtype=f32)),
+                       64 * 56 * 56, 96, f32))
+    rows = 64 * 64 * 3 * 49  # Swin-T stage 1: 64 windows a image, 3 heads, 49 queries
+    out.append(Forward(f"short softmax {rows}x49 bf16", _softmax, lambda: (_rand(rows, 49, dtype=bf16),), rows, 49, bf16))
+    return out
 
 
 def sleep_cycles_per_ms():

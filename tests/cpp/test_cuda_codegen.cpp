@@ -197,11 +197,16 @@ TEST(cuda_softmax_is_one_block_per_row) {
   check_compiles(code);
 }
 
-TEST(cuda_short_layer_norm_is_one_warp_per_row_in_f32) {
+TEST(cuda_short_layer_norm_is_several_rows_a_warp_in_f32) {
+  // 32 rows of 64 bf16: 8 chunks of 8, a row on 8 lanes, 4 rows a warp, 32 a block;
+  // its reductions shuffle among those 8 lanes.
   ember::CudaCode code = cuda_of(kLayerNormBf16);
   CHECK_EQ(code.kernels.size(), size_t{1});
   CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::RowWarp);
-  CHECK_EQ(code.kernels[0].grid, 4u);  // 32 rows, 8 a block
+  CHECK_EQ(code.kernels[0].grid, 1u);
+  CHECK(code.source.find("blockIdx.x * 32 + (threadIdx.x >> 3)") != std::string::npos);
+  CHECK(code.source.find("const int tid = threadIdx.x & 7;") != std::string::npos);
+  CHECK(code.source.find("ember_warp_reduce<8>(") != std::string::npos);
   CHECK(code.source.find("ember_bf2f(") != std::string::npos);
   CHECK(code.source.find("ember_f2bf(") != std::string::npos);
   check_compiles(code);
@@ -787,17 +792,17 @@ TEST(cuda_elementwise_variants_change_the_block) {
   check_variants_compile(vs);
 }
 
-// 32 LayerNorm rows of 64, a warp each: 4 or 16 rows a block, or a block per row.
-TEST(cuda_warp_row_variants_change_rows_per_block_or_take_a_block_per_row) {
+// 32 LayerNorm rows of 64, 4 a warp: 4 or 16 warps a block, or a block per row.
+TEST(cuda_warp_row_variants_change_warps_per_block_or_take_a_block_per_row) {
   auto vs = variants_of(kLayerNormBf16);
   CHECK_EQ(vs.size(), size_t{3});
   if (vs.size() != 3) return;
-  CHECK_EQ(vs[0].choice_text, std::string("4 rows a block"));
+  CHECK_EQ(vs[0].choice_text, std::string("4 warps a block"));
   CHECK(vs[0].info.shape == CudaKernelInfo::Shape::RowWarp);
-  CHECK_EQ(vs[0].info.grid, 8u);
+  CHECK_EQ(vs[0].info.grid, 2u);
   CHECK_EQ(vs[0].info.block, 128u);
-  CHECK(vs[0].source.find("blockIdx.x * 4 + (threadIdx.x >> 5)") != std::string::npos);
-  CHECK_EQ(vs[1].info.grid, 2u);
+  CHECK(vs[0].source.find("blockIdx.x * 16 + (threadIdx.x >> 3)") != std::string::npos);
+  CHECK_EQ(vs[1].info.grid, 1u);
   CHECK_EQ(vs[2].choice_text, std::string("a block per row"));
   CHECK(vs[2].info.shape == CudaKernelInfo::Shape::RowBlock);
   CHECK_EQ(vs[2].info.grid, 32u);

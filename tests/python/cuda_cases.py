@@ -53,6 +53,14 @@ def _layer_norm_backward_args(device, dtype, rows=256, width=768):
             _rand(width, device=device, dtype=dtype), _rand(rows, width, device=device, dtype=dtype))
 
 
+def _short_misaligned_rows(device):
+    """1,001 rows of 96 bf16 starting 6 bytes into the storage: several rows a warp
+    (schedule/cuda/row_tile.h), the last warp's rows past the end, through the
+    per-element loop on the packed lanes."""
+    base = _rand(1001 * 96 + 3, device=device, dtype=torch.bfloat16)
+    return base[3:].view(1001, 96), _rand(96, device=device, dtype=torch.bfloat16), _rand(96, device=device, dtype=torch.bfloat16)
+
+
 def _misaligned_rows(device):
     """Rows of 768 bf16 whose data starts 6 bytes into the storage: the row tile's
     alignment check fails and the per-element loop runs."""
@@ -337,6 +345,22 @@ CASES = {
                                                              _rand(1000, device=d, dtype=torch.float16),
                                                              _rand(1000, device=d, dtype=torch.float16))),
     "layer_norm_misaligned_bf16": lambda d: (_ln_gelu, _misaligned_rows(d)),
+    # Short rows, several a warp (ConvNeXt's and Swin's LayerNorms; row counts that leave
+    # a warp's last rows past the end).
+    "layer_norm_96_bf16": lambda d: (_residual_layer_norm, (_rand(1001, 96, device=d, dtype=torch.bfloat16),
+                                                            _rand(1001, 96, device=d, dtype=torch.bfloat16),
+                                                            _rand(96, device=d, dtype=torch.bfloat16),
+                                                            _rand(96, device=d, dtype=torch.bfloat16))),
+    "layer_norm_192_bf16": lambda d: (_ln_gelu, (_rand(4, 999, 192, device=d, dtype=torch.bfloat16),
+                                                 _rand(192, device=d, dtype=torch.bfloat16),
+                                                 _rand(192, device=d, dtype=torch.bfloat16))),
+    "layer_norm_384_f32": lambda d: (_residual_layer_norm, (_rand(333, 384, device=d), _rand(333, 384, device=d),
+                                                            _rand(384, device=d), _rand(384, device=d))),
+    "layer_norm_96_misaligned_bf16": lambda d: (_ln_gelu, _short_misaligned_rows(d)),
+    "layer_norm_backward_96_bf16": lambda d: (_layer_norm_backward,
+                                              _layer_norm_backward_args(d, torch.bfloat16, 1001, 96)),
+    "softmax_96_bf16": lambda d: (_softmax, (_rand(3, 7, 77, 96, device=d, dtype=torch.bfloat16),)),
+    "softmax_12": lambda d: (_softmax, (_rand(1001, 12, device=d),)),
     "layer_norm_backward_bf16": lambda d: (_layer_norm_backward, _layer_norm_backward_args(d, torch.bfloat16)),
     "layer_norm_backward_f32": lambda d: (_layer_norm_backward, _layer_norm_backward_args(d, torch.float32)),
     "layer_norm_backward_4096_f32": lambda d: (_layer_norm_backward, _layer_norm_backward_args(d, torch.float32, 32, 4096)),

@@ -10,8 +10,10 @@
 //                different dims: tiles staged through shared memory, read and written
 //                coalesced (transpose.h).
 //   RowWarp      rows of at most kWarpRowWork inner iterations per stage (launch.h):
-//                one warp per row (8 rows a block); reductions by warp shuffles,
-//                __syncwarp between stages.
+//                one warp per row (8 warps a block), or for a short row in a row tile
+//                several rows a warp, each on a power-of-two group of its lanes
+//                (row_tile.h); reductions by shuffles among the row's lanes,
+//                __syncwarp (over those lanes) between stages.
 //   RowBlock     longer rows: one block per row; reductions by warp shuffles, then the
 //                warps' partials through shared memory, __syncthreads between stages.
 //

@@ -86,19 +86,27 @@ struct EmberMin { template <class T> __device__ T operator()(T a, T b) const { r
 struct EmberOr { template <class T> __device__ T operator()(T a, T b) const { return a | b; } };
 struct EmberAnd { template <class T> __device__ T operator()(T a, T b) const { return a & b; } };
 
-template <class T> EMBER_FN T ember_shfl_xor(T v, int lane_mask) {
-  if constexpr (sizeof(T) < 4) return (T)__shfl_xor_sync(0xffffffffu, (int)v, lane_mask);
-  else return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+/* A row's threads: a warp, or (short rows, several a warp) W consecutive lanes, W a
+   power of two. Shuffles name only the row's lanes, so a row past the end may return. */
+template <int W> EMBER_FN unsigned ember_row_lanes() {
+  if constexpr (W == 32) return 0xffffffffu;
+  else return ((1u << W) - 1u) << ((threadIdx.x & 31) & ~(W - 1));
 }
-template <class T> EMBER_FN T ember_shfl(T v, int lane) {
-  if constexpr (sizeof(T) < 4) return (T)__shfl_sync(0xffffffffu, (int)v, lane);
-  else return __shfl_sync(0xffffffffu, v, lane);
+template <class T> EMBER_FN T ember_shfl_xor(T v, int lane_mask, unsigned lanes = 0xffffffffu) {
+  if constexpr (sizeof(T) < 4) return (T)__shfl_xor_sync(lanes, (int)v, lane_mask);
+  else return __shfl_xor_sync(lanes, v, lane_mask);
 }
-/* A warp's 32 partials combined (butterfly); every lane gets lane 0's result, so all
-   threads of a row continue with bit-identical values. */
-template <class T, class Op> EMBER_FN T ember_warp_reduce(T v, Op op) {
-  for (int m = 16; m > 0; m >>= 1) v = op(v, ember_shfl_xor(v, m));
-  return ember_shfl(v, 0);
+template <class T> EMBER_FN T ember_shfl(T v, int lane, unsigned lanes = 0xffffffffu, int width = 32) {
+  if constexpr (sizeof(T) < 4) return (T)__shfl_sync(lanes, (int)v, lane, width);
+  else return __shfl_sync(lanes, v, lane, width);
+}
+/* A row's W partials combined (butterfly); every lane gets the row's first lane's
+   result, so all threads of a row continue with bit-identical values. */
+template <int W = 32, class T, class Op> EMBER_FN T ember_warp_reduce(T v, Op op) {
+  if constexpr (W == 1) return v;
+  const unsigned lanes = ember_row_lanes<W>();
+  for (int m = W / 2; m > 0; m >>= 1) v = op(v, ember_shfl_xor(v, m, lanes));
+  return ember_shfl(v, 0, lanes, W);
 }
 /* A block's partials: each warp's result goes to shared memory, then every thread
    combines the warps' results in warp order (deterministic, and a broadcast read). */
@@ -123,10 +131,11 @@ template <bool Max, class T> EMBER_FN bool ember_arg_better(T bv, int64_t bi, T 
   if (bn || an) return bn && (!an || bi < ai);
   return (Max ? bv > av : bv < av) || (bv == av && bi < ai);
 }
-template <bool Max, class T> EMBER_FN void ember_warp_arg(T& v, int64_t& i) {
-  for (int m = 16; m > 0; m >>= 1) {
-    const T ov = ember_shfl_xor(v, m);
-    const int64_t oi = ember_shfl_xor(i, m);
+template <bool Max, int W = 32, class T> EMBER_FN void ember_warp_arg(T& v, int64_t& i) {
+  const unsigned lanes = ember_row_lanes<W>();
+  for (int m = W / 2; m > 0; m >>= 1) {
+    const T ov = ember_shfl_xor(v, m, lanes);
+    const int64_t oi = ember_shfl_xor(i, m, lanes);
     if (ember_arg_better<Max>(ov, oi, v, i)) { v = ov; i = oi; }
   }
 }

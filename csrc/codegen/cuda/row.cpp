@@ -91,7 +91,11 @@ bool print_row_stage(CudaPrinter& pr, const ColumnSplit& split, int st) {
 // Every stage of one row, through the row tile or through the per-element loop.
 std::vector<std::string> row_stages(CudaPrinter& pr, const RowTile& tile, const ColumnSplit& split, bool tiled) {
   CEmitter& em = *pr.em;
-  const std::string barrier = pr.launch.shape == CudaKernelInfo::Shape::RowWarp ? "__syncwarp();" : "__syncthreads();";
+  const bool warp = pr.launch.shape == CudaKernelInfo::Shape::RowWarp;
+  const int lanes = pr.launch.threads;  // a row's lanes, in RowWarp
+  const std::string barrier = !warp        ? "__syncthreads();"
+                              : lanes == 32 ? "__syncwarp();"
+                                            : "__syncwarp(ember_row_lanes<" + std::to_string(lanes) + ">());";
   em.open_scope(pr.outer_vars());
   for (const auto& l : pr.decompose_dims("x", pr.k.outer, "o")) em.line(l);
   pr.pin_own_loads();
@@ -113,9 +117,15 @@ std::vector<std::string> row_body(CudaPrinter& pr, const RowTile& tile, const Co
   const bool warp = pr.launch.shape == CudaKernelInfo::Shape::RowWarp;
   std::vector<std::string> out;
   if (warp) {
-    out.push_back("const " + I + " x = (" + I + ")blockIdx.x * " + std::to_string(pr.launch.rows_per_block) + " + (threadIdx.x >> 5);");
-    out.push_back("if (x >= " + pr.size_text(pr.launch.rows_dim) + ") return;  /* the whole warp: its row does not exist */");
-    out.push_back("const int tid = threadIdx.x & 31;");
+    // A row on `threads` consecutive lanes (a power of two: a warp, or one of the short
+    // rows a warp holds).
+    const int threads = pr.launch.threads;
+    int shift = 0;
+    while ((1 << shift) < threads) ++shift;
+    out.push_back("const " + I + " x = (" + I + ")blockIdx.x * " + std::to_string(pr.launch.rows_per_block) +
+                  " + (threadIdx.x >> " + std::to_string(shift) + ");");
+    out.push_back("if (x >= " + pr.size_text(pr.launch.rows_dim) + ") return;  /* the row's lanes: their row does not exist */");
+    out.push_back("const int tid = threadIdx.x & " + std::to_string(threads - 1) + ";");
   } else {
     // Reductions combine warps' partials through it; arg-reductions' pairs take twice the slots.
     bool pairs = false;
@@ -150,17 +160,18 @@ std::vector<std::string> row_body(CudaPrinter& pr, const RowTile& tile, const Co
 
 bool finish_row_reductions(CudaPrinter& pr, const Stage& stage, std::vector<Acc>& accs, int row_level) {
   CEmitter& em = *pr.em;
-  const bool warp = pr.launch.shape == CudaKernelInfo::Shape::RowWarp;
+  // A row's lanes in RowWarp; 0: the block's threads.
+  const int row_lanes = pr.launch.shape == CudaKernelInfo::Shape::RowWarp ? pr.launch.threads : 0;
   bool stored = false;
   for (size_t i = 0; i < stage.items.size(); ++i) {
     const ComputedBuffer& c = pr.p.computed[stage.items[i].computed];
     if (!c.is_reduction || stage.items[i].is_scan) continue;
     Acc& a = accs[i];
     if (c.is_arg_reduction()) {
-      combine_arg(em, a, c.reduce_op, warp);
+      combine_arg(em, a, c.reduce_op, row_lanes);
     } else {
-      combine(em, a.acc, c.reduce_op, warp);
-      if (!a.flag.empty()) combine(em, a.flag, ReduceOp::Any, warp);
+      combine(em, a.acc, c.reduce_op, row_lanes);
+      if (!a.flag.empty()) combine(em, a.flag, ReduceOp::Any, row_lanes);
     }
     const Buffer& buf = pr.p.buffers[c.buffer];
     std::string result = finish_acc(em, c, a, buf.dtype);

@@ -33,11 +33,20 @@ std::string LaunchChoice::text() const {
   std::string out;
   auto add = [&](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
   if (elementwise_block != kElementwiseBlock) add("block " + std::to_string(elementwise_block));
-  if (rows_per_warp_block != kRowsPerWarpBlock) add(std::to_string(rows_per_warp_block) + " rows a block");
+  if (rows_per_warp_block != kRowsPerWarpBlock) add(std::to_string(rows_per_warp_block) + " warps a block");
   if (row_block) add("a block per row");
   if (row_threads_shift != 0)
     add(std::string("threads per row ") + (row_threads_shift > 0 ? "x" : "/") + std::to_string(1 << std::abs(row_threads_shift)));
   return out.empty() ? "default" : out;
+}
+
+void pack_warp_rows(CudaLaunch& l, CudaKernelInfo& info, int threads) {
+  const int warps = static_cast<int>(info.block / 32);
+  l.threads = threads;
+  l.rows_per_block = warps * (32 / threads);
+  info.grid = static_cast<uint32_t>((l.rows + l.rows_per_block - 1) / l.rows_per_block);
+  l.wide |= l.rows + l.rows_per_block >= kInt32Limit;
+  if (info.grid_per_block) info.grid_per_block = l.rows_per_block;
 }
 
 std::vector<LaunchChoice> launch_alternatives(const CudaLaunch& launch) {

@@ -15,7 +15,7 @@ namespace ember {
 
 // Inner iterations per stage up to which a row runs on one warp.
 constexpr int64_t kWarpRowWork = 1024;
-constexpr int kRowsPerWarpBlock = 8;    // RowWarp: rows (warps) per block
+constexpr int kRowsPerWarpBlock = 8;    // RowWarp: warps per block (a row each, or several short ones)
 constexpr int kElementwiseBlock = 256;  // Elementwise: threads per block
 constexpr int64_t kMaxElementwiseGrid = 1 << 20;  // beyond this, threads loop (grid-stride)
 
@@ -32,7 +32,7 @@ int elementwise_elems_per_thread(int64_t max_elem_bytes);
 // rules' own launch; each field overrides one decision, for the shapes it applies to.
 struct LaunchChoice {
   int elementwise_block = kElementwiseBlock;  // Elementwise: threads per block
-  int rows_per_warp_block = kRowsPerWarpBlock;  // RowWarp: rows (warps) per block
+  int rows_per_warp_block = kRowsPerWarpBlock;  // RowWarp: warps per block (a row each, or several short ones)
   bool row_block = false;                     // a RowWarp kernel as RowBlock (a block per row)
   int row_threads_shift = 0;                  // RowBlock: threads per row times 2^shift (64..1024)
 
@@ -48,10 +48,10 @@ struct CudaLaunch {
   CudaKernelInfo::Shape shape = CudaKernelInfo::Shape::Elementwise;
   int64_t rows = 1;    // the kernel's outer iterations
   int64_t total = 1;   // Elementwise: elements (rows, when every stage is per-row)
-  int threads = 32;    // threads per row (row shapes)
+  int threads = 32;    // threads per row (row shapes; RowWarp: 32, or fewer with several rows a warp)
   int per_thread = 1;  // elements per thread per step (elementwise)
   int block = kElementwiseBlock;           // Elementwise: threads per block
-  int rows_per_block = kRowsPerWarpBlock;  // RowWarp: rows (warps) per block
+  int rows_per_block = kRowsPerWarpBlock;  // RowWarp: rows per block (warps times rows a warp)
   bool wide = false;   // 64-bit loop indices
   std::optional<TransposePlan> transpose;  // the Transpose shape's tiles
   // A graph with symbols (codegen/cuda/kernel.h says what its kernels print), and `rows` and
@@ -67,6 +67,12 @@ struct CudaLaunch {
 // rows or more (checked at each launch when the rows are symbolic).
 CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bool>& in_memory, CudaKernelInfo& info,
                          const LaunchChoice& choice = {});
+
+// A RowWarp launch whose warps each take 32 / `threads` rows of `threads` consecutive
+// lanes (a power of two below 32: short rows, row_tile.h chooses it): sets l.threads and
+// l.rows_per_block (the block's warps times the rows a warp), and the grid (info.grid,
+// and in a graph with symbols info.grid_per_block) for them.
+void pack_warp_rows(CudaLaunch& l, CudaKernelInfo& info, int threads);
 
 // The choices other than the default worth timing for a kernel the rules launched as
 // `info.shape` with `launch`: other block sizes, rows per block, threads per row, and a

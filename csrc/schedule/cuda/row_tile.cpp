@@ -23,6 +23,38 @@ void even_row_block(CudaLaunch& launch, CudaKernelInfo& info, int64_t chunks, in
   info.block = static_cast<uint32_t>(launch.threads);
 }
 
+// A RowWarp row's chunk width and threads, chosen together: lanes of at most
+// `max_lanes` elements that divide the row's last dim `last`, threads a power of two up
+// to a warp, so that the threads' slots hold as many chunks as they can (the fewest
+// idle: a 96-wide bf16 row as 12 chunks of 8 kept 12 of a warp's 32 lanes busy; 4
+// threads of 3 slots keep all busy, 8 rows a warp), with at most kRowTileValues
+// elements a thread. A row's lanes read at least kRowSegmentBytes of it together, so
+// that each warp-wide access still moves whole sectors. Ties go to wider chunks, then
+// more threads (fewer slots in sequence). Zero lanes when no choice fits registers.
+struct WarpRowFit {
+  int lanes = 0;
+  int threads = 32;
+  int64_t chunks = 0;
+  int64_t slots = 0;
+};
+
+WarpRowFit fit_warp_row(int64_t elems, int64_t last, int max_lanes, int64_t elem_bytes) {
+  WarpRowFit best;
+  for (int lanes = max_lanes; lanes >= 1; lanes /= 2) {
+    if (last % lanes != 0) continue;
+    const int64_t chunks = elems / lanes;
+    const int64_t segment = std::min(chunks, (kRowSegmentBytes + lanes * elem_bytes - 1) / (lanes * elem_bytes));
+    for (int threads = 32; threads >= 1 && threads >= segment; threads /= 2) {
+      const int64_t slots = (chunks + threads - 1) / threads;
+      if (slots * lanes > kRowTileValues) continue;
+      // busy = chunks / (threads * slots), compared without division; ties keep the first.
+      if (best.lanes == 0 || chunks * best.threads * best.slots > best.chunks * threads * slots)
+        best = {lanes, threads, chunks, slots};
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, int ki, CudaLaunch& launch,
@@ -100,10 +132,19 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
     if (!mixed.count(b) && chunk_access(b, e, 1)) widest = std::max(widest, dtype_size(p.buffers[b].dtype));
   for (const auto& [b, e] : written)
     if (chunk_access(b, e, 1)) widest = std::max(widest, dtype_size(p.buffers[b].dtype));
+  const int64_t last = looping->inner.back().hint();
   t.lanes = elementwise_elems_per_thread(widest);
-  while (t.lanes > 1 && looping->inner.back().hint() % t.lanes != 0) t.lanes /= 2;
+  while (t.lanes > 1 && last % t.lanes != 0) t.lanes /= 2;
+  int threads = launch.threads;
+  const WarpRowFit fit = launch.shape == CudaKernelInfo::Shape::RowWarp
+                             ? fit_warp_row(numel(looping->inner), last, t.lanes, widest)
+                             : WarpRowFit{};
+  if (fit.lanes > 0) {
+    t.lanes = fit.lanes;
+    threads = fit.threads;
+  }
   t.chunks = numel(looping->inner) / t.lanes;
-  const int64_t slots = (t.chunks + launch.threads - 1) / launch.threads;
+  const int64_t slots = (t.chunks + threads - 1) / threads;
   if (slots * t.lanes <= kRowTileValues) t.slots = slots;
   if (t.slots > 0 && launch.shape == CudaKernelInfo::Shape::RowBlock) even_row_block(launch, info, t.chunks, slots);
   for (const auto& [b, e] : index)
@@ -157,6 +198,7 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
     for (const auto& [b, e] : t.loads) t.align = std::max(t.align, vector_bytes(p.buffers[b].dtype, t.lanes));
     for (int b : t.stores) t.align = std::max(t.align, vector_bytes(p.buffers[b].dtype, t.lanes));
   }
+  if (threads < launch.threads) pack_warp_rows(launch, info, threads);
   info.row_lanes = static_cast<uint32_t>(t.lanes);
   info.row_slots = static_cast<uint32_t>(t.slots);
   info.row_cached.assign(t.cached.begin(), t.cached.end());

@@ -28,8 +28,15 @@ namespace ember {
 // every stage, so a buffer the stages read at one index is loaded once into registers
 // (and a value a stage stores and a later one reads is kept), within kRowTileBytes of
 // registers a thread: rows read from memory once, not once per stage.
+//
+// A RowWarp row short enough for registers takes the chunk width and the threads (a
+// power of two up to a warp) that leave the fewest of its threads' slots idle, several
+// rows a warp when it has fewer chunks than lanes (pack_warp_rows, launch.h): rows of
+// 96, 192 and 384 bf16 (ConvNeXt's and Swin's LayerNorms) take 4, 8 and 16 threads of
+// 3 chunks of 8. Those threads read at least kRowSegmentBytes of their row at a time.
 constexpr int64_t kRowTileValues = 32;
 constexpr int64_t kRowTileBytes = 192;
+constexpr int64_t kRowSegmentBytes = 32;
 
 // A row kernel's row tile. Chunk c of a row is elements c * lanes .. c * lanes + lanes - 1
 // (flat over the looping stages' inner dims); thread tid takes chunks tid, tid + threads,
@@ -52,8 +59,8 @@ struct RowTile {
 // of every other, on the same thread); other looping stages (a mask's row fused before a
 // LayerNorm) keep the per-element loop. Only when some buffer is accessed a chunk at a
 // time or kept in registers; lanes == 0 otherwise. A RowBlock kernel whose tile has slots
-// may get fewer threads (launch.threads, info.block). Sets info.row_lanes, row_slots and
-// row_cached.
+// may get fewer threads (launch.threads, info.block); a RowWarp kernel with a short row,
+// several rows a warp (pack_warp_rows). Sets info.row_lanes, row_slots and row_cached.
 RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, int ki, CudaLaunch& launch,
                       CudaKernelInfo& info);
 

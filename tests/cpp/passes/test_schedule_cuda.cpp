@@ -13,9 +13,10 @@ std::string cuda_schedule_of(const std::string& state) {
 
 }  // namespace
 
-TEST(schedule_cuda_a_layer_norm_as_a_warp_per_row_with_a_row_tile) {
-  // Rows of 16 f32: a warp each, 8 rows a block; chunks of 4 (16 bytes), one a thread,
-  // x read once into registers (it is read by all three stages).
+TEST(schedule_cuda_a_layer_norm_of_short_rows_packs_a_warp_with_a_row_tile) {
+  // Rows of 16 f32: chunks of 4 (16 bytes), one a thread, so a row takes 4 lanes and a
+  // warp 8 rows (64 a block of 8 warps); x read once into registers (it is read by all
+  // three stages).
   CHECK_EQ(cuda_schedule_of(R"IR(program(vars=6)
 buf0 = input(0) : f32[4,16]{16,1}
 buf1 = input(1) : f32[16]{1}
@@ -34,9 +35,102 @@ kernel ember_k0 outer=[4]
 )IR"),
            "kernel ember_k0: row_warp grid 1 block 256\n"
            "  buffers: args buf0 buf1 buf4; writes buf4; origins %2 %3 %4 %5 %6 %7\n"
-           "  geometry: rows 4, elements 1, threads a row 32, elements a thread 1, block 256, rows a block 8\n"
+           "  geometry: rows 4, elements 1, threads a row 4, elements a thread 1, block 256, rows a block 64\n"
            "  row tile: 4 lanes, 4 chunks, 1 slots; tiled stages 0 1 2; loads buf0[((o0 * 16) + i0)] buf1[i0]; "
            "stores buf4; cached buf0@0; kept -; aligned to 16\n");
+}
+
+namespace {
+
+// A bf16 LayerNorm over `rows` rows of `width` (the program and schedule fusion makes).
+std::string bf16_layer_norm(int rows, int width) {
+  const std::string r = std::to_string(rows), w = std::to_string(width);
+  const std::string x = "f32(buf0[((o0 * " + w + ") + i0)])", mean = "div(buf2[o0], " + w + ".0)";
+  return "program(vars=8)\n"
+         "buf0 = input(0) : bf16[" + r + "," + w + "]{" + w + ",1}\n"
+         "buf1 = input(1) : bf16[" + w + "]{1}\n"
+         "buf2 : f32[" + r + ",1]{1,1} for [v0, _] = sum f32 over [" + w + "] for [v1] of f32(buf0[((v0 * " + w + ") + v1)])  from %2\n"
+         "buf3 : f32[" + r + ",1]{1,1} for [v2, _] = sum f32 over [" + w + "] for [v3] of (sub(f32(buf0[((v2 * " + w +
+         ") + v3)]), div(buf2[v2], " + w + ".0)) * sub(f32(buf0[((v2 * " + w + ") + v3)]), div(buf2[v2], " + w + ".0)))  from %3\n"
+         "buf4 : bf16[" + r + "," + w + "]{" + w + ",1} for [v4, v5] = round_bf16(((sub(f32(buf0[((v4 * " + w +
+         ") + v5)]), div(buf2[v4], " + w + ".0)) * rsqrt((div(buf3[v4], " + w + ".0) + 1e-05))) * f32(buf1[v5])))  from %4\n"
+         "return buf4\n"
+         "schedule\n"
+         "kernel ember_k0 outer=[" + r + "]\n"
+         "  stage 0 inner=[" + w + "]: buf2(sum)\n"
+         "    reduce buf2[o0] = " + x + "\n"
+         "  stage 1 inner=[" + w + "]: buf3(sum)\n"
+         "    reduce buf3[o0] = (sub(" + x + ", " + mean + ") * sub(" + x + ", " + mean + "))\n"
+         "  stage 2 inner=[" + w + "]: buf4\n"
+         "    buf4[((o0 * " + w + ") + i0)] = round_bf16(((sub(" + x + ", " + mean + ") * rsqrt((div(buf3[o0], " + w +
+         ".0) + 1e-05))) * f32(buf1[i0])))\n";
+}
+
+// The launch and row tile lines of a schedule's text.
+std::string geometry_and_tile(const std::string& text) {
+  std::string out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = text.find('\n', at);
+    const std::string line = text.substr(at, end - at);
+    if (line.rfind("kernel ", 0) == 0 || line.rfind("  geometry", 0) == 0 || line.rfind("  row tile", 0) == 0)
+      out += line.substr(0, line.find(';')) + "\n";
+    at = end == std::string::npos ? text.size() : end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(schedule_cuda_short_rows_take_the_threads_that_keep_a_warp_busy) {
+  // ConvNeXt's and Swin's LayerNorms: 96, 192 and 384 channels are 12, 24 and 48 chunks
+  // of 8 bf16, which on a warp each left 20, 8 and 16 of its 32 lanes idle; 4, 8 and 16
+  // lanes of 3 chunks each keep them all busy, 8, 4 and 2 rows a warp. 768 channels
+  // fill a warp as they are.
+  CHECK_EQ(geometry_and_tile(cuda_schedule_of(bf16_layer_norm(1024, 96))),
+           "kernel ember_k0: row_warp grid 16 block 256\n"
+           "  geometry: rows 1024, elements 1, threads a row 4, elements a thread 1, block 256, rows a block 64\n"
+           "  row tile: 8 lanes, 12 chunks, 3 slots\n");
+  CHECK_EQ(geometry_and_tile(cuda_schedule_of(bf16_layer_norm(1024, 192))),
+           "kernel ember_k0: row_warp grid 32 block 256\n"
+           "  geometry: rows 1024, elements 1, threads a row 8, elements a thread 1, block 256, rows a block 32\n"
+           "  row tile: 8 lanes, 24 chunks, 3 slots\n");
+  CHECK_EQ(geometry_and_tile(cuda_schedule_of(bf16_layer_norm(1000, 384))),
+           "kernel ember_k0: row_warp grid 63 block 256\n"
+           "  geometry: rows 1000, elements 1, threads a row 16, elements a thread 1, block 256, rows a block 16\n"
+           "  row tile: 8 lanes, 48 chunks, 3 slots\n");
+  CHECK_EQ(geometry_and_tile(cuda_schedule_of(bf16_layer_norm(1024, 768))),
+           "kernel ember_k0: row_warp grid 128 block 256\n"
+           "  geometry: rows 1024, elements 1, threads a row 32, elements a thread 1, block 256, rows a block 8\n"
+           "  row tile: 8 lanes, 96 chunks, 3 slots\n");
+  // 40 chunks of 8 would leave 24 of a warp's 64 slots idle (or 16 lanes' 3 slots 8):
+  // chunks of 4 fill 16 lanes' 5 slots.
+  CHECK_EQ(geometry_and_tile(cuda_schedule_of(bf16_layer_norm(1024, 320))),
+           "kernel ember_k0: row_warp grid 64 block 256\n"
+           "  geometry: rows 1024, elements 1, threads a row 16, elements a thread 1, block 256, rows a block 16\n"
+           "  row tile: 4 lanes, 80 chunks, 5 slots\n");
+}
+
+TEST(schedule_cuda_short_rows_of_a_symbolic_count_pack_a_warp_too) {
+  // A softmax over 96 static columns and s0 rows: 8 rows a warp, the grid per call.
+  CHECK_EQ(geometry_and_tile(cuda_schedule_of(R"IR(program(s0=1000; vars=6)
+buf0 = input(1) : bf16[s0,96]{96,1}
+buf1 : f32[s0,1]{1,1} for [v0, _] = max f32 over [96] for [v1] of f32(buf0[((v0 * 96) + v1)])  from %3
+buf2 : f32[s0,1]{1,1} for [v2, _] = sum f32 over [96] for [v3] of exp(min(sub(f32(buf0[((v2 * 96) + v3)]), buf1[v2]), 0.0))  from %3
+buf3 : bf16[s0,96]{96,1} for [v4, v5] = bf16(div(exp(min(sub(f32(buf0[((v4 * 96) + v5)]), buf1[v4]), 0.0)), buf2[v4]))  from %3
+return buf3
+schedule
+kernel ember_k0 outer=[s0]
+  stage 0 inner=[96]: buf1(max)
+    reduce buf1[o0] = f32(buf0[((o0 * 96) + i0)])
+  stage 1 inner=[96]: buf2(sum)
+    reduce buf2[o0] = exp(min(sub(f32(buf0[((o0 * 96) + i0)]), buf1[o0]), 0.0))
+  stage 2 inner=[96]: buf3
+    buf3[((o0 * 96) + i0)] = bf16(div(exp(min(sub(f32(buf0[((o0 * 96) + i0)]), buf1[o0]), 0.0)), buf2[o0]))
+)IR")),
+           "kernel ember_k0: row_warp grid 16 block 256 (per call: s0 / 64)\n"
+           "  geometry: rows s0, elements 1, threads a row 4, elements a thread 1, block 256, rows a block 64, 64-bit indices, symbolic\n"
+           "  row tile: 8 lanes, 12 chunks, 3 slots\n");
 }
 
 TEST(schedule_cuda_a_bf16_multiply_on_the_vector_path) {
