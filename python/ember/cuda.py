@@ -180,19 +180,16 @@ class CudaGraphRunner(GraphRunner):
 
     def _call_context(self, plan):
         stream = torch.cuda.current_stream(self.device).cuda_stream
-        run_step = self.cg.run_step
         # Workspaces are per plan (a graph with symbols sizes its arena per call's sizes)
         # and per stream (a workspace in use on one stream is not free on another).
         free = plan.stream_workspaces.setdefault(stream, [])
         if self._tuning is not None:  # max-autotune's first call: stores of timed variants go to scratch
             if self._tuning_scratch is None:
                 self._tuning_scratch = torch.empty(max(self._tuning, 1), dtype=torch.uint8, device=self.device)
-            scratch, tune = self._tuning_scratch.data_ptr(), self.cg.run_step_tuning
-            return free, lambda si, ptrs: tune(si, ptrs, stream, scratch)
+            return free, self.cg.run_step_tuning, (stream, self._tuning_scratch.data_ptr())
         if plan.symbols is None:
-            return free, lambda si, ptrs: run_step(si, ptrs, stream)
-        symbols = plan.symbols
-        return free, lambda si, ptrs: run_step(si, ptrs, stream, symbols)
+            return free, self.cg.run_step, (stream,)
+        return free, self.cg.run_step, (stream, plan.symbols)
 
 
 def compile_cuda_graph(imported, attr_tensors: list, device: torch.device, cfg, debug_dir: str = ""):
