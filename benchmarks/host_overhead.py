@@ -23,7 +23,9 @@ CPU both are the call's time. Figures are medians over all calls.
 Per ember variant the compiled graphs' steps are counted on one call (kernel steps:
 one C++ call each, launching its kernels; extern steps: one ATen call each), and
 `host_us_per_step` is the host time divided by all steps: the runner's cost per step
-plus what ATen's calls cost. On CUDA the device kernels of one call are counted for
+plus what ATen's calls cost. `in_runners_us` is the host time per call inside ember's
+runners (measured apart, after the rounds); the rest of an ember call is Dynamo's (guards,
+the frame's own Python) and the model's code around its graphs. On CUDA the device kernels of one call are counted for
 every backend (torch.profiler), and `host_us_per_kernel` divides by them.
 
 Defaults: CPU: 1 thread, gpt2-tiny and mlp50, fp32. CUDA: gpt2-tiny, mlp50 and gpt2
@@ -134,6 +136,39 @@ def ember_steps(call):
     return {"graphs": len(seen), "kernel_steps": kernel_steps, "kernels": kernels, "extern_steps": externs}
 
 
+def runner_share_us(call, calls: int) -> float:
+    """Median host time per call spent inside ember's runners (what Dynamo calls: the
+    runner's __call__), the rest of a call being Dynamo's guards and the model's own
+    Python around the compiled graphs."""
+    from ember.runtime import GraphRunner
+
+    classes = [GraphRunner] + GraphRunner.__subclasses__()
+    originals = {c: c.__dict__["__call__"] for c in classes if "__call__" in c.__dict__}
+    spent = [0.0]
+
+    def timed(original):
+        def __call__(self, args):
+            t0 = time.perf_counter()
+            try:
+                return original(self, args)
+            finally:
+                spent[0] += time.perf_counter() - t0
+        return __call__
+
+    for c, original in originals.items():
+        c.__call__ = timed(original)
+    per_call = []
+    try:
+        for _ in range(calls):
+            spent[0] = 0.0
+            call()
+            per_call.append(spent[0] * 1e6)
+    finally:
+        for c, original in originals.items():
+            c.__call__ = original
+    return statistics.median(per_call)
+
+
 def device_kernels(call) -> int:
     """Device kernels one call launches (torch.profiler, CUDA activity)."""
     from torch.profiler import ProfilerActivity, profile
@@ -195,6 +230,9 @@ def measure_model(name: str, args) -> list[dict]:
             calls[backend] = call
             print(f"  {name} {backend}: compiled, first call {first:.2f} s", flush=True)
         times = time_rounds(calls, args.rounds, args.calls, device == "cuda")
+        for row in rows:
+            if row["backend"].startswith("ember"):
+                row["in_runners_us"] = round(runner_share_us(calls[row["backend"]], args.rounds * args.calls), 2)
     for row in rows:
         host, wall = times[row["backend"]]
         row["host_us"] = round(statistics.median(host), 2)
@@ -209,14 +247,15 @@ def measure_model(name: str, args) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'model':<10} {'backend':<14} {'wall us':>9} {'host us':>9} {'vs eager':>8} {'steps':>11} "
-            f"{'us/step':>8} {'kernels':>8} {'us/kern':>8}")
+    head = (f"{'model':<10} {'backend':<14} {'wall us':>9} {'host us':>9} {'runners':>9} {'vs eager':>8} "
+            f"{'steps':>11} {'us/step':>8} {'kernels':>8} {'us/kern':>8}")
     lines = [head, "-" * len(head)]
     eager = {r["model"]: r["wall_us"] for r in rows if r["backend"] == "eager"}
     for r in rows:
         steps = f"{r['kernel_steps']}+{r['extern_steps']}" if "kernel_steps" in r else "-"
         ratio = f"{eager[r['model']] / r['wall_us']:.2f}x" if r["model"] in eager else "-"
-        lines.append(f"{r['model']:<10} {r['backend']:<14} {r['wall_us']:>9.1f} {r['host_us']:>9.1f} {ratio:>8} "
+        lines.append(f"{r['model']:<10} {r['backend']:<14} {r['wall_us']:>9.1f} {r['host_us']:>9.1f} "
+                     f"{r.get('in_runners_us', '-'):>9} {ratio:>8} "
                      f"{steps:>11} {r.get('host_us_per_step', '-'):>8} {r.get('device_kernels', '-'):>8} "
                      f"{r.get('host_us_per_kernel', '-'):>8}")
     return "\n".join(lines)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import weakref
 
 import torch
 import torch.autograd.profiler as _profiler
@@ -24,11 +25,36 @@ def _access(fn, source: str):
     return fn
 
 
-def _view_fn(spec, layout, arena_views):
+class _InputView:
+    """A view of a graph input that an ATen call takes (a linear layer's transposed
+    weight), kept while the input is the same parameter at the same address, so that the
+    call does not make it again (~2 us of host each). Only parameters, which the model
+    keeps alive anyway: a view of another input would hold its memory until the next
+    call. The parameter is held by a weak reference, so a new tensor never matches a dead
+    one's entry, and its address is compared (`param.data = ...` moves it)."""
+
+    __slots__ = ("sizes", "strides", "offset", "entry")
+
+    def __init__(self, sizes, strides, offset):
+        self.sizes, self.strides, self.offset = sizes, strides, offset
+        self.entry = (None, 0, None)  # (weak reference to the input, its data_ptr, the view)
+
+    def __call__(self, base):
+        ref, ptr, view = self.entry
+        if ref is not None and ref() is base and base.data_ptr() == ptr:
+            return view
+        view = base.as_strided(self.sizes, self.strides, base.storage_offset() + self.offset)
+        if isinstance(base, torch.nn.Parameter):
+            self.entry = (weakref.ref(base), base.data_ptr(), view)
+        return view
+
+
+def _view_fn(spec, layout, arena_views, names=None, inputs=()):
     """A function bufs -> tensor for a StridedView spec (identity views cost nothing).
 
     Views of arena buffers are made once per workspace (arena_views lists them; the
-    workspace keeps them after its buffers), so they cost nothing per call either.
+    workspace keeps them after its buffers), so they cost nothing per call either; views
+    of the graph's inputs (`inputs`) are kept by an _InputView, bound in `names`.
     """
     b, _dtype, sizes, strides, offset = spec
     sizes, strides = tuple(sizes), tuple(strides)
@@ -38,6 +64,9 @@ def _view_fn(spec, layout, arena_views):
         slot = arena_views[1] + len(arena_views[2])
         arena_views[2].append((b, sizes, strides, offset))
         return _access(lambda bufs: bufs[slot], f"bufs[{slot}]")
+    if b in inputs and names is not None:
+        view = _InputView(sizes, strides, offset)
+        return _access(lambda bufs: view(bufs[b]), f"{names.bind(view, 'v')}(bufs[{b}])")
     return _access(lambda bufs: bufs[b].as_strided(sizes, strides, bufs[b].storage_offset() + offset),
                    f"bufs[{b}].as_strided({sizes!r}, {strides!r}, bufs[{b}].storage_offset() + {offset!r})")
 
@@ -173,6 +202,7 @@ class _Plan:
         self.num_buffers = len(buffers)
         layout_of = {b["id"]: (tuple(b["sizes"]), tuple(b["strides"])) for b in buffers}
         self.inputs = [(b["id"], b["input_index"]) for b in buffers if b["kind"] == "input"]
+        input_ids = {b for b, _ in self.inputs}
         # Intermediates live in an arena planned by C++ and reused across calls;
         # only graph outputs are allocated per call.
         self.arena_bytes = layout["arena_bytes"]
@@ -205,7 +235,7 @@ class _Plan:
                 uses.append(set(args))
             else:
                 e = externs[payload]
-                tensors = {Ref(nid, idx): _view_fn(view, layout_of, self._arena_view_specs)
+                tensors = {Ref(nid, idx): _view_fn(view, layout_of, self._arena_view_specs, names, input_ids)
                            for nid, idx, view in e["tensor_args"]}
                 # Tensor arguments ember's kernels apply instead (a convolution's bias).
                 tensors.update({Ref(nid, idx): _none for nid, idx in e["none_args"]})
