@@ -90,6 +90,8 @@ class CudaGraphRunner(GraphRunner):
         # Inputs that are 0-d CPU tensors (fx_import types them as device values), found at
         # the first call (Dynamo guards every input's device, so the set never changes).
         self._host_inputs = None
+        # (CUDA stream, dtype) -> (the CPU scalars' values, their device copies) of the last call.
+        self._device_scalars = {}
         # Constants on the CPU (a torch.tensor(...) in the model) move to the device once,
         # unless fx_import left them opaque (ATen's, on the CPU).
         opaque = {b["input_index"] for b in cg.buffers if b["kind"] == "input" and b["opaque"]}
@@ -144,14 +146,29 @@ class CudaGraphRunner(GraphRunner):
 
     def _inputs_to_device(self, args):
         """`args` with its CPU scalars on the device: one host-to-device copy per dtype (a
-        decoder under dynamic=True has one per norm layer), stream-ordered, no device sync."""
+        decoder under dynamic=True has one per norm layer), stream-ordered, no device sync.
+        The values are mostly the same on every call (Dynamo passes a module's float
+        attributes, such as eps, as 0-d tensors made per call): while they are, the device
+        copies of the last call on this stream serve again, and the call makes no copy and
+        no tensor per value."""
         args = list(args)
         by_dtype = {}
         for i in self._host_inputs:
             by_dtype.setdefault(args[i].dtype, []).append(i)
-        for indices in by_dtype.values():
-            on_device = torch.stack([args[i] for i in indices]).to(self.device, non_blocking=True)
-            for i, value in zip(indices, on_device.unbind()):
+        stream = None
+        for dtype, indices in by_dtype.items():
+            host = torch.stack([args[i] for i in indices])
+            if host.device.type != "cpu":  # a recording's static copies, already on the device
+                on_device = host.unbind()
+            else:
+                stream = stream or torch.cuda.current_stream(self.device).cuda_stream
+                last = self._device_scalars.get((stream, dtype))
+                if last is not None and torch.equal(last[0], host):
+                    on_device = last[1]
+                else:
+                    on_device = host.to(self.device, non_blocking=True).unbind()
+                    self._device_scalars[(stream, dtype)] = (host, on_device)
+            for i, value in zip(indices, on_device):
                 args[i] = value
         return args
 
@@ -180,19 +197,16 @@ class CudaGraphRunner(GraphRunner):
 
     def _call_context(self, plan):
         stream = torch.cuda.current_stream(self.device).cuda_stream
-        run_step = self.cg.run_step
         # Workspaces are per plan (a graph with symbols sizes its arena per call's sizes)
         # and per stream (a workspace in use on one stream is not free on another).
         free = plan.stream_workspaces.setdefault(stream, [])
         if self._tuning is not None:  # max-autotune's first call: stores of timed variants go to scratch
             if self._tuning_scratch is None:
                 self._tuning_scratch = torch.empty(max(self._tuning, 1), dtype=torch.uint8, device=self.device)
-            scratch, tune = self._tuning_scratch.data_ptr(), self.cg.run_step_tuning
-            return free, lambda si, ptrs: tune(si, ptrs, stream, scratch)
+            return free, self.cg.run_step_tuning, (stream, self._tuning_scratch.data_ptr())
         if plan.symbols is None:
-            return free, lambda si, ptrs: run_step(si, ptrs, stream)
-        symbols = plan.symbols
-        return free, lambda si, ptrs: run_step(si, ptrs, stream, symbols)
+            return free, self.cg.run_step, (stream,)
+        return free, self.cg.run_step, (stream, plan.symbols)
 
 
 def compile_cuda_graph(imported, attr_tensors: list, device: torch.device, cfg, debug_dir: str = ""):

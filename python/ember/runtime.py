@@ -8,49 +8,67 @@ from __future__ import annotations
 
 import collections
 import threading
+import weakref
 
 import torch
 import torch.autograd.profiler as _profiler
 from torch._C._profiler import _RecordFunctionFast
 
-from . import prepared as _prepared
+from . import plan_code, prepared as _prepared
 from .fx_import import TORCH_DTYPES, Call, ImportedGraph, Ref, SymValue, resolve_op
 
 
-def _view_fn(spec, layout, arena_views):
+def _access(fn, source: str):
+    """fn (bufs -> value) with the same as a Python expression over bufs, for the plan's
+    generated code (plan_code.py)."""
+    fn.source = source
+    return fn
+
+
+class _InputView:
+    """A view of a graph input that an ATen call takes (a linear layer's transposed
+    weight), kept while the input is the same parameter at the same address, so that the
+    call does not make it again (~2 us of host each). Only parameters, which the model
+    keeps alive anyway: a view of another input would hold its memory until the next
+    call. The parameter is held by a weak reference, so a new tensor never matches a dead
+    one's entry, and its address is compared (`param.data = ...` moves it)."""
+
+    __slots__ = ("sizes", "strides", "offset", "entry")
+
+    def __init__(self, sizes, strides, offset):
+        self.sizes, self.strides, self.offset = sizes, strides, offset
+        self.entry = (None, 0, None)  # (weak reference to the input, its data_ptr, the view)
+
+    def __call__(self, base):
+        ref, ptr, view = self.entry
+        if ref is not None and ref() is base and base.data_ptr() == ptr:
+            return view
+        view = base.as_strided(self.sizes, self.strides, base.storage_offset() + self.offset)
+        if isinstance(base, torch.nn.Parameter):
+            self.entry = (weakref.ref(base), base.data_ptr(), view)
+        return view
+
+
+def _view_fn(spec, layout, arena_views, names=None, inputs=()):
     """A function bufs -> tensor for a StridedView spec (identity views cost nothing).
 
     Views of arena buffers are made once per workspace (arena_views lists them; the
-    workspace keeps them after its buffers), so they cost nothing per call either.
+    workspace keeps them after its buffers), so they cost nothing per call either; views
+    of the graph's inputs (`inputs`) are kept by an _InputView, bound in `names`.
     """
     b, _dtype, sizes, strides, offset = spec
     sizes, strides = tuple(sizes), tuple(strides)
     if offset == 0 and layout[b] == (sizes, strides):
-        return lambda bufs: bufs[b]
+        return _access(lambda bufs: bufs[b], f"bufs[{b}]")
     if b in arena_views[0]:
         slot = arena_views[1] + len(arena_views[2])
         arena_views[2].append((b, sizes, strides, offset))
-        return lambda bufs: bufs[slot]
-    return lambda bufs: bufs[b].as_strided(sizes, strides, bufs[b].storage_offset() + offset)
-
-
-def _arg_builder(value, fetch):
-    """A function bufs -> value, with graph values (Ref) replaced by runtime tensors and
-    sizes (SymValue) by their value at the plan's symbol values."""
-    if isinstance(value, (Ref, SymValue)):
-        return fetch[value]
-    if isinstance(value, (list, tuple)):
-        parts = [_arg_builder(v, fetch) for v in value]
-        if all(p is None for p in parts):
-            return None
-        consts = list(value)
-        kind = type(value)
-
-        def build(bufs):
-            return kind(p(bufs) if p is not None else c for p, c in zip(parts, consts))
-
-        return build
-    return None  # a constant
+        return _access(lambda bufs: bufs[slot], f"bufs[{slot}]")
+    if b in inputs and names is not None:
+        view = _InputView(sizes, strides, offset)
+        return _access(lambda bufs: view(bufs[b]), f"{names.bind(view, 'v')}(bufs[{b}])")
+    return _access(lambda bufs: bufs[b].as_strided(sizes, strides, bufs[b].storage_offset() + offset),
+                   f"bufs[{b}].as_strided({sizes!r}, {strides!r}, bufs[{b}].storage_offset() + {offset!r})")
 
 
 def _convert_element_type(a, dtype):
@@ -78,22 +96,7 @@ def _none(bufs):
     return None
 
 
-def _call_builder(call: Call, fetch):
-    target = runtime_op(call.op)
-    arg_fns = [_arg_builder(a, fetch) for a in call.args]
-    kw_fns = {k: _arg_builder(v, fetch) for k, v in call.kwargs.items()}
-    consts = list(call.args)
-    kwconsts = dict(call.kwargs)
-    if not kw_fns or all(f is None for f in kw_fns.values()):
-        def call(bufs):
-            return target(*[f(bufs) if f is not None else c for f, c in zip(arg_fns, consts)], **kwconsts)
-        return call
-
-    def call(bufs):
-        kwargs = {k: (kw_fns[k](bufs) if kw_fns[k] is not None else v) for k, v in kwconsts.items()}
-        return target(*[f(bufs) if f is not None else c for f, c in zip(arg_fns, consts)], **kwargs)
-
-    return call
+_none.source = "None"
 
 
 # Plans (and their arenas) a graph with symbols keeps, for the most recent symbol values.
@@ -111,6 +114,33 @@ def _conform(r, sizes, dtype):
     if tuple(r.shape) != tuple(sizes):
         raise _ShapeMismatch(f"an ATen call returned shape {tuple(r.shape)} where the graph's metadata says {tuple(sizes)}")
     return r.to(dtype)
+
+
+def _conform_result(r, expect, dev):
+    """An ATen result that the plan's check found to differ from the graph's metadata
+    (expect: buffer, sizes, strides, dtype), made what the kernels read: its dtype
+    converted, a 0-d value moved to the device, other strides copied into the compiled
+    ones; a shape that differs raises _ShapeMismatch."""
+    _, sizes, strides, dtype = expect
+    if r.dtype != dtype or r.shape != sizes:
+        r = _conform(r, sizes, dtype)
+    if not sizes and r.device != dev:  # a CPU scalar, a device value to ember
+        r = r.to(dev, non_blocking=True)
+    if r.stride() != strides and r.numel() > 1:
+        r = torch.empty_strided(sizes, strides, dtype=dtype, device=dev).copy_(r)
+    return r
+
+
+class _Workspace:
+    """A call's memory, reused by later calls: the buffer list template (every arena buffer
+    a view of one allocation, then the views of arena buffers that extern ops take) and the
+    pointers of the arena buffers kernel steps take, which do not move while it lives."""
+
+    __slots__ = ("buffers", "pointers")
+
+    def __init__(self, buffers: list, pointers: list):
+        self.buffers = buffers
+        self.pointers = pointers
 
 
 class _SymbolValues(dict):
@@ -159,8 +189,9 @@ def _prepared_call(runner, call: Call, fetch, extern: dict, buffers):
 
 class _Plan:
     """Everything a call needs, decided once: per kernel group the buffers to allocate
-    and the pointers to pass; per extern op one prebuilt ATen call. A graph with
-    symbols gets one plan per distinct set of symbol values (the layout's sizes)."""
+    and the pointers to pass; per extern op its ATen call with its arguments' expressions;
+    all of it one generated function (plan_code.py), `run`. A graph with symbols gets one
+    plan per distinct set of symbol values (the layout's sizes)."""
 
     def __init__(self, runner, layout, symbols):
         imported = runner.imported
@@ -171,6 +202,7 @@ class _Plan:
         self.num_buffers = len(buffers)
         layout_of = {b["id"]: (tuple(b["sizes"]), tuple(b["strides"])) for b in buffers}
         self.inputs = [(b["id"], b["input_index"]) for b in buffers if b["kind"] == "input"]
+        input_ids = {b for b, _ in self.inputs}
         # Intermediates live in an arena planned by C++ and reused across calls;
         # only graph outputs are allocated per call.
         self.arena_bytes = layout["arena_bytes"]
@@ -184,6 +216,10 @@ class _Plan:
 
         # (arena buffer ids, first extra slot, views of arena buffers made per workspace)
         self._arena_view_specs = (in_arena, self.num_buffers, [])
+        # Arena buffers whose pointers kernel steps take: a workspace's `pointers`, in order.
+        self.pointer_buffers = []
+        pointer_slot = {}
+        names = plan_code.Names()
         kernels, externs = cg.kernels, layout["externs"]
         steps, uses = [], []
         allocated = set()
@@ -191,26 +227,31 @@ class _Plan:
             if kind == "kernels":
                 new = sorted({b for k in payload for b in kernels[k]["args"] if b in alloc and b not in allocated})
                 allocated.update(new)
-                steps.append((0, si, tuple(args), tuple((b,) + alloc[b] for b in new)))
+                for b in args:
+                    if b in in_arena and b not in pointer_slot:
+                        pointer_slot[b] = len(self.pointer_buffers)
+                        self.pointer_buffers.append(b)
+                steps.append(("kernels", si, [(b, pointer_slot.get(b)) for b in args], [(b,) + alloc[b] for b in new]))
                 uses.append(set(args))
             else:
                 e = externs[payload]
-                tensors = {Ref(nid, idx): _view_fn(view, layout_of, self._arena_view_specs)
+                tensors = {Ref(nid, idx): _view_fn(view, layout_of, self._arena_view_specs, names, input_ids)
                            for nid, idx, view in e["tensor_args"]}
                 # Tensor arguments ember's kernels apply instead (a convolution's bias).
                 tensors.update({Ref(nid, idx): _none for nid, idx in e["none_args"]})
                 fetch = _SymbolValues(tensors, imported.symbol_index, symbols)
-                call = _prepared_call(runner, imported.calls[e["node"]], fetch, e, buffers) \
-                    if e.get("prepared_args") else None
-                call = call or _call_builder(imported.calls[e["node"]], fetch)
-                outs = tuple(e["output_buffers"])
+                call = imported.calls[e["node"]]
+                prepared = _prepared_call(runner, call, fetch, e, buffers) if e.get("prepared_args") else None
+                expr = f"{names.bind(prepared, 'f')}(bufs)" if prepared is not None else \
+                    plan_code.call_expr(runtime_op(call.op), call.args, call.kwargs, fetch, names)
                 # Kernels read extern results with the strides ember compiled for;
                 # ATen is checked on every call and its result copied if it differs.
                 # An opaque result (a dtype, layout or device ember does not model) is ATen's
                 # alone, passed on as it comes.
-                expect = tuple(None if b < 0 else (b, None, None, None) if buffers[b]["opaque"] else
-                               (b, layout_of[b][0], layout_of[b][1], TORCH_DTYPES[buffers[b]["dtype"]]) for b in outs)
-                steps.append((1, call, outs, expect))
+                expect = [None if b < 0 else (b, None, None, None) if buffers[b]["opaque"] else
+                          (b, layout_of[b][0], layout_of[b][1], TORCH_DTYPES[buffers[b]["dtype"]])
+                          for b in e["output_buffers"]]
+                steps.append(("extern", expr, expect))
                 uses.append({view[0] for _, _, view in e["tensor_args"]})
         constants = _SymbolValues({}, imported.symbol_index, symbols)
         # Inputs past the caller's arguments: the graph's attributes, then the SymFloat
@@ -218,14 +259,14 @@ class _Plan:
         self.extra_inputs = list(runner.attr_tensors) + [
             torch.tensor(constants.value(sym), dtype=torch.float64, device=self.device)
             for sym in imported.scalar_inputs]
-        self.outputs = []
+        outputs = []
         for out, spec in zip(imported.output_args, layout["outputs"]):
             if spec is not None:
-                self.outputs.append((True, _view_fn(spec, layout_of, (set(), 0, []))))
+                outputs.append(_view_fn(spec, layout_of, (set(), 0, [])).source)
             elif isinstance(out, SymValue):
-                self.outputs.append((False, constants.value(out)))  # a size the backward needs
+                outputs.append(plan_code.literal(constants.value(out), names))  # a size the backward needs
             else:
-                self.outputs.append((False, out))
+                outputs.append(plan_code.literal(out, names))
         # Drop each buffer after its last use (outputs are kept alive by the caller).
         keep = {spec[0] for spec in layout["outputs"] if spec is not None} | in_arena
         last = {}
@@ -236,11 +277,12 @@ class _Plan:
         for b, si in last.items():
             if b not in keep:
                 release[si].append(b)
-        self.steps = [s + (tuple(r),) for s, r in zip(steps, release)]
+        self.source = plan_code.generate([s + (sorted(r),) for s, r in zip(steps, release)], outputs, names)
+        self.run = plan_code.compile_run(self.source, names, runner.profile_name)
 
-    def new_workspace(self):
-        """A buffer list template with every arena buffer as a view of one allocation,
-        followed by the views of arena buffers that extern ops take."""
+    def new_workspace(self) -> _Workspace:
+        """A workspace: every arena buffer a view of one allocation, followed by the views of
+        arena buffers that extern ops take, and the pointers kernel steps take."""
         template = [None] * self.num_buffers
         arena = torch.empty(self.arena_bytes, dtype=torch.uint8, device=self.device)
         for b, offset, sizes, strides, dtype in self.arena_views:
@@ -248,7 +290,7 @@ class _Plan:
         for b, sizes, strides, offset in self._arena_view_specs[2]:
             base = template[b]
             template.append(base.as_strided(sizes, strides, base.storage_offset() + offset))
-        return template
+        return _Workspace(template, [template[b].data_ptr() for b in self.pointer_buffers])
 
 
 class GraphRunner:
@@ -317,12 +359,11 @@ class GraphRunner:
         return plan
 
     def _call_context(self, plan):
-        """(the free workspaces this call may take one from, a function (step, pointers)
-        that runs a kernel group)."""
+        """(the free workspaces this call may take one from, a function (step, pointers,
+        *extra) that runs a kernel group, extra: its arguments after the pointers)."""
         if plan.symbols is None:
-            return plan.workspaces, self.cg.run_step
-        run_step, symbols = self.cg.run_step, plan.symbols
-        return plan.workspaces, lambda si, ptrs: run_step(si, ptrs, symbols)
+            return plan.workspaces, self.cg.run_step, ()
+        return plan.workspaces, self.cg.run_step, (plan.symbols,)
 
     def __call__(self, args):
         # torch.profiler sets this flag while it records (Inductor's compiled graphs read it
@@ -359,44 +400,18 @@ class GraphRunner:
             return self._eager(*args)
         try:
             plan = self._plan or self._plan_for(args)
-            free, launch = self._call_context(plan)
+            free, launch, extra = self._call_context(plan)
             if step_names is not None:
                 launch = _ranged(launch, step_names)
-            template = free.pop() if free else plan.new_workspace()
-            bufs = list(template)
+            workspace = free.pop() if free else plan.new_workspace()
+            bufs = list(workspace.buffers)
             attrs = plan.extra_inputs
             nargs = len(args)
             for b, i in plan.inputs:
                 bufs[b] = args[i] if i < nargs else attrs[i - nargs]
-            empty = torch.empty_strided
-            dev = self.device
-            for step in plan.steps:
-                if step[0] == 0:
-                    _, si, arg_ids, new, release = step
-                    for b, sizes, strides, dtype in new:
-                        bufs[b] = empty(sizes, strides, dtype=dtype, device=dev)
-                    launch(si, [bufs[b].data_ptr() for b in arg_ids])
-                else:
-                    _, call, outs, expect, release = step
-                    result = call(bufs)
-                    if len(outs) == 1:
-                        result = (result,)
-                    for e, r in zip(expect, result):
-                        # Flash attention returns None for outputs its metadata calls tensors.
-                        if e is not None and r is not None:
-                            b, sizes, strides, dtype = e
-                            if dtype is not None:
-                                if r.dtype != dtype or r.shape != sizes:
-                                    r = _conform(r, sizes, dtype)
-                                if not sizes and r.device != dev:  # a CPU scalar, a device value to ember
-                                    r = r.to(dev, non_blocking=True)
-                                if r.stride() != strides and r.numel() > 1:
-                                    r = torch.empty_strided(sizes, strides, dtype=dtype, device=dev).copy_(r)
-                            bufs[b] = r
-                for b in release:
-                    bufs[b] = None
-            out = [fn(bufs) if is_tensor else fn for is_tensor, fn in plan.outputs]
-            free.append(template)
+            out = plan.run(bufs, workspace.pointers, launch, extra, torch.empty_strided, self.device,
+                           _conform_result)
+            free.append(workspace)
             return out
         except _ShapeMismatch as e:
             from . import counters as stats, logs
@@ -408,9 +423,9 @@ class GraphRunner:
 
 
 def _ranged(launch, step_names: dict):
-    def run_step(si, ptrs):
+    def run_step(si, ptrs, *extra):
         with _RecordFunctionFast(step_names[si]):
-            return launch(si, ptrs)
+            return launch(si, ptrs, *extra)
 
     return run_step
 

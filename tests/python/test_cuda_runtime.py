@@ -465,6 +465,31 @@ def test_cpu_scalar_inputs_of_a_symbolic_graph_compile_into_its_kernels(trace_in
         assert all(e["op"].startswith(("aten.mm", "aten._scaled")) for e in r.cg.externs), r.cg.externs
 
 
+def test_cpu_scalar_inputs_reuse_their_device_copies_while_unchanged():
+    # The device copies of the 0-d CPU inputs serve again while their values are the same
+    # (no copy, no tensor per value per call); a changed value is copied and used.
+    torch.manual_seed(0)
+    model = _RMSNorm(64).cuda()
+    compiled = compile_fresh(model, backend="ember", fullgraph=False, dynamic=True)
+    x = torch.randn(6, 64, device="cuda")
+    with torch.no_grad():
+        for eps in (1e-6, 1e-6, 0.5, 0.5, 1e-6):
+            model.eps = eps
+            torch.testing.assert_close(compiled(x), model(x))
+    from ember.cuda import CudaGraphRunner
+
+    runners = [r for r in _live_runners() if isinstance(r, CudaGraphRunner) and r._device_scalars]
+    assert runners, "no runner moved CPU scalars to the device"
+
+
+def _live_runners():
+    import gc
+
+    from ember.runtime import GraphRunner
+
+    return [o for o in gc.get_objects() if isinstance(o, GraphRunner)]
+
+
 def test_cpu_scalar_input_with_reduce_overhead():
     torch.manual_seed(0)
     model = _RMSNorm(64).cuda()
