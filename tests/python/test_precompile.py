@@ -210,3 +210,27 @@ def test_graph_format_round_trips_every_value_kind():
         dec.expr(["__import__", ["I", 1]])
     with pytest.raises(graph_format.FormatError, match="unknown value kind"):
         dec.value({"pickle": "x"})
+
+
+def test_an_artifacts_compiler_probe_stands_for_running_the_compiler(tmp_path):
+    """A loader whose compiler files and CPU have the fingerprint an artifact recorded takes
+    the artifact's probe of the compiler instead of running it (a planted answer shows in
+    the identity); a probe under another fingerprint changes nothing."""
+    def run(code):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "EMBER_CACHE_DIR": str(tmp_path / "cache")})
+        assert r.returncode == 0, r.stderr[-3000:]
+        return r.stdout
+
+    fingerprint, probe = json.loads(run("import json; from ember import _core; "
+                                        "print(json.dumps(_core.c_compiler_probe(disk_cache=False)))"))
+    assert "version: " in probe and fingerprint
+    planted = probe.replace("version: ", "version: planted ", 1)
+    out = run(f"""
+from ember import _core
+assert not _core.seed_c_compiler({fingerprint + "x"!r}, {planted!r})
+assert not _core.seed_c_compiler({fingerprint!r}, "not a probe")
+assert _core.seed_c_compiler({fingerprint!r}, {planted!r})
+print(_core.c_compiler_identity(disk_cache=False))
+""")
+    assert "version: planted " in out
