@@ -151,6 +151,20 @@ def test_ember_load_refuses_then_compiles_at_run_time(saved, tmp_path):
         ember.load(str(other_torch), model, strict=True)
 
 
+def test_a_call_the_artifact_does_not_serve_names_the_failed_guard(saved):
+    """ember.save keeps the guards without their user stacks (deploy.portable_guards): the
+    artifact holds no frame of the saving process, and a call with another shape still
+    fails with torch's guard error naming the input."""
+    path, _, model, x, _ = saved
+    data = open(path, "rb").read()
+    assert b"FrameSummary" not in data  # torch's pickle of a stack holds traceback.FrameSummary objects
+    torch._dynamo.reset()
+    fn = ember.load(path, model, strict=True)
+    with torch.no_grad(), pytest.raises(RuntimeError, match="GuardManager check failed") as failure:
+        fn(torch.randn(5, 8))
+    assert "args" in str(failure.value), str(failure.value)
+
+
 def test_a_graph_that_runs_eagerly_cannot_be_saved(tmp_path, monkeypatch):
     from ember import backend, config
 
