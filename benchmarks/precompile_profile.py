@@ -217,33 +217,35 @@ class StepTimes:
     def _wrap_context(self, original):
         def call_context(runner, plan):
             if id(plan) not in self._plans:
-                from ember.runtime import runtime_op
-
                 self._plans.add(id(plan))
-                ops = {id(runtime_op(c.op)): c.op for c in runner.imported.calls.values()}
-                plan.steps = [st if st[0] == 0 else (st[0], self._timed_call(st[1], i, ops), *st[2:])
-                              for i, st in enumerate(plan.steps)]
-            free, launch = original(runner, plan)
-            return free, self._timed_launch(launch)
+                self._time_aten_calls(runner, plan)
+            free, launch, extra = original(runner, plan)
+            return free, self._timed_launch(launch), extra
 
         return call_context
 
-    def _timed(self, label, fn, *args):
+    def _timed(self, label, fn, *args, **kwargs):
         self.sync()
         t0 = time.perf_counter()
-        result = fn(*args)
+        result = fn(*args, **kwargs)
         self.sync()
         self.calls[-1][label] = self.calls[-1].get(label, 0.0) + time.perf_counter() - t0
         return result
 
-    def _timed_call(self, call, index, ops):
-        cells = dict(zip(call.__code__.co_freevars, call.__closure__ or ()))
-        target = cells["target"].cell_contents if "target" in cells else None
-        label = f"aten {index} {ops.get(id(target), 'prepared call')}"[:42]
-        return lambda bufs: self._timed(label, call, bufs)
+    def _time_aten_calls(self, runner, plan):
+        """The plan's generated function (runtime.py, plan_code.py) calls ATen through the
+        ops and prepared calls bound in its globals: each is replaced by a timed one."""
+        from ember.runtime import runtime_op
+
+        ops = {id(runtime_op(c.op)): c.op for c in runner.imported.calls.values()}
+        scope = plan.run.__globals__
+        for name, value in list(scope.items()):
+            if callable(value) and (id(value) in ops or (name.startswith("f") and name[1:].isdigit())):
+                label = f"aten {name} {ops.get(id(value), 'prepared call')}"[:42]
+                scope[name] = (lambda fn, label: lambda *a, **k: self._timed(label, fn, *a, **k))(value, label)
 
     def _timed_launch(self, launch):
-        return lambda si, ptrs: self._timed(f"kernels {si}", launch, si, ptrs)
+        return lambda si, ptrs, *extra: self._timed(f"kernels {si}", launch, si, ptrs, *extra)
 
     def table(self, top=15):
         if len(self.calls) < 2:
