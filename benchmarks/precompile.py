@@ -47,10 +47,13 @@ def call(model, *inputs):
 
 
 def portable_guards(entries):
-    """The guards torch can serialize (the same rule as ember.deploy.portable_guards)."""
+    """The guards torch can serialize, without their user stacks (the same rule as
+    ember.deploy.portable_guards)."""
     from torch._dynamo.guards import CheckFunctionManager
 
     unsupported = set(CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES)
+    for e in entries:
+        e.orig_guard.user_stack = e.orig_guard.stack = None
     return [not (e.is_global or e.guard_type in unsupported
                  or unsupported.intersection(getattr(e, "derived_guard_types", None) or ()))
             for e in entries]

@@ -126,8 +126,25 @@ void define_runtime(nb::module_& m) {
       "Named passes of the pipeline on IR text (graph, program, or program and schedule); the IR "
       "after the last one (csrc/run_passes.h).");
   m.def("default_cache_dir", &ember::default_cache_dir);
-  m.def("c_compiler_identity", &ember::c_compiler_identity,
-        "The C compiler's identity, which every CPU kernel cache key covers.");
+  m.def(
+      "c_compiler_identity",
+      [](const std::string& cache_dir, bool disk_cache) {
+        nb::gil_scoped_release release;  // the probe may run the compiler
+        return ember::c_compiler_identity(cache_dir, disk_cache);
+      },
+      nb::arg("cache_dir") = "", nb::arg("disk_cache") = true,
+        "The C compiler's identity, which every CPU kernel cache key covers; its probe kept in the disk "
+        "cache of cache_dir (empty: the default) when disk_cache.");
+  m.def(
+      "c_compiler_probe",
+      [](const std::string& cache_dir, bool disk_cache) {
+        nb::gil_scoped_release release;
+        return ember::c_compiler_probe(cache_dir, disk_cache);
+      },
+      nb::arg("cache_dir") = "", nb::arg("disk_cache") = true,
+      "(fingerprint, probe text) of the C compiler and this CPU (runtime/compiler_memo.h).");
+  m.def("seed_c_compiler", &ember::seed_c_compiler, nb::arg("fingerprint"), nb::arg("probe"),
+        "Takes a probe recorded under this compiler's fingerprint; False (nothing changes) otherwise.");
   m.def("compile_counts", [] { return counts_dict(ember::Target::CPU, "c_compiler_runs"); },
         "What CompiledGraph::compile did in this process since the last reset_compile_counts().");
   m.def("reset_compile_counts", [] { ember::reset_compile_counts(ember::Target::CPU); });

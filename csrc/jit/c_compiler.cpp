@@ -177,10 +177,10 @@ std::string native_target_from_cpuinfo() {
 // (ember crashed on first compile that way under one torch build).
 struct CCompiler::IdentityMemo {
   std::mutex mu;
+  bool probed = false;
+  CompilerProbe probe;
   bool done = false;
   std::string text;
-  bool tuning_done = false;
-  std::vector<std::string> tuning;
 };
 
 namespace {
@@ -191,11 +191,14 @@ namespace {
 // embedding, any gather-form lowering) stays scalar: max-pool's backward ran 3-4x faster
 // with them on this project's Xeon. GCC 12 spells the switch use_gather; 13 and later
 // split it by vector size. A flag is kept only if the compiler takes it silently.
+#if defined(__x86_64__)
+const char* const kGatherSwitches[] = {"-mtune-ctrl=use_gather_2parts,use_gather_4parts,use_gather_8parts",
+                                       "-mtune-ctrl=use_gather"};
+#endif
+
 std::vector<std::string> probe_tuning(const std::string& cc) {
 #if defined(__x86_64__)
-  const char* candidates[] = {"-mtune-ctrl=use_gather_2parts,use_gather_4parts,use_gather_8parts",
-                              "-mtune-ctrl=use_gather"};
-  for (const char* flag : candidates) {
+  for (const char* flag : kGatherSwitches) {
     ProcessResult r = run_process({cc, "-march=native", flag, "-x", "c", "-c", "-o", "/dev/null", "/dev/null"});
     if (r.started && r.exit_status == 0 && r.output.empty()) return {flag};
   }
@@ -203,6 +206,37 @@ std::vector<std::string> probe_tuning(const std::string& cc) {
   (void)cc;
 #endif
   return {};
+}
+
+// A file as the fingerprint sees it: a new build or a reinstall changes one of these.
+std::string file_stamp(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return path + ": cannot stat\n";
+  return path + ": dev " + std::to_string(st.st_dev) + " ino " + std::to_string(st.st_ino) + " size " +
+         std::to_string(st.st_size) + " mtime " + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec) + "\n";
+}
+
+// The lines of /proc/cpuinfo's first processor that -march=native reads (x86: vendor,
+// family, model, stepping, feature flags; ARM: implementer, part, features). "" when the
+// file says none of them: then nothing identifies the CPU without asking the compiler.
+std::string cpu_description() {
+  static const char* const keys[] = {"vendor_id", "cpu family", "model", "model name", "stepping", "flags",
+                                     "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "Features"};
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, out;
+  while (std::getline(cpuinfo, line)) {
+    if (line.empty()) {
+      if (!out.empty()) break;  // the first processor's block is enough
+      continue;
+    }
+    std::string key = line.substr(0, line.find(':'));
+    key.erase(key.find_last_not_of(" \t") + 1);
+    for (const char* k : keys) {
+      if (key == k) out += line + "\n";
+    }
+  }
+  return out;
 }
 
 // The compiler's output, and how it ended when it failed.
@@ -251,32 +285,68 @@ std::vector<std::string> CCompiler::flags() const {
                                 "-fwrapv", "-fno-thread-jumps", "-fopenmp", "-std=c11"};
   if (not_found_.empty()) {
     std::lock_guard<std::mutex> lock(identity_->mu);
-    if (!identity_->tuning_done) {
-      identity_->tuning = probe_tuning(path_);
-      identity_->tuning_done = true;
+    if (!identity_->probed) {
+      identity_->probe = probe();
+      identity_->probed = true;
     }
-    f.insert(f.begin() + 2, identity_->tuning.begin(), identity_->tuning.end());
+    f.insert(f.begin() + 2, identity_->probe.tuning.begin(), identity_->probe.tuning.end());
   }
   return f;
 }
 
 std::vector<std::string> CCompiler::extra_link_flags() const { return {"-lm"}; }
 
+CompilerProbe CCompiler::probe() const {
+  CompilerProbe p;
+  if (!not_found_.empty()) return p;
+  ProcessResult r = run_process({path_, "--version"});
+  p.version = r.started ? first_line(r.output) : "cannot run";
+  p.target = native_target_from_compiler(path_);
+  p.tuning = probe_tuning(path_);
+  return p;
+}
+
+std::string CCompiler::fingerprint() const {
+  if (!not_found_.empty()) return "";
+  std::string cpu = cpu_description();
+  if (cpu.empty()) return "";
+  std::string fp = "ember compiler probe 1\n" + file_stamp(path_);
+  char buf[PATH_MAX];
+  if (::realpath(path_.c_str(), buf)) fp += file_stamp(buf);
+#if defined(__x86_64__)
+  for (const char* flag : kGatherSwitches) fp += std::string("probe: ") + flag + "\n";
+#endif
+  return fp + cpu;
+}
+
+void CCompiler::seed(const CompilerProbe& p) const {
+  std::lock_guard<std::mutex> lock(identity_->mu);
+  if (identity_->probed || !not_found_.empty()) return;
+  identity_->probe = p;
+  identity_->probed = true;
+}
+
+bool CCompiler::probed() const {
+  std::lock_guard<std::mutex> lock(identity_->mu);
+  return identity_->probed || !not_found_.empty();
+}
+
+CompilerProbe CCompiler::probe_answers() const {
+  flags();  // probes once
+  std::lock_guard<std::mutex> lock(identity_->mu);
+  return identity_->probe;
+}
+
 const std::string& CCompiler::identity() const {
-  const std::vector<std::string> all_flags = flags();  // takes the lock itself
+  const std::vector<std::string> all_flags = flags();  // takes the lock itself, and probes
   std::lock_guard<std::mutex> lock(identity_->mu);
   if (!identity_->done) {
     std::string resolved = path_;
     char buf[PATH_MAX];
     if (not_found_.empty() && ::realpath(path_.c_str(), buf)) resolved = buf;
-    std::string version = "not found";
-    if (not_found_.empty()) {
-      ProcessResult r = run_process({path_, "--version"});
-      version = r.started ? first_line(r.output) : "cannot run";
-    }
-    std::string target = not_found_.empty() ? native_target_from_compiler(path_) : "";
-    if (target.empty()) target = native_target_from_cpuinfo();
-
+    const CompilerProbe& p = identity_->probe;
+    std::string version = not_found_.empty() ? p.version : "not found";
+    std::string target = p.target.empty() ? native_target_from_cpuinfo() : p.target;
     identity_->text = "compiler: " + path_ + " -> " + resolved + "\n" + "version: " + version + "\n" +
                       "flags: " + join(all_flags) + " " + join(extra_link_flags()) + "\n" + "target: " + target +
                       "\n";

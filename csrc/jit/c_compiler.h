@@ -16,6 +16,15 @@
 
 namespace ember {
 
+// What identity() learns by running the compiler: its `--version` line, the CPU that
+// -march=native selects, and the gather switch it takes (flags()). Four short compiler
+// runs: 0.06-0.14 s on a loaded 2-core machine, on every process's first kernel key.
+struct CompilerProbe {
+  std::string version;
+  std::string target;
+  std::vector<std::string> tuning;
+};
+
 struct CompileResult {
   bool ok = false;
   std::string log;       // the compiler's own output, or why it could not be run
@@ -47,6 +56,22 @@ class CCompiler {
   // CPU that -march=native selects. Computed once, on first use, by running the compiler;
   // safe to call from several threads.
   const std::string& identity() const;
+
+  // What the probe's answers depend on, known without running anything: the compiler's
+  // path and what it resolves to, each file's device, inode, size and mtime; this CPU
+  // (/proc/cpuinfo's vendor, family, model, name and feature flags); the probe's own
+  // switches. Equal fingerprints give equal probes, so a caller may keep a probe under
+  // it (the kernel cache does: runtime/compiler_memo.h) and hand it back with seed().
+  std::string fingerprint() const;
+  // Runs the compiler for identity()'s parts (nothing memoized).
+  CompilerProbe probe() const;
+  // Takes `p` as the probe's answers, so that identity() and flags() run nothing. No
+  // effect once they have been computed (they never change within a process).
+  void seed(const CompilerProbe& p) const;
+  // Whether the probe's answers are known (run or seeded), or not needed (no compiler).
+  bool probed() const;
+  // The answers identity() uses (probing first if needed).
+  CompilerProbe probe_answers() const;
 
   // Writes source to out_path + ".c", compiles it to out_path and removes the .c file
   // unless keep_source. ok=false with the reason in log when the compiler fails or cannot

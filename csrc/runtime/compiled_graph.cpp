@@ -15,6 +15,7 @@
 
 #include "codegen/c/units.h"
 #include "jit/c_compiler.h"
+#include "runtime/compiler_memo.h"
 #include "ir/size_expr.h"
 #include "runtime/disk_cache.h"
 #include "runtime/sha256.h"
@@ -42,7 +43,25 @@ const CCompiler& compiler() {
 
 }  // namespace
 
-const std::string& c_compiler_identity() { return compiler().identity(); }
+const std::string& c_compiler_identity(const std::string& cache_dir, bool disk_cache) {
+  GraphOptions opts;
+  opts.cache_dir = cache_dir;
+  opts.disk_cache = disk_cache;
+  std::unique_ptr<DiskCache> disk = open_disk_cache(opts, nullptr);
+  return compiler_identity(compiler(), disk.get());
+}
+
+std::pair<std::string, std::string> c_compiler_probe(const std::string& cache_dir, bool disk_cache) {
+  c_compiler_identity(cache_dir, disk_cache);  // probes, or reads the probe kept in the cache
+  return {compiler().fingerprint(), probe_text(compiler().probe_answers())};
+}
+
+bool seed_c_compiler(const std::string& fingerprint, const std::string& probe) {
+  CompilerProbe p;
+  if (fingerprint.empty() || fingerprint != compiler().fingerprint() || !parse_probe(probe, &p)) return false;
+  compiler().seed(p);
+  return true;
+}
 
 CompiledGraph::~CompiledGraph() {
   // A build still running writes into the disk cache and the memory cache: let it end
@@ -168,8 +187,10 @@ std::shared_future<BuiltLibrary> start_build(const std::string& key, std::vector
 }  // namespace
 
 void CompiledGraph::load_kernels(const CompileOptions& opts) {
-  const CCompiler& cc = compiler();
-  key_ = sha256_hex(c_.c_code.source + "\n/* ember " EMBER_VERSION " */\n" + cc.identity());
+  // The disk cache first: it keeps the compiler's probe (runtime/compiler_memo.h).
+  std::string disk_note;
+  std::unique_ptr<DiskCache> disk = open_disk_cache(opts, &disk_note);
+  key_ = sha256_hex(c_.c_code.source + "\n/* ember " EMBER_VERSION " */\n" + compiler_identity(compiler(), disk.get()));
   auto t0 = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(g_memory_cache_mutex);
@@ -185,7 +206,7 @@ void CompiledGraph::load_kernels(const CompileOptions& opts) {
     count(Target::CPU, CompileEvent::MemoryHit);
   } else {
     std::string err;
-    std::unique_ptr<DiskCache> disk = open_disk_cache(opts, &cache_note_);
+    cache_note_ = disk_note;
     if (disk) {
       if (auto path = disk->lookup(key_, "so")) {
         library_ = SharedLibrary::open(*path, &err);

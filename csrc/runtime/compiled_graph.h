@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/c/kernel.h"
@@ -74,7 +75,15 @@ class CompiledGraph : public CompiledGraphBase {
 
 // The C compiler's identity (path, version, flags, resolved target), which every CPU
 // kernel cache key covers: a precompiled artifact records it, so that a loader on another
-// machine says why its kernels do not apply (python/ember/precompile.py).
-const std::string& c_compiler_identity();
+// machine says why its kernels do not apply (python/ember/precompile.py). Its probe comes
+// from the disk cache in cache_dir (empty: the default) when kept there (compiler_memo.h).
+const std::string& c_compiler_identity(const std::string& cache_dir = "", bool disk_cache = true);
+// The compiler's fingerprint and its probe as text (compiler_memo.h): a precompiled
+// artifact carries them, so that a loader whose compiler and CPU have the same
+// fingerprint (the machine that saved it, or its twin) takes the probe instead of running
+// the compiler: seed_c_compiler (false, and nothing changes, when the fingerprints differ
+// or the text is not a probe; the identity is then probed and compared as before).
+std::pair<std::string, std::string> c_compiler_probe(const std::string& cache_dir = "", bool disk_cache = true);
+bool seed_c_compiler(const std::string& fingerprint, const std::string& probe);
 
 }  // namespace ember

@@ -17,8 +17,9 @@ aot_compile (backend.make_backend sees `active()`), ember's backend returns one:
 
 An artifact is an ember container (graph_format.encode) tagged with ember's version and
 build, holding torch's version, the device (and CUDA architecture, or the C compiler's
-identity, which every CPU kernel key covers), the options that change compiled code, and
-the graphs. Kernels are named by their kernel cache key (content-addressed: the key covers
+identity, which every CPU kernel key covers, with the compiler's probe under its
+fingerprint: a loader with the same compiler files and CPU takes it instead of running the
+compiler), the options that change compiled code, and the graphs. Kernels are named by their kernel cache key (content-addressed: the key covers
 the generated source, ember's version and the compiler) and, with
 `ember.config.precompile_kernels = "embed"` (the default, what deployment wants), carried
 in the artifact; a loader installs them into its kernel cache (csrc/runtime/disk_cache.h,
@@ -207,7 +208,10 @@ def _wait(runner) -> None:
 def _device_info(runners) -> dict:
     device = str(runners[0].device)
     if device == "cpu":
-        return {"device": "cpu", "compiler": _core.c_compiler_identity()}
+        from .config import config
+
+        fingerprint, probe = _core.c_compiler_probe(config.cache_dir or "", config.disk_cache)
+        return {"device": "cpu", "compiler": _compiler_identity(), "compiler_probe": [fingerprint, probe]}
     from .cuda import device_arch, nvrtc_info
 
     return {"device": device, "arch": device_arch(torch.device(device)), "compiler": nvrtc_info()["identity"]}
@@ -284,7 +288,12 @@ def _check_machine(doc: dict) -> None:
                                 f"(this is torch {torch.__version__}): {again}")
     device = doc.get("device")
     if device == "cpu":
-        here = _core.c_compiler_identity()
+        probe = doc.get("compiler_probe")
+        if isinstance(probe, list) and len(probe) == 2 and all(isinstance(x, str) for x in probe):
+            # Made where the compiler and the CPU are what they are here: its probe of the
+            # compiler stands for running it (csrc/runtime/compiler_memo.h); else ignored.
+            _core.seed_c_compiler(*probe)
+        here = _compiler_identity()
         if doc.get("compiler") != here:
             theirs = dict(_identity_lines(doc.get("compiler") or ""))
             diff = next((f"{k}: {theirs.get(k, '?')!r} there, {v!r} here" for k, v in _identity_lines(here)
@@ -306,6 +315,13 @@ def _check_machine(doc: dict) -> None:
     if doc.get("arch") != arch:
         raise PrecompileRefused(f"ember: refusing a precompiled artifact built for {doc.get('arch')} on a {arch} "
                                 f"device: {again}")
+
+
+def _compiler_identity() -> str:
+    """The C compiler's identity, its probe read from the kernel cache when kept there."""
+    from .config import config
+
+    return _core.c_compiler_identity(config.cache_dir or "", config.disk_cache)
 
 
 def _identity_lines(identity: str):

@@ -28,10 +28,10 @@ def test_eight_processes_compile_the_same_graph_into_one_cache(tmp_path):
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0 and out.strip() == "ok", err
-    # One good entry each for the kernels and the graph (graph_cache.py): every index names
-    # an artifact that exists, all for one key.
+    # One good entry each for the kernels, the graph (graph_cache.py) and the C compiler's
+    # probe (csrc/runtime/compiler_memo.h): every index names an artifact that exists.
     indexes = sorted(p.name.split(".", 1)[1] for p in (tmp_path / "cache").rglob("*.idx"))
-    assert indexes == ["graph.idx", "so.idx"], indexes
+    assert indexes == ["ccprobe.idx", "graph.idx", "so.idx"], indexes
     # A ninth process finds it and does not compile.
     again = subprocess.run([sys.executable, "-c", CHILD + "import ember; print(ember.last_compile_stats()['cache'])"],
                            env=env, capture_output=True, text=True, timeout=300)

@@ -151,6 +151,20 @@ def test_ember_load_refuses_then_compiles_at_run_time(saved, tmp_path):
         ember.load(str(other_torch), model, strict=True)
 
 
+def test_a_call_the_artifact_does_not_serve_names_the_failed_guard(saved):
+    """ember.save keeps the guards without their user stacks (deploy.portable_guards): the
+    artifact holds no frame of the saving process, and a call with another shape still
+    fails with torch's guard error naming the input."""
+    path, _, model, x, _ = saved
+    data = open(path, "rb").read()
+    assert b"FrameSummary" not in data  # torch's pickle of a stack holds traceback.FrameSummary objects
+    torch._dynamo.reset()
+    fn = ember.load(path, model, strict=True)
+    with torch.no_grad(), pytest.raises(RuntimeError, match="GuardManager check failed") as failure:
+        fn(torch.randn(5, 8))
+    assert "args" in str(failure.value), str(failure.value)
+
+
 def test_a_graph_that_runs_eagerly_cannot_be_saved(tmp_path, monkeypatch):
     from ember import backend, config
 
@@ -210,3 +224,27 @@ def test_graph_format_round_trips_every_value_kind():
         dec.expr(["__import__", ["I", 1]])
     with pytest.raises(graph_format.FormatError, match="unknown value kind"):
         dec.value({"pickle": "x"})
+
+
+def test_an_artifacts_compiler_probe_stands_for_running_the_compiler(tmp_path):
+    """A loader whose compiler files and CPU have the fingerprint an artifact recorded takes
+    the artifact's probe of the compiler instead of running it (a planted answer shows in
+    the identity); a probe under another fingerprint changes nothing."""
+    def run(code):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "EMBER_CACHE_DIR": str(tmp_path / "cache")})
+        assert r.returncode == 0, r.stderr[-3000:]
+        return r.stdout
+
+    fingerprint, probe = json.loads(run("import json; from ember import _core; "
+                                        "print(json.dumps(_core.c_compiler_probe(disk_cache=False)))"))
+    assert "version: " in probe and fingerprint
+    planted = probe.replace("version: ", "version: planted ", 1)
+    out = run(f"""
+from ember import _core
+assert not _core.seed_c_compiler({fingerprint + "x"!r}, {planted!r})
+assert not _core.seed_c_compiler({fingerprint!r}, "not a probe")
+assert _core.seed_c_compiler({fingerprint!r}, {planted!r})
+print(_core.c_compiler_identity(disk_cache=False))
+""")
+    assert "version: planted " in out
