@@ -29,7 +29,8 @@ the process reserved more over the shape's calls, and ember's recordings' own re
 
 GPU (the default where CUDA is): full sizes, bf16, shapes 4x128 16x7 2x2048 8x512 3x1000
 1x333 (sequences capped where a learned position table is shorter). CPU (--device cpu):
-small sizes, fp32, 1 thread, shapes 4x32 16x7 2x200 8x64 3x129 1x48. With --budget no
+small sizes, fp32, 1 thread, shapes 4x32 16x7 2x200 8x64 3x129 1x48, and the interleaved
+timing on the thread's CPU clock (--clock: a shared machine's load is not counted). With --budget no
 process starts with less than a minute left, each gets what is left at most, and the run
 ends naming the models it did not reach.
 """
@@ -85,7 +86,7 @@ def measure_model(args, entry, remaining) -> list[dict]:
                 "size": args.size, "threads": args.threads or None, "shapes": parse_shapes(args.shapes),
                 "variants": args.variants.split(","), "warmup": args.warmup, "iters": args.iters,
                 "max_shape_s": args.max_shape_s, "paired": not args.no_paired,
-                "interleaved": args.interleaved}
+                "interleaved": args.interleaved, "clock": args.clock}
         cache = tempfile.mkdtemp(prefix="dynllm_")
         timeout = min(args.timeout, left)
         try:
@@ -226,7 +227,8 @@ def table(rows: list[dict]) -> str:
             geo = geomean([s["dynamic_over_static"] for s in inter["shapes"]])
             geo_min = geomean([s.get("dynamic_over_static_min") for s in inter["shapes"]])
             lines.append(f"  {'dyn, inter':11} {'':>8} " + " ".join(cells) + f"  {_f(geo, '.3f'):>10}"
-                         f"  (eager, static and dynamic timed call by call, {inter['shapes'][0]['rounds']} rounds; "
+                         f"  (eager, static and dynamic timed call by call, {inter['shapes'][0]['rounds']} rounds, "
+                         f"{inter.get('clock', 'wall')} clock; "
                          f"fastest calls: {_f(geo_min, '.3f')}x)")
         for key in ("ro", "inductor-ro"):
             per = _per_shape(g.get(key))
@@ -364,6 +366,10 @@ def main(argv):
     p.add_argument("--interleaved", type=int, choices=(0, 1),
                    help="1: after the variants, eager, ember static and dynamic timed call by call in rounds "
                         "(default on the CPU, whose load drifts)")
+    p.add_argument("--clock", choices=("wall", "cpu"),
+                   help="the interleaved timing's clock: cpu times the calling thread's CPU time (time.thread_time; "
+                        "with one thread, all of a call's work), steadier on a loaded machine; default: cpu on the "
+                        "CPU with one thread, else wall")
     p.add_argument("--out", default="", help="JSON: the run's environment and every row")
     args = p.parse_args(argv)
     if args.device is None:
@@ -373,6 +379,10 @@ def main(argv):
         if getattr(args, k, None) is None:
             setattr(args, k, v)
     args.shapes = args.shapes or SHAPES[args.size]
+    if args.clock is None:
+        args.clock = "cpu" if args.device == "cpu" and args.threads == 1 else "wall"
+    if args.clock == "cpu" and (args.device != "cpu" or args.threads != 1):
+        raise SystemExit("--clock cpu times the calling thread: use it on the CPU with --threads 1")
     models = registry.select(args.models)
     missing = [m.name for m in models if m.dynamic_inputs is None]
     if missing:
