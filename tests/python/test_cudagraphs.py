@@ -206,3 +206,12 @@ def test_explain_lists_the_recordings():
     assert lines[0].startswith("  2 CUDA graph recording(s) sharing one memory pool: 42.00 MiB reserved"), lines
     assert "s0=6" in lines[2] and "pool +2.00 MiB (2.00 MiB held)" in lines[2], lines
     assert cuda_graphs_lines({"cuda_graphs": None}) == []
+
+
+def test_explain_takes_a_mode_and_a_cpu_graph_records_nothing():
+    """mode="reduce-overhead" on the CPU compiles as the default: explain's graph has no
+    CUDA graph report, and its text no line for one."""
+    report = ember.explain(lambda x: torch.relu(x) * 2 + 1, torch.randn(4, 8), calls=[(torch.randn(4, 8),)],
+                           mode="reduce-overhead", graph_breaks=False)
+    assert report.graphs and all(g["cuda_graphs"] is None for g in report.graphs)
+    assert "CUDA graph" not in str(report)
