@@ -1,7 +1,7 @@
 """Issue 21: dynamic shapes at static speed on the suite's decoder LMs and two encoders.
 
     python benchmarks/dynamic_llm.py [--device cuda|cpu] [--dtype bf16|fp32|fp16] [--size full|small]
-        [--models gpt2,llama,...] [--shapes 4x128,16x7,...] [--variants dynamic,mark,auto,static]
+        [--models gpt2,llama,...] [--shapes 4x128,16x7,...] [--variants dynamic,mark,auto,static,ro]
         [--backends ember,inductor] [--threads N] [--budget S] [--timeout S] [--out FILE.json]
     python benchmarks/dynamic_llm.py summary FILE.json
 
@@ -10,8 +10,11 @@ processes on empty cache directories (suite/dynamic_measure.py says what each me
 
     ember     eager's per-shape latency, then ember with dynamic=True (the process's first,
               cold compile), with mark_dynamic on batch and sequence, with automatic dynamic
-              (static first shape, dynamic from the second), and static (a compile per shape)
-    inductor  Inductor with dynamic=True (cold)
+              (static first shape, dynamic from the second), and static (a compile per shape);
+              with --variants ...,ro also dynamic=True under mode="reduce-overhead" (the
+              serving pattern: a CUDA graph recorded per shape)
+    inductor  Inductor with dynamic=True (cold); with ro asked, also under reduce-overhead
+              (its cudagraph trees)
 
 Per (variant, shape): first call, median latency of synchronized calls, correctness (the
 suite's rule, measure.py) and bitwise equality with eager (the tell of a graph that ran
@@ -20,11 +23,14 @@ added (acceptance 2: no new code for shapes the guards admit; batch-1 shapes com
 and are counted apart, since Dynamo specializes size 1 for every compiler), eager-fallback
 graphs, ops the dynamic compile leaves to ATen that the static one lowers, and kernels that
 took a generic path because of a symbol. The table puts each variant's latency over ember
-static's (acceptance 1 and 3) and Inductor dynamic's.
+static's (acceptance 1 and 3) and Inductor dynamic's; under ro, each shape's memory: what
+the process reserved more over the shape's calls, and ember's recordings' own report
+(acceptance 4; `--variants static,ro --backends ember,inductor` measures only that).
 
 GPU (the default where CUDA is): full sizes, bf16, shapes 4x128 16x7 2x2048 8x512 3x1000
 1x333 (sequences capped where a learned position table is shorter). CPU (--device cpu):
-small sizes, fp32, 1 thread, shapes 4x32 16x7 2x200 8x64 3x129 1x48. With --budget no
+small sizes, fp32, 1 thread, shapes 4x32 16x7 2x200 8x64 3x129 1x48, and the interleaved
+timing on the thread's CPU clock (--clock: a shared machine's load is not counted). With --budget no
 process starts with less than a minute left, each gets what is left at most, and the run
 ends naming the models it did not reach.
 """
@@ -80,7 +86,7 @@ def measure_model(args, entry, remaining) -> list[dict]:
                 "size": args.size, "threads": args.threads or None, "shapes": parse_shapes(args.shapes),
                 "variants": args.variants.split(","), "warmup": args.warmup, "iters": args.iters,
                 "max_shape_s": args.max_shape_s, "paired": not args.no_paired,
-                "interleaved": args.interleaved}
+                "interleaved": args.interleaved, "clock": args.clock}
         cache = tempfile.mkdtemp(prefix="dynllm_")
         timeout = min(args.timeout, left)
         try:
@@ -133,7 +139,9 @@ def _f(v, spec=".2f"):
 def _by_model(rows):
     out = {}
     for r in rows:
-        key = "inductor" if r.get("backend") == "inductor" else r.get("variant")
+        key = r.get("variant")
+        if r.get("backend") == "inductor":
+            key = "inductor" if key in ("dynamic", "-", None) else f"inductor-{key}"
         out.setdefault(r["model"], {})[key] = r
     return out
 
@@ -179,10 +187,10 @@ def table(rows: list[dict]) -> str:
             continue
         lines.append(f"{model}  (median ms per call; x: over ember static at the shape, each over the eager "
                      "calls timed beside it; first call s: static's is the geomean of its per-shape compiles)")
-        lines.append(f"  {'variant':10} {'first s':>8} " + " ".join(f"{f'{b}x{s}':>16}" for b, s in shapes)
+        lines.append(f"  {'variant':11} {'first s':>8} " + " ".join(f"{f'{b}x{s}':>16}" for b, s in shapes)
                      + "  geo/static  new code  fb  correct  bitwise=eager")
         static = _per_shape(g.get("static"))
-        for key in ("eager", "static", "dynamic", "mark", "auto", "inductor"):
+        for key in ("eager", "static", "dynamic", "mark", "auto", "inductor", "ro", "inductor-ro"):
             r = g.get(key)
             if r is None:
                 continue
@@ -208,7 +216,7 @@ def table(rows: list[dict]) -> str:
             correct = f"{sum(s['accurate'] for s in checked)}/{len(checked)}" if checked else "-"
             bitwise = sum(1 for s in checked if s.get("bitwise_eager"))
             status = "" if r.get("status") == "ok" else f"  {r.get('status')}: {str(r.get('error', ''))[:120]}"
-            lines.append(f"  {key:10} {_f(first, '.2f'):>8} " + " ".join(cells)
+            lines.append(f"  {key:11} {_f(first, '.2f'):>8} " + " ".join(cells)
                          + f"  {_f(geomean(ratios), '.3f'):>10}  {new_text:>8}  {_f(fb, 'd'):>2}  {correct:>7}"
                          f"  {bitwise if checked else '-':>13}{status}")
         inter = g.get("interleaved")
@@ -218,9 +226,15 @@ def table(rows: list[dict]) -> str:
                      for sh in shapes]
             geo = geomean([s["dynamic_over_static"] for s in inter["shapes"]])
             geo_min = geomean([s.get("dynamic_over_static_min") for s in inter["shapes"]])
-            lines.append(f"  {'dyn, inter':10} {'':>8} " + " ".join(cells) + f"  {_f(geo, '.3f'):>10}"
-                         f"  (eager, static and dynamic timed call by call, {inter['shapes'][0]['rounds']} rounds; "
+            lines.append(f"  {'dyn, inter':11} {'':>8} " + " ".join(cells) + f"  {_f(geo, '.3f'):>10}"
+                         f"  (eager, static and dynamic timed call by call, {inter['shapes'][0]['rounds']} rounds, "
+                         f"{inter.get('clock', 'wall')} clock; "
                          f"fastest calls: {_f(geo_min, '.3f')}x)")
+        for key in ("ro", "inductor-ro"):
+            per = _per_shape(g.get(key))
+            if per and g[key].get("device") == "cuda":
+                lines.append(f"  {key} memory per shape: " + "; ".join(
+                    f"{b}x{q} {_memory_text(s)}" for (b, q), s in per.items()))
         left = aten_left_by_dynamic(g.get("dynamic"), g.get("static"))
         for op, (c, cs, why) in left.items():
             lines.append(f"  ATen in dynamic only: {op} x{c} (static x{cs}): {why}")
@@ -239,17 +253,40 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _mib(nbytes) -> str:
+    return "-" if nbytes is None else f"{nbytes / 2**20:.0f}"
+
+
+def _memory_text(s: dict) -> str:
+    """A reduce-overhead shape's memory: what the process reserved more over its calls, and
+    for ember what its recordings took (their shared pool's growth, their static inputs)."""
+    text = f"+{_mib(s.get('reserved_growth'))} MiB reserved"
+    recs = [m for graphs in (s.get("recordings") or {}).values() for m in graphs.values()]
+    if recs:
+        text += (f" (recordings: pool +{_mib(sum(m['pool_growth'] for m in recs))}, inputs "
+                 f"{_mib(sum(m['static_inputs'] for m in recs))})")
+    return text
+
+
 def acceptance(rows: list[dict]) -> str:
     """Geomeans over models and shapes (batch > 1) of dynamic over static and over Inductor
     dynamic; models with new code after the first compile, eager-fallback graphs, wrong
     outputs, ops left to ATen by the dynamic compile only."""
     out = []
     ratios = {"dynamic/static": [], "dynamic/static, interleaved": [], "dynamic/static, interleaved, fastest calls": [],
-              "dynamic/inductor": [], "dynamic/eager": []}
+              "dynamic/inductor": [], "dynamic/eager": [], "ro/static": [], "ro/inductor-ro": []}
     worst = {}
     new_code, fallbacks, wrong, aten, generic = [], [], [], [], []
     for model, g in _by_model(rows).items():
         dyn, static, ind, eager = (_per_shape(g.get(k)) for k in ("dynamic", "static", "inductor", "eager"))
+        ro, ind_ro = _per_shape(g.get("ro")), _per_shape(g.get("inductor-ro"))
+        for sh, s in ro.items():
+            for name, other in (("ro/static", static), ("ro/inductor-ro", ind_ro)):
+                v = ratio(s, other[sh]) if sh in other and sh[0] > 1 else None
+                if v:
+                    ratios[name].append(v)
+                    if v > worst.get(name, (0, ""))[0]:
+                        worst[name] = (v, f"{model} {sh[0]}x{sh[1]}")
         inter = {(s["batch"], s["seq"]): s for s in (g.get("interleaved") or {}).get("shapes", [])}
         for sh, s in inter.items():
             ratios["dynamic/static, interleaved"].append(s["dynamic_over_static"])
@@ -267,7 +304,7 @@ def acceptance(rows: list[dict]) -> str:
                     ratios[name].append(v)
                     if v > worst.get(name, (0, ""))[0]:
                         worst[name] = (v, f"{model} {sh[0]}x{sh[1]}")
-        for key in ("dynamic", "mark", "auto"):
+        for key in ("dynamic", "mark", "auto", "ro"):
             r = g.get(key) or {}
             new = r.get("new_after_first_compile") or {}
             if new.get("codegen_runs") or new.get("dynamo_graphs"):
@@ -315,7 +352,8 @@ def main(argv):
     p.add_argument("--size", choices=registry.SIZES)
     p.add_argument("--models", default=MODELS)
     p.add_argument("--shapes", help="BATCHxSEQ,... (the first with batch and sequence > 1 compiles)")
-    p.add_argument("--variants", default="dynamic,mark,auto,static", help="ember's, besides eager")
+    p.add_argument("--variants", default="dynamic,mark,auto,static",
+                   help="ember's, besides eager (ro: dynamic=True with mode=\"reduce-overhead\", and Inductor's too)")
     p.add_argument("--backends", default="ember,inductor")
     p.add_argument("--threads", type=int, help="CPU threads (torch.set_num_threads, OMP_NUM_THREADS)")
     p.add_argument("--warmup", type=int)
@@ -328,6 +366,10 @@ def main(argv):
     p.add_argument("--interleaved", type=int, choices=(0, 1),
                    help="1: after the variants, eager, ember static and dynamic timed call by call in rounds "
                         "(default on the CPU, whose load drifts)")
+    p.add_argument("--clock", choices=("wall", "cpu"),
+                   help="the interleaved timing's clock: cpu times the calling thread's CPU time (time.thread_time; "
+                        "with one thread, all of a call's work), steadier on a loaded machine; default: cpu on the "
+                        "CPU with one thread, else wall")
     p.add_argument("--out", default="", help="JSON: the run's environment and every row")
     args = p.parse_args(argv)
     if args.device is None:
@@ -337,6 +379,10 @@ def main(argv):
         if getattr(args, k, None) is None:
             setattr(args, k, v)
     args.shapes = args.shapes or SHAPES[args.size]
+    if args.clock is None:
+        args.clock = "cpu" if args.device == "cpu" and args.threads == 1 else "wall"
+    if args.clock == "cpu" and (args.device != "cpu" or args.threads != 1):
+        raise SystemExit("--clock cpu times the calling thread: use it on the CPU with --threads 1")
     models = registry.select(args.models)
     missing = [m.name for m in models if m.dynamic_inputs is None]
     if missing:

@@ -11,7 +11,10 @@ shapes, one backend, in a fresh process.
                                     recompiles with Dynamo's automatic dynamic
                           static    dynamic=False, torch._dynamo.reset() before each shape: a
                                     compile per shape, what kernels specialized to it cost
-    backend "inductor"  Inductor with dynamic=True.
+                          ro        dynamic=True, mode="reduce-overhead" (only when asked): the
+                                    serving pattern, a CUDA graph recorded per shape
+    backend "inductor"  Inductor with dynamic=True, and with "ro" asked, also with
+                        mode="reduce-overhead" (its cudagraph trees).
 
 Per variant and shape: the first call at that shape (a compile where there is one), the
 steady-state median of synchronized calls, correctness by the suite's rule (measure.py:
@@ -21,7 +24,11 @@ compiler counters after the first compile and after the last shape (ember.stats(
 graph and frame counters; Inductor's generated kernels), eager-fallback graphs with their
 reasons, and per ember graph the ops left to ATen, its symbols and the kernels that took a
 generic path because of a symbol. Shapes with batch 1 come last: Dynamo specializes sizes 0
-and 1, so they are new graphs for every compiler (counted apart).
+and 1, so they are new graphs for every compiler (counted apart). Under "ro", per shape also
+the device memory the process reserved more after the shape's calls than before them
+(torch.cuda.memory_reserved: the recording, for either backend), and for ember each
+recording's own report (python/ember/cudagraphs.py: its shared pool's growth, what it keeps
+allocated there, its static input buffers).
 
 A row is printed (measure.RESULT_TAG + JSON) after each variant, so a process the runner
 kills leaves what it measured.
@@ -34,7 +41,7 @@ import time
 
 from . import measure, registry
 
-ORDER = ("eager", "dynamic", "mark", "auto", "static")
+ORDER = ("eager", "dynamic", "mark", "auto", "static", "ro")
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 EMBER_KEYS = ("graphs_compiled", "codegen_runs", "c_compiler_runs", "dynamo_compiles", "recompiles",
               "eager_fallbacks", "symbolic_graphs", "generic_paths")
@@ -190,12 +197,33 @@ def graph_summary(records) -> list[dict]:
 def _compile(backend: str, variant: str, model):
     import torch
 
+    mode = "reduce-overhead" if variant == "ro" else None
     if backend == "inductor":
-        return torch.compile(model, dynamic=True)
+        return torch.compile(model, dynamic=True, mode=mode)
     import ember  # noqa: F401  registers the backend from a source tree too
 
-    dynamic = {"dynamic": True, "static": False}.get(variant)
-    return torch.compile(model, backend="ember", dynamic=dynamic)
+    dynamic = {"dynamic": True, "static": False, "ro": True}.get(variant)
+    return torch.compile(model, backend="ember", dynamic=dynamic, mode=mode)
+
+
+def _reserved(device: str) -> int:
+    import torch
+
+    return torch.cuda.memory_reserved() if device == "cuda" else 0
+
+
+def recordings_of(records) -> dict:
+    """ember's CUDA graph recordings now, by the symbols' values: {"s0=4, s1=128": {graph:
+    its report (cudagraphs.py)}}."""
+    out = {}
+    for r in records:
+        replay = getattr(r, "cuda_graphs", None)
+        if replay is None:
+            continue
+        for rec in replay.recordings():
+            key = ", ".join(f"{k}={v}" for k, v in rec["sizes"].items()) or "static"
+            out.setdefault(key, {})[r.name] = {k: rec[k] for k in ("pool_growth", "pool_held", "static_inputs")}
+    return out
 
 
 def run_variant(spec, backend, variant, model, entry, shapes, checker, sync, row_base) -> dict:
@@ -218,6 +246,8 @@ def run_variant(spec, backend, variant, model, entry, shapes, checker, sync, row
             fn = _compile(backend, variant, model)
         for i, shape in enumerate(shapes):
             inputs = make_inputs(entry, shape, spec["device"], spec["size"])
+            reserved_before = _reserved(spec["device"]) if variant == "ro" else 0
+            recorded_before = recordings_of(records.records) if variant == "ro" else {}
             if variant == "mark":
                 for t in _tensor_inputs(inputs):
                     torch._dynamo.mark_dynamic(t, 0)
@@ -245,6 +275,11 @@ def run_variant(spec, backend, variant, model, entry, shapes, checker, sync, row
                     return registry.call(model, inputs)
             s.update(steady_ms(step, sync, spec["warmup"], spec["iters"], spec["max_shape_s"],
                                paired=eager_step if variant != "eager" and spec.get("paired", True) else None))
+            if variant == "ro":
+                # The shape's first call runs as usual, its second records: both are behind us.
+                s["reserved_growth"] = _reserved(spec["device"]) - reserved_before
+                s["recordings"] = {k: new for k, graphs in recordings_of(records.records).items()
+                                   if (new := {g: m for g, m in graphs.items() if g not in recorded_before.get(k, {})})}
             row["shapes"].append(s)
             if variant != "eager":
                 marks.append(counts(backend))
@@ -277,8 +312,12 @@ def interleaved(spec, model, entry, shapes, sync, base) -> dict:
     every shape, one call of each), so that all three see the same load: on a loaded machine
     (the CPU of a shared VM) the only comparison of variants that holds. Each compiled
     variant is a copy of the model (Dynamo keeps a cache entry per instance); ember's kernel
-    cache makes the compiles after the variants' own cheap. Shapes with batch 1 are left out."""
+    cache makes the compiles after the variants' own cheap. Shapes with batch 1 are left out.
+    spec["clock"] "cpu" times the calling thread's CPU time (with one thread, all of a
+    call's work): time the machine gives other processes is not counted."""
     import torch
+
+    clock = time.thread_time if spec.get("clock") == "cpu" else time.perf_counter
 
     torch._dynamo.reset()
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * len(shapes) + 8)
@@ -299,11 +338,12 @@ def interleaved(spec, model, entry, shapes, sync, base) -> dict:
         done = times[next(iter(fns))]
         while len(done) < 2 * spec["iters"] and (time.perf_counter() < t_end or len(done) < 3):
             for k, fn in fns.items():
-                t0 = time.perf_counter()
+                t0 = clock()
                 registry.call(fn, inputs[k[1]])
                 sync()
-                times[k].append(1000 * (time.perf_counter() - t0))
-    row = {**base, "backend": "ember", "variant": "interleaved", "shapes": [], "status": "ok"}
+                times[k].append(1000 * (clock() - t0))
+    row = {**base, "backend": "ember", "variant": "interleaved", "shapes": [], "status": "ok",
+           "clock": spec.get("clock") or "wall"}
     for sh in shapes:
         med = {v: statistics.median(times[(v, sh)]) for v in ("eager", "static", "dynamic")}
         low = {v: min(times[(v, sh)]) for v in ("eager", "static", "dynamic")}
@@ -335,7 +375,7 @@ def main(spec: dict):
     base.update(build_s=round(time.perf_counter() - t0, 3), max_sequence=limit,
                 params_m=round(sum(p.numel() for p in model.parameters()) / 1e6, 2))
     checker = Checker(model, DTYPES[spec["dtype"]])
-    variants = ["dynamic"] if spec["backend"] == "inductor" else \
+    variants = (["dynamic"] + (["ro"] if "ro" in spec["variants"] else [])) if spec["backend"] == "inductor" else \
         [v for v in ORDER if v == "eager" or v in spec["variants"]]
     for variant in variants:
         try:

@@ -9,7 +9,7 @@ register the same names again when ember is imported (idempotent), for a process
 entry points are off (TORCH_DEVICE_BACKEND_AUTOLOAD=0).
 
   TORCH_LOGS=ember / +ember    ember's channels (fusion, cache, fallback, perf_hints,
-                               front_end) at INFO / DEBUG, in torch's log format
+                               front_end, cudagraphs) at INFO / DEBUG, in torch's log format
   TORCH_LOGS=ember_output_code each graph's fusion plan and generated C or CUDA C
   TORCH_LOGS=output_code       the same, next to Inductor's output code
 """

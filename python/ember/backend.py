@@ -118,6 +118,7 @@ class GraphRecord:
         self.background = False
         self.prepared: list = []  # the runner's prepared weights (prepared.PreparedWeight)
         self.input_names: list[str] = []  # the graph's inputs (placeholders, then attributes), for explain
+        self.cuda_graphs = None  # mode="reduce-overhead": its CudaGraphReplay (cudagraphs.py), for explain
 
     def title(self) -> str:
         """How logs and dumps name the graph: 'inference_0 LayerNormGeluBlock.forward (examples.py:33)'."""
@@ -215,7 +216,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
             _kernels_loaded(cfg, record, summary)
         else:
             runner.wait_for_kernels(lambda: _finish_background_compile(user_gm or gm, cfg, record, summary))
-        _use_cuda_graphs(runner, kind, mode, record.name, static_inputs)
+        record.cuda_graphs = _use_cuda_graphs(runner, kind, mode, record.name, static_inputs)
         return runner
     except UnsupportedGraph as e:
         stats.count_graph(kind, time.perf_counter() - t0)
@@ -281,11 +282,12 @@ def _compile_failed(cfg: Config, record: GraphRecord, e: Exception):
 def _use_cuda_graphs(runner, kind: str, mode: str | None, name: str, static_inputs: list[int] | None = None):
     """mode="reduce-overhead" or "max-autotune": a CUDA inference graph replays CUDA graph
     recordings (python/ember/cudagraphs.py); training graphs run as usual, logged once.
-    `static_inputs`: the parameters' indices (ember's front end knows them from Dynamo)."""
+    `static_inputs`: the parameters' indices (ember's front end knows them from Dynamo).
+    Returns the runner's CudaGraphReplay, or None."""
     from .cuda import CudaGraphRunner
 
     if mode not in ("reduce-overhead", "max-autotune") or not isinstance(runner, CudaGraphRunner):
-        return
+        return None
     if kind == "inference":
         if static_inputs is None:
             # AOTAutograd's parameter indices, as Inductor's cudagraphs read them (None where
@@ -293,7 +295,7 @@ def _use_cuda_graphs(runner, kind: str, mode: str | None, name: str, static_inpu
             context = torch._guards.TracingContext.try_get()
             meta = getattr(context, "fw_metadata", None) if context is not None else None
             static_inputs = getattr(meta, "static_input_indices", None)
-        runner.use_cuda_graphs(name, static_inputs)
+        return runner.use_cuda_graphs(name, static_inputs)
     else:
         logs.logger("fallback").info("graph %s (%s) runs without CUDA graph recordings: %s records "
                                      "inference graphs only (a training graph's saved activations would be "
@@ -333,7 +335,7 @@ def load_graph(payload: dict, cfg: Config, mode: str | None = None, static_input
         logs.logger("cache").info("graph %s: loaded from the %s (kernels: cache %s %s)",
                                   record.title(), source, cg.cache_status, cg.cache_key[:16])
     compile_events.graph_ready(record, cache_line=False)
-    _use_cuda_graphs(runner, kind, mode, record.name, static_inputs)
+    record.cuda_graphs = _use_cuda_graphs(runner, kind, mode, record.name, static_inputs)
     return runner
 
 

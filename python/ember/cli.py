@@ -66,9 +66,9 @@ def _explain(args) -> int:
     target = targets.load(args.target)
     with torch.no_grad():
         report = ember.explain(target.model, *target.inputs, calls=target.more_calls, measure=not args.no_measure,
-                               dynamic=args.dynamic or None)
+                               dynamic=args.dynamic or None, mode=args.mode)
     print(f"ember explain {targets.describe(args.target)} (inference, under torch.no_grad()"
-          + (", dynamic=True" if args.dynamic else "") + ")\n")
+          + (", dynamic=True" if args.dynamic else "") + (f", mode={args.mode}" if args.mode else "") + ")\n")
     print(report)
     if args.json:
         with open(args.json, "w") as f:
@@ -194,6 +194,9 @@ def main(argv=None) -> int:
     explain.add_argument("--dynamic", action="store_true",
                          help="compile with symbolic sizes (torch.compile dynamic=True): the report names the "
                               "symbols and any kernel a symbol made more general than static sizes would")
+    explain.add_argument("--mode", default=None, choices=["default", "reduce-overhead", "max-autotune"],
+                         help="ember's mode; reduce-overhead (CUDA) lists each graph's CUDA graph recordings and "
+                              "the memory each took (a size records at its second call)")
 
     report = sub.add_parser("report", help="one self-contained HTML page: graphs, graph breaks, recompilations, "
                             "fusion plans, highlighted code, per-kernel time and bandwidth, estimated vs measured "

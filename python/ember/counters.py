@@ -41,8 +41,9 @@ _precompile: dict[str, int] = {}
 # Graphs compiled or loaded with symbolic sizes, and the generic paths the compiler found
 # in them (csrc/generic_paths.h: where a symbol made a kernel more general than static sizes).
 _symbolic = [0, 0]
-# mode="reduce-overhead" (cudagraphs.py): [CUDA graph recordings made, replays].
-_cuda_graphs = [0, 0]
+# mode="reduce-overhead" (cudagraphs.py): [CUDA graph recordings made, replays, bytes of
+# device memory the recordings took].
+_cuda_graphs = [0, 0, 0]
 # max-autotune (cuda.py): kernel functions whose launch was chosen by timing its
 # variants ("timed") or taken from the cache ("cached"), and the seconds timing took.
 _autotune: dict[str, int] = {}
@@ -123,10 +124,11 @@ def count_symbolic(cg) -> None:
         _symbolic[1] += len(cg.generic_paths)
 
 
-def count_cuda_graph(recorded: bool) -> None:
-    """A CUDA graph recording made (recorded) or replayed."""
+def count_cuda_graph(recorded: bool, nbytes: int = 0) -> None:
+    """A CUDA graph recording made (recorded), taking `nbytes` of device memory, or replayed."""
     with _lock:
         _cuda_graphs[0 if recorded else 1] += 1
+        _cuda_graphs[2] += nbytes
 
 
 def count_autotune(timed: int, cached: int, seconds: float = 0.0) -> None:
@@ -178,6 +180,9 @@ def stats() -> dict:
     load_seconds         time rebuilding the loaded graphs (C++ pipeline, kernel cache)
     cuda_graph_recordings  mode="reduce-overhead": CUDA graph recordings made (cudagraphs.py)
     cuda_graph_replays   and calls that replayed one
+    cuda_graph_bytes     device memory those recordings took when made: the growth of their
+                         graph's shared memory pool, and their static input buffers
+                         (ember.explain(mode="reduce-overhead") lists each recording)
     autotune             max-autotune on CUDA: kernel functions whose launch was chosen by
                          timing at the first call ("timed") or taken from the cache ("cached")
     autotune_seconds     time the first calls spent timing launch variants
@@ -209,6 +214,7 @@ def stats() -> dict:
             "load_seconds": round(_load_seconds[0], 6),
             "cuda_graph_recordings": _cuda_graphs[0],
             "cuda_graph_replays": _cuda_graphs[1],
+            "cuda_graph_bytes": _cuda_graphs[2],
             "autotune": dict(_autotune),
             "autotune_seconds": round(_autotune_seconds[0], 6),
             "precompile": dict(_precompile),
@@ -226,7 +232,7 @@ def reset_stats() -> None:
         _graph_cache.clear()
         _trace_seconds[0] = 0.0
         _load_seconds[0] = 0.0
-        _cuda_graphs[0] = _cuda_graphs[1] = 0
+        _cuda_graphs[0] = _cuda_graphs[1] = _cuda_graphs[2] = 0
         _symbolic[0] = _symbolic[1] = 0
         _autotune.clear()
         _autotune_seconds[0] = 0.0

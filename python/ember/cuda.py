@@ -120,6 +120,7 @@ class CudaGraphRunner(GraphRunner):
         from .cudagraphs import CudaGraphReplay
 
         self._replay = CudaGraphReplay(self, name, static_inputs)
+        return self._replay
 
     def __call__(self, args):
         if _profiler._is_profiler_enabled:
@@ -187,13 +188,14 @@ class CudaGraphRunner(GraphRunner):
                                      time.perf_counter() - t0)
             return out
 
-    def workspaces_of_stream(self, stream: int):
-        """A function that takes away, and returns, the free workspaces of every plan on
-        `stream` (a recording's memory, which no other call may use)."""
-        def take():
-            plans = [self._plan] if self._plan is not None else list(self._plans.values())
-            return [w for plan in plans for w in plan.stream_workspaces.pop(stream, [])]
-        return take
+    def plan_of(self, args):
+        """The plan of a call with `args` (made now for sizes not called yet)."""
+        return self._plan or self._plan_for(args)
+
+    def drop_workspaces(self, plan):
+        """Frees `plan`'s idle workspaces on every stream: its sizes replay a CUDA graph
+        recording from now on (cudagraphs.py), which has its own memory."""
+        plan.stream_workspaces.clear()
 
     def _call_context(self, plan):
         stream = torch.cuda.current_stream(self.device).cuda_stream

@@ -3,8 +3,8 @@ replayed, so that a call costs one graph launch instead of a launch per kernel a
 call (issue 5).
 
 A compiled inference graph runs as usual on its first call (lazy initialization: cuBLAS
-handles, cuDNN plans, the arena). Its second call records it (torch.cuda.graph, on a
-memory pool and a stream of its own), and later calls replay the recording:
+handles, cuDNN plans, the arena). Its second call records it (torch.cuda.graph), and
+later calls replay the recording:
 
 - Parameters are read in place (AOTAutograd's static input indices, as Inductor's
   cudagraphs take them; where those are unknown, an input that is the same tensor at
@@ -20,6 +20,20 @@ memory pool and a stream of its own), and later calls replay the recording:
 - A recording that fails (an op that cannot be captured), or whose outputs alias its
   inputs, leaves the graph running as usual (logged once per graph).
 
+The recordings of one graph share one memory pool, captured on one stream (the caching
+allocator hands a freed block only to allocations on the stream it was made on), as
+Inductor's cudagraph trees do. Sharing is safe here because nothing a recording reads
+before writing it lies in the pool: its static input buffers are allocated outside it,
+its parameters are the caller's, and every intermediate is written by the replay before
+it is read. What stays allocated in the pool (a recording's outputs) is never given to
+another capture; what a capture freed (its arena and ATen's temporaries) may be given to
+the next one, so a replay of one size may overwrite another's intermediates or outputs.
+That is harmless because replays never overlap (the lock, and stream order) and a
+replay's outputs are copied out before the next replay starts. The memory each
+recording took (the pool's growth, what it keeps allocated there, its static input
+buffers) is logged on the cudagraphs channel, counted in ember.stats() and listed per
+graph by ember.explain(mode="reduce-overhead").
+
 Forward and backward graphs of training run without recordings (backend.py): their
 outputs include the saved activations, which would be copied on every call.
 """
@@ -33,20 +47,20 @@ import torch
 
 from . import counters as stats, logs
 
-# Recordings a graph with symbols keeps (each holds its pool's memory), most recent last.
+# Recordings a graph with symbols keeps, most recent last.
 MAX_RECORDINGS = 8
 
 
 class _Recording:
-    def __init__(self, graph, pool, stream, static_args, copied, in_place, outputs, workspaces):
+    def __init__(self, graph, plan, static_args, copied, in_place, outputs, memory):
         self.graph = graph
-        self.pool = pool
-        self.stream = stream
+        self.plan = plan                # the runner's plan for these sizes: the graph reads its constants
         self.static_args = static_args  # the arguments the recording reads
         self.copied = copied            # argument indices copied into static buffers each call
         self.in_place = in_place        # (index, address) of arguments read in place
-        self.outputs = outputs          # the recording's outputs (in its pool)
-        self.workspaces = workspaces    # the runner's workspaces made while recording: kept alive
+        self.outputs = outputs          # the recording's outputs (in the pool)
+        self.memory = memory            # what recording took: see CudaGraphReplay.recordings()
+        self.replays = 0
 
 
 class CudaGraphReplay:
@@ -62,11 +76,11 @@ class CudaGraphReplay:
         self._full_logged = False
         self._lock = threading.Lock()
         self._last_stream = None  # the stream of the last replay
+        # Made at the first recording, shared by all: the memory pool and the stream captures run on.
+        self._pool = None
+        self._capture_stream = None
         self.recorded = 0  # recordings made (tests and logs)
         self.replays = 0
-
-    def _key(self, args):
-        return tuple((int(args[i]) - const) * coef for i, coef, const in self._runner._symbol_args)
 
     def __call__(self, args):
         if self._off_reason is not None:
@@ -74,8 +88,27 @@ class CudaGraphReplay:
         with self._lock:
             return self._call(args)
 
+    def recordings(self) -> list[dict]:
+        """The recordings held now, least recently replayed first: the symbols' values ({} for a static graph),
+        replays so far, and the device memory the recording took when it was made, in bytes:
+        pool_growth (segments the shared pool added), pool_held (pool memory it keeps
+        allocated: its outputs; the rest of what it used there is free for the other
+        recordings' captures) and static_inputs (its input buffers, outside the pool)."""
+        names = [n for n, _ in self._runner.cg.symbols]
+        with self._lock:
+            return [{"sizes": dict(zip(names, key)), "replays": rec.replays, **rec.memory}
+                    for key, rec in self._recordings.items()]
+
+    def pool_usage(self) -> tuple[int, int]:
+        """(bytes reserved, bytes allocated) now in the recordings' shared memory pool."""
+        return (0, 0) if self._pool is None else _pool_usage(self._pool)
+
+    def off_reason(self) -> str | None:
+        """Why calls run without recordings, or None."""
+        return self._off_reason
+
     def _call(self, args):
-        key = self._key(args)
+        key = self._runner.symbol_values(args)
         rec = self._recordings.get(key)
         if rec is not None and all(args[i].data_ptr() == ptr for i, ptr in rec.in_place):
             self._recordings.move_to_end(key)
@@ -98,7 +131,9 @@ class CudaGraphReplay:
 
     def _record(self, key, args):
         first = self._first[key]
+        device = self._runner.device
         in_place, copied, static_args = [], [], list(args)
+        static_bytes = 0
         for i, a in enumerate(args):
             if not isinstance(a, torch.Tensor):
                 continue
@@ -112,44 +147,82 @@ class CudaGraphReplay:
             else:
                 # A CPU scalar (host_inputs in cuda.py) gets its static copy on the device:
                 # the recording must not copy from the host.
-                device = a.device if a.device.type != "cpu" else self._runner.device
-                static_args[i] = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=device).copy_(a)
+                on = a.device if a.device.type != "cpu" else device
+                static_args[i] = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=on).copy_(a)
+                static_bytes += static_args[i].untyped_storage().nbytes()
                 copied.append(i)
         self._first[key] = _identities(args)
-        device = self._runner.device
-        graph, pool, stream = torch.cuda.CUDAGraph(), torch.cuda.graph_pool_handle(), torch.cuda.Stream(device)
-        plan_workspaces = self._runner.workspaces_of_stream(stream.cuda_stream)
+        if self._pool is None:
+            self._pool, self._capture_stream = torch.cuda.graph_pool_handle(), torch.cuda.Stream(device)
+        # A recording this one replaces (an input read in place moved) stays alive until the
+        # capture ends: a pool whose every graph is gone may be released under the capture.
+        before = _pool_usage(self._pool)
+        graph, stream = torch.cuda.CUDAGraph(), self._capture_stream
         try:
             torch.cuda.current_stream(device).synchronize()
-            with torch.cuda.graph(graph, pool=pool, stream=stream):
+            with torch.cuda.graph(graph, pool=self._pool, stream=stream):
                 outputs = self._runner.run(static_args)
         except Exception as e:  # an op that cannot be captured: run as usual from now on
             self._off(f"recording failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
             torch.cuda.synchronize(device)
             return self._runner.run(args)
-        # The workspaces made while recording are the recording's memory: no other call takes them.
-        workspaces = list(plan_workspaces())
+        # The arena the capture ran in is freed into the pool, where the next capture may
+        # take it; the arenas of this size's first calls, which replays do not use, return
+        # to the allocator.
+        plan = self._runner.plan_of(static_args)
+        self._runner.drop_workspaces(plan)
         inputs = {a.untyped_storage().data_ptr() for a in static_args if isinstance(a, torch.Tensor)}
         if any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in inputs for o in outputs):
             self._off("an output is a view of an input")
             return self._runner.run(args)
-        rec = _Recording(graph, pool, stream, static_args, copied, in_place, outputs, workspaces)
+        after = _pool_usage(self._pool)
+        memory = {"pool_growth": after[0] - before[0], "pool_held": after[1] - before[1],
+                  "static_inputs": static_bytes}
+        rec = _Recording(graph, plan, static_args, copied, in_place, outputs, memory)
         self._recordings[key] = rec
+        self._recordings.move_to_end(key)
         self.recorded += 1
-        stats.count_cuda_graph(recorded=True)
+        stats.count_cuda_graph(recorded=True, nbytes=memory["pool_growth"] + static_bytes)
+        self._log(key, memory, after[0])
         return self._replay(rec, args)
+
+    def _log(self, key, memory, pool_bytes):
+        log = logs.logger("cudagraphs")
+        if not log.isEnabledFor(20):  # INFO
+            return
+        sizes = ", ".join(f"{n}={v}" for (n, _), v in zip(self._runner.cg.symbols, key)) or "static sizes"
+        log.info("graph %s: recorded at %s (%d of at most %d): pool +%s (now %s, shared by %d recording(s)), "
+                 "%s of it held, %s of static input buffers", self._name, sizes, len(self._recordings),
+                 MAX_RECORDINGS, _mib(memory["pool_growth"]), _mib(pool_bytes), len(self._recordings),
+                 _mib(memory["pool_held"]), _mib(memory["static_inputs"]))
 
     def _replay(self, rec: _Recording, args):
         stream = torch.cuda.current_stream(self._runner.device)
         if self._last_stream is not None and self._last_stream != stream:
-            stream.wait_stream(self._last_stream)  # the static buffers' last readers
+            stream.wait_stream(self._last_stream)  # the static buffers' and the pool's last users
         self._last_stream = stream
         for i in rec.copied:
             rec.static_args[i].copy_(args[i])
         rec.graph.replay()
+        rec.replays += 1
         self.replays += 1
         stats.count_cuda_graph(recorded=False)
         return _copy_outputs(rec.outputs)
+
+
+def _pool_usage(pool) -> tuple[int, int]:
+    """(bytes reserved, bytes allocated) in the segments of memory pool `pool` (its id is
+    unique in the process, and only this graph's device captures in it)."""
+    reserved = allocated = 0
+    for seg in torch.cuda.memory_snapshot():
+        if tuple(seg.get("segment_pool_id", ())) == tuple(pool):
+            reserved += seg["total_size"]
+            allocated += seg["allocated_size"]
+    return reserved, allocated
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MiB"
 
 
 def _identities(args):

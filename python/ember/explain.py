@@ -13,9 +13,9 @@ graph ember's fusion plan (kernels and the ATen ops fused into each, the ops lef
 ATen and why, compile time by phase, cache hit or miss), whether its sizes are static or
 symbolic (each symbol: where Dynamo read it, its hint, the range its guards admit) and
 where a symbol made the code more general than static sizes would (csrc/generic_paths.h),
-and with measure=True the estimated speedup next to the measured one
-(ember/tools/estimate.py). explain(..., dynamic=True) compiles as
-torch.compile(dynamic=True) does.
+with mode="reduce-overhead" its CUDA graph recordings and the memory each took, and with
+measure=True the estimated speedup next to the measured one (ember/tools/estimate.py).
+explain(..., dynamic=True) compiles as torch.compile(dynamic=True) does.
 """
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ def _graph_dict(record, frame: dict | None, step_us: dict | None = None) -> dict
          "times_s": {k: round(v, 6) for k, v in record.times.items()}, "cache": None,
          "background_phases": [p for p in BACKGROUND_PHASES if record.background and p in record.times],
          "loaded": record.loaded, "front_end": record.front_end, "symbols": symbols_of(record),
-         "generic_paths": [dict(p) for p in record.cg.generic_paths] if record.cg is not None else []}
+         "generic_paths": [dict(p) for p in record.cg.generic_paths] if record.cg is not None else [],
+         "cuda_graphs": _cuda_graphs_of(record)}
     cg, imported = record.cg, record.imported
     if cg is None:
         if imported is not None:
@@ -94,6 +95,17 @@ def _graph_dict(record, frame: dict | None, step_us: dict | None = None) -> dict
                  code_language="CUDA C" if "__global__" in cg.source else "C",
                  kernel_steps=[{**s, "us": step_us.get(s["label"])} for s in kernel_steps(cg)])
     return d
+
+
+def _cuda_graphs_of(record) -> dict | None:
+    """mode="reduce-overhead": the graph's CUDA graph recordings and the memory each took
+    (cudagraphs.py), or None where it records none."""
+    replay = record.cuda_graphs
+    if replay is None:
+        return None
+    reserved, allocated = replay.pool_usage()
+    return {"recordings": replay.recordings(), "pool_reserved": reserved, "pool_allocated": allocated,
+            "off_reason": replay.off_reason()}
 
 
 def _size(nbytes: int) -> str:
@@ -182,6 +194,7 @@ class Report:
             lines.append(f"  {len(g['externs'])} ATen call(s):")
             for e in g["externs"]:
                 lines.append(f"    {e['op']:<40} {e['reason']}")
+            lines += cuda_graphs_lines(g)
             if g.get("prepared"):
                 held = sum(p["held_bytes"] for p in g["prepared"])
                 lines.append(f"  {len(g['prepared'])} prepared weight(s), {_size(held)} held "
@@ -218,6 +231,25 @@ def sizes_lines(g: dict) -> list[str]:
         lines += [f"    {p['kernel'] or 'graph':<12} {p['what']}" for p in paths]
     elif not g.get("fallback_reason"):
         lines.append("  no generic path: the kernels are those of the same graph at static sizes")
+    return lines
+
+
+def cuda_graphs_lines(g: dict) -> list[str]:
+    """mode="reduce-overhead": the graph's recordings, one line each, with their memory."""
+    cgs = g.get("cuda_graphs")
+    if cgs is None:
+        return []
+    if cgs["off_reason"]:
+        return [f"  CUDA graphs: none, calls run as usual: {cgs['off_reason']}"]
+    recs = cgs["recordings"]
+    if not recs:
+        return ["  CUDA graphs: none recorded yet (a size records at its second call)"]
+    lines = [f"  {len(recs)} CUDA graph recording(s) sharing one memory pool: {_size(cgs['pool_reserved'])} "
+             f"reserved, {_size(cgs['pool_allocated'])} of it allocated (their outputs); each took when recorded:"]
+    for r in recs:
+        sizes = ", ".join(f"{k}={v}" for k, v in r["sizes"].items()) or "static sizes"
+        lines.append(f"    {sizes:<24} pool +{_size(r['pool_growth'])} ({_size(r['pool_held'])} held), "
+                     f"static inputs {_size(r['static_inputs'])}, {r['replays']} replay(s)")
     return lines
 
 
@@ -340,17 +372,19 @@ class _CompileTracker:
 
 
 def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), measure=False,
-            details=False, dynamic=None) -> Report:
+            details=False, dynamic=None, mode=None) -> Report:
     """Compile `fn` with ember, call it on `example_inputs` (then on each tuple in `calls`),
     and report what happened. measure=True also times eager against ember and estimates
     the speedup (a few seconds). details=True (`ember report`) adds each graph's fusion
     plan and code, each kernel step's bytes and time under torch.profiler, and the device's
     copy bandwidth. `dynamic`: torch.compile's (True: symbolic sizes from the first call).
-    Resets Dynamo's caches before and after."""
+    `mode`: ember's (mode="reduce-overhead" lists each graph's CUDA graph recordings and the
+    memory they took; a size records at its second call). Resets Dynamo's caches before and
+    after."""
     torch._dynamo.reset()
     records: list = []
     frame_of_record: dict = {}  # id(record) -> frame; a lazily compiled backward has none
-    tracker = _CompileTracker(_backend.make_backend(None, options))
+    tracker = _CompileTracker(_backend.make_backend(mode, options))
 
     def tracked(gm, example_inputs_):
         start = len(records)

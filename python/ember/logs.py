@@ -36,7 +36,7 @@ def _torch_names():
 OUTPUT_CODE = _torch_names().OUTPUT_CODE
 _register_torch_names = _torch_names().register
 
-CHANNELS = ("output_code", "fusion", "cache", "fallback", "perf_hints", "front_end")
+CHANNELS = ("output_code", "fusion", "cache", "fallback", "perf_hints", "front_end", "cudagraphs")
 
 _handler = logging.StreamHandler(sys.stderr)
 _handler.setFormatter(logging.Formatter("[ember.%(channel)s] %(message)s"))

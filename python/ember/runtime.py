@@ -346,8 +346,13 @@ class GraphRunner:
                 self._eager = self._finish_compile()
                 self._finish_compile = None
 
+    def symbol_values(self, args) -> tuple:
+        """The values of the graph's symbols at a call with `args`, in the compiled graph's
+        order (() for a static graph)."""
+        return tuple((int(args[i]) - const) * coef for i, coef, const in self._symbol_args)
+
     def _plan_for(self, args):
-        key = tuple((int(args[i]) - const) * coef for i, coef, const in self._symbol_args)
+        key = self.symbol_values(args)
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = _Plan(self, self.cg.layout(list(key)), key)

@@ -286,6 +286,67 @@ def test_reduce_overhead_sizes_beyond_the_limit_run_as_usual(monkeypatch):
     assert (recorded, replays) == (2, 2 * 2 + 3), (recorded, replays)
 
 
+def _mlp_block():
+    """Large intermediates (rows x 8192 f32: 64 MiB at 2048 rows), a smaller output (8 MiB)."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(1024, 8192), torch.nn.GELU(), torch.nn.Linear(8192, 1024),
+                               torch.nn.LayerNorm(1024)).cuda()
+
+
+def test_reduce_overhead_dynamic_sizes_a_b_a():
+    """The serving pattern: dynamic=True with reduce-overhead over sizes A, B, then A again.
+    Each size records once and replays correctly after the other size's replays (which
+    share its memory pool), and an output kept from A is not overwritten by B."""
+    model = _mlp_block()
+    compiled = compile_fresh(model, backend="ember", fullgraph=False, dynamic=True, mode="reduce-overhead")
+    before = ember.stats()
+    graphs = _counts()
+    with torch.no_grad():
+        for rows in (2048, 2048, 2048):
+            kept = check_call(compiled, model, torch.randn(rows, 1024, device="cuda"))
+        kept_values = kept.clone()
+        for rows in (1536, 1536, 1536, 2048, 2048):
+            check_call(compiled, model, torch.randn(rows, 1024, device="cuda"))
+    torch.cuda.synchronize()
+    assert torch.equal(kept, kept_values)
+    st = ember.stats()
+    recorded = st["cuda_graph_recordings"] - before["cuda_graph_recordings"]
+    replays = st["cuda_graph_replays"] - before["cuda_graph_replays"]
+    assert (recorded, replays) == (2, 6), (recorded, replays)
+    assert st["cuda_graph_bytes"] - before["cuda_graph_bytes"] > 0
+    assert _counts()[0] - graphs[0] == 1  # one compiled graph serves both sizes
+
+
+def _recordings(rows_seq):
+    """explain(mode="reduce-overhead", dynamic=True) of _mlp_block over `rows_seq`: the
+    graph's CUDA graph report."""
+    model = _mlp_block()
+    xs = [torch.randn(rows, 1024, device="cuda") for rows in rows_seq]
+    with torch.no_grad():
+        report = ember.explain(model, xs[0], calls=[(x,) for x in xs[1:]], dynamic=True, mode="reduce-overhead",
+                               graph_breaks=False)
+    (graph,) = report.graphs
+    assert "sharing one memory pool" in str(report), str(report)
+    return graph["cuda_graphs"]
+
+
+def test_reduce_overhead_recordings_share_one_pool():
+    """The second size's recording reuses the memory the first one freed (its arena and
+    ATen's temporaries) in their shared pool: it costs less than the same size recorded
+    first, alone. Each recording reports the memory it took; what it keeps allocated in
+    the pool holds at least its output."""
+    shared = _recordings([2048, 2048, 1536, 1536])
+    by_rows = {next(iter(r["sizes"].values())): r for r in shared["recordings"]}
+    alone = _recordings([1536, 1536])["recordings"][0]
+    first, second = by_rows[2048], by_rows[1536]
+    row_bytes = 1024 * 4  # a row of x, and of the output
+    assert first["pool_growth"] >= 2048 * 8192 * 4, first  # at least one intermediate
+    assert first["pool_held"] >= 2048 * row_bytes and second["pool_held"] >= 1536 * row_bytes, (first, second)
+    assert second["pool_growth"] < alone["pool_growth"] / 2, (second, alone)
+    assert second["static_inputs"] == 1536 * row_bytes  # x, the only input not read in place
+    assert shared["pool_reserved"] == first["pool_growth"] + second["pool_growth"], shared
+
+
 def test_reduce_overhead_runs_training_graphs_as_usual():
     """Training graphs are not recorded (their saved activations would be copied out on
     every call); the step still matches eager."""
