@@ -146,3 +146,68 @@ def test_a_worker_that_dies_costs_one_seed(tmp_path, monkeypatch, how, status):
     settings = camp.Settings(cache_dir=str(tmp_path), minimize=False)
     results = camp._run_chunk([10, 11, 12, 13], settings, seconds_per_seed=2)
     assert [(r["seed"], r["status"]) for r in results] == [(10, "ok"), (11, status), (12, "ok"), (13, status)]
+
+
+def test_an_error_raised_while_comparing_is_a_finding_not_a_dead_worker(tmp_path, monkeypatch):
+    """An asynchronous CUDA fault surfaces at the next call that synchronizes, which may
+    be the comparison of the outputs: campaign 1's 137 "crash"es were illegal addresses
+    raised in _compare, outside _check's try, which killed the worker. Now it is the
+    seed's device_error (the worker reports it and exits); another exception there is
+    an error."""
+    judge = importlib.import_module("ember.fuzz.judge")
+    prog = fuzz.generate(3, GPU)
+
+    def fault(*args, **kwargs):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(judge, "_compare", fault)
+    res = judge.check(prog, str(tmp_path))
+    assert res.status == "device_error" and "illegal memory access" in res.detail
+    monkeypatch.setattr(judge, "_compare", lambda *a, **k: 1 / 0)
+    res = judge.check(prog, str(tmp_path))
+    assert res.status == "error" and "ZeroDivisionError" in res.detail
+
+
+def test_minimizing_on_a_device_tries_candidates_on_the_cpu_first(tmp_path, monkeypatch):
+    """Seed 8368 of campaign 1: minimizing its mismatch bypassed a transpose before an
+    index_select, whose indices then exceeded the operand. The CPU raises an error for
+    such a candidate; CUDA trips a device-side assert, which broke the worker's context
+    (seed 8369 was then reported as a device_error of its own). Candidates are now tried
+    on the CPU first, and a candidate's device error stops minimizing and ends the worker
+    after this seed."""
+    camp = importlib.import_module("ember.fuzz.campaign")
+    from ember.fuzz.judge import valid_on_the_cpu
+    from ember.fuzz.programs import Program
+
+    prog = Program.from_json({
+        "seed": 8368, "outputs": ["v4"],
+        "inputs": [{"shape": [2, 8], "dtype": "f16", "layout": "sliced", "layout_arg": [2, 2], "values": "specials",
+                    "scale": 1.0, "index_bound": 0},
+                   {"shape": [5], "dtype": "i64", "layout": "contiguous", "layout_arg": [], "values": "index",
+                    "scale": 1.0, "index_bound": 8}],
+        "lines": ["v0 = a0.transpose(0, 1)", "v1 = torch.clamp(v0, min=0)", "v4 = torch.index_select(v1, 0, a1)"]})
+    bypassed = Program(prog.seed, prog.inputs, ["v1 = torch.clamp(a0, min=0)", "v4 = torch.index_select(v1, 0, a1)"],
+                       ["v4"])
+    assert valid_on_the_cpu(prog) and not valid_on_the_cpu(bypassed)
+    prog.dtype, prog.flags = "f16", {}
+
+    # A campaign on "cuda" (faked): the seed is a mismatch; one candidate meets a device error.
+    calls = []
+
+    def fake_check(p, cache_dir, flags=None, device=None):
+        calls.append(p)
+        if len(calls) == 1:
+            return fuzz.Result("mismatch", "output 0: -0.0 != 0.0")
+        return fuzz.Result("device_error", "AcceleratorError: CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(camp, "generate", lambda seed, dtypes=None: prog)
+    monkeypatch.setattr(camp, "check", fake_check)
+    settings = camp.Settings(cache_dir=str(tmp_path), device="cuda", minimize_seconds=30)
+    out = camp.run_seed(8368, str(tmp_path), settings=settings)
+    assert out["status"] == "mismatch" and "illegal memory access" in out["context_lost"]
+    assert len(calls) == 2  # nothing ran after the device error
+    # and the worker stops after this seed: the next one gets a new process (context)
+    results = tmp_path / "results.jsonl"
+    monkeypatch.setattr(camp, "run_seed", lambda seed, cache_dir, settings=None: dict(out, seed=seed))
+    assert camp._run_worker([8368, 8369], settings, str(results)) == camp.DEVICE_ERROR_EXIT
+    assert [json.loads(ln)["seed"] for ln in results.read_text().splitlines()] == [8368]
