@@ -96,3 +96,26 @@ def test_rows_of_zero_elements_loop_zero_times(name):
                 "var_of_narrowed_to_empty", "logsumexp_of_empty"):
         bounds = re.findall(r"for \(int j = [^;]*; j < (\w+);", sources)
         assert bounds and set(bounds) == {"0"}, sources
+
+
+# -- relu and clamp of -0.0 ----------------------------------------------------------------
+# 60 findings (seed 197 the first): relu(-0.0) and clamp(-0.0, min=0) are +0.0 in eager on
+# CUDA, whose clamp kernels call ::max/::min (fmaxf/fminf, -0.0 below +0.0), and -0.0 on
+# the CPU (std::max: the first operand wins the tie). ember's CUDA prelude had the CPU's.
+
+SPECIALS = [-0.0, 0.0, -1.5, 2.5, float("nan"), float("inf"), -float("inf"), -0.0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_relu_and_clamp_of_negative_zero(device, dtype):
+    x = torch.tensor(SPECIALS, dtype=dtype, device=device)
+    check_identical(lambda t: (torch.relu(t), torch.clamp(t, 0, 2), torch.clamp(t, min=0), torch.clamp(t, max=0),
+                               torch.clamp(t, -0.5, 0), torch.clamp(torch.round(t), 0, 2)), x)
+
+
+@needs_nvrtc
+def test_cuda_max_and_min_order_negative_zero_below_positive_zero():
+    compiled = [cg for cg in compile_all(lambda t: torch.relu(t) + 1, [torch.randn(64)]) if not isinstance(cg, str)]
+    source = compiled[0].source
+    assert "fmaxf(a, b)" in source and "ember_max_f32(" in source.split("extern \"C\"", 1)[1]
