@@ -119,3 +119,40 @@ def test_cuda_max_and_min_order_negative_zero_below_positive_zero():
     compiled = [cg for cg in compile_all(lambda t: torch.relu(t) + 1, [torch.randn(64)]) if not isinstance(cg, str)]
     source = compiled[0].source
     assert "fmaxf(a, b)" in source and "ember_max_f32(" in source.split("extern \"C\"", 1)[1]
+
+
+# -- Scalars and division as ATen's CUDA kernels read them ---------------------------------
+# ATen's CUDA kernels read a Python number of add/sub/mul/div at f32 (opmath) where its CPU
+# kernels first round it to f16/bf16: f16 x + 1e30 is -inf for x = -inf on CUDA, NaN on the
+# CPU (seeds 8041, 9617). A 0-d tensor on the device is no CPU scalar: trunc division of
+# f16/bf16 by it rounds the divisor and the quotient (seeds 297, 2617, 11193, 11279, 11594),
+# where the CPU truncates the f32 quotient. Division by a number multiplies by its f32
+# reciprocal. pow(x, +-0.5) is sqrt/rsqrt in every dtype (seeds 4462, 10320: f16
+# pow(-inf, 0.5) is NaN on CUDA, inf on the CPU).
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_python_numbers_and_zero_dim_divisors(device, dtype):
+    x = torch.tensor(SPECIALS + [9060.3, -20409.1, 669.6, 80.7, 3.0, 49.0], dtype=dtype, device=device)
+    d = torch.tensor(0.0110347, device=device)  # a 0-d f32 tensor: f16 rounds it
+    check_identical(lambda t, s: (torch.add(t, 1e30, alpha=2), torch.rsub(t, 1e30), torch.sub(t, 1e-30),
+                                  torch.mul(t, 1e30), torch.div(t, s, rounding_mode="trunc"),
+                                  torch.div(t, s.to(t.dtype), rounding_mode="trunc"),
+                                  torch.div(t, 49.0, rounding_mode="trunc"), torch.div(t, 3.0),
+                                  torch.pow(t, 0.5), torch.pow(t, -0.5)), x, d)
+
+
+@needs_nvrtc
+def test_cuda_reads_python_numbers_at_f32_and_rounds_zero_dim_divisors():
+    def fn(t, s):
+        return torch.add(t, 1e30, alpha=2), torch.div(t, s, rounding_mode="trunc"), torch.pow(t, 0.5)
+
+    compiled = compile_all(fn, [torch.randn(64).half(), torch.tensor(0.01)])
+    source = "\n".join(cg.source for cg in compiled if not isinstance(cg, str))
+    body = source.split('extern "C"', 1)[1]
+    assert "1.00000002e+30f" in body            # not rounded to f16 (inf)
+    # the 0-d divisor is rounded to f16, and so is the quotient before it is truncated
+    assert re.search(r"(\w+) = b\d+\[0LL\];\s+const float \w+ = ember_round_h\(\(float\)\1\)", body)
+    assert re.search(r"= \w+ / \w+;\s+const float (\w+) = ember_round_h\(\(float\)\w+\);\s+"
+                     r"const float (\w+) = \(float\)\1;\s+const float \w+ = truncf\(\2\)", body)
+    assert "sqrtf(" in body and "powf(" not in body
