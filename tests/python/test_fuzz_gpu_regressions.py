@@ -156,3 +156,26 @@ def test_cuda_reads_python_numbers_at_f32_and_rounds_zero_dim_divisors():
     assert re.search(r"= \w+ / \w+;\s+const float (\w+) = ember_round_h\(\(float\)\w+\);\s+"
                      r"const float (\w+) = \(float\)\1;\s+const float \w+ = truncf\(\2\)", body)
     assert "sqrtf(" in body and "powf(" not in body
+
+
+# -- Integer negation wraps ----------------------------------------------------------------
+# Seed 4844: lt(abs(x), relu(abs(x))) for int64 x = INT64_MIN is True in eager (abs wraps to
+# INT64_MIN, relu makes it 0); NVRTC, which has no -fwrapv, took the signed negation in
+# abs for one that cannot overflow, so abs(x) >= 0, and folded the comparison to False
+# (its PTX stored a constant). Integer neg and abs now negate through unsigned arithmetic.
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8])
+def test_integer_abs_and_neg_of_the_minimum_wrap(device, dtype):
+    info = torch.iinfo(dtype)
+    x = torch.tensor([info.min, info.min + 1, -3, 0, 5, info.max], dtype=dtype, device=device)
+    check_identical(lambda t: (torch.lt(torch.abs(t), torch.relu(torch.abs(t))), torch.neg(t), torch.abs(t),
+                               torch.abs(t) < 0, -t > 0), x)
+
+
+@needs_nvrtc
+def test_cuda_integer_negation_is_unsigned():
+    compiled = compile_all(lambda t: torch.lt(torch.abs(t), torch.relu(torch.abs(t))),
+                           [torch.tensor([-(2 ** 63), 1, -2])])
+    body = compiled[0].source.split('extern "C"', 1)[1]
+    assert "(int64_t)(0ull - (unsigned long long)(" in body and "? -t" not in body
