@@ -211,3 +211,33 @@ def test_minimizing_on_a_device_tries_candidates_on_the_cpu_first(tmp_path, monk
     monkeypatch.setattr(camp, "run_seed", lambda seed, cache_dir, settings=None: dict(out, seed=seed))
     assert camp._run_worker([8368, 8369], settings, str(results)) == camp.DEVICE_ERROR_EXIT
     assert [json.loads(ln)["seed"] for ln in results.read_text().splitlines()] == [8368]
+
+
+def test_gpu_programs_leave_out_scans_whose_partial_results_overflow_their_type():
+    """Eager's CUDA scans accumulate in the result's type (f16 for f16) and in a tree order
+    along the innermost dim: where a partial product or sum may overflow that type, eager
+    has inf where ember (f32) has the finite prefix (campaign 1, seed 4060: 43456.0 vs
+    inf). The GPU profile's generator does not emit such scans; the CPU's is unchanged."""
+    from ember.fuzz.generator import Generator, _Reject
+    from ember.fuzz.ops import Value
+
+    g = Generator(0, GPU)
+
+    def value(t):
+        return Value("a0", t, True)
+
+    big = torch.tensor([[300.0, 250.0, 2.0, 0.1]], dtype=torch.float16)
+    with pytest.raises(_Reject):
+        g.require_order_free_scan(value(big), 1, "cumprod", False)
+    g.require_order_free_scan(value(big.float()), 1, "cumprod", False)  # f32's range holds it
+    with pytest.raises(_Reject):
+        g.require_order_free_scan(value(torch.tensor([60000.0, 30000.0, -60000.0], dtype=torch.float16)), 0,
+                                  "cumsum", False)
+    with pytest.raises(_Reject):  # int64 extremes summed in f32
+        g.require_order_free_scan(value(torch.tensor([2 ** 40, -(2 ** 40), 13])), 0, "cumsum", True)
+    tiny = torch.tensor([1e-3, 1e-3, float("inf")], dtype=torch.float16)
+    with pytest.raises(_Reject):  # an underflowed prefix times inf is NaN
+        g.require_order_free_scan(value(tiny), 0, "cumprod", False)
+    g.require_order_free_scan(value(tiny[:2]), 0, "cumprod", False)  # no infinity: within tolerance
+    for seed in (4060, 6169, 11464, 13038):
+        assert "cumprod" not in fuzz.generate(seed, GPU).source()
