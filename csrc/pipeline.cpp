@@ -50,6 +50,7 @@ LowerOptions lower_options(const PipelineOptions& opts) {
   // cuDNN's convolutions add their bias in an elementwise kernel of their own; oneDNN's
   // inside the convolution.
   lo.convolution_bias_in_kernels = opts.target == Target::CUDA;
+  lo.aten_cuda = opts.target == Target::CUDA;
   return lo;
 }
 

@@ -6,6 +6,15 @@
 
 namespace ember {
 
+namespace {
+
+// -x of an integer x of type t, wrapping: modulo 2^64, then converted to t (modulo).
+std::string wrapping_neg(const std::string& x, DType t) {
+  return "(" + CEmitter::c_type(t) + ")(0ull - (unsigned long long)(" + x + "))";
+}
+
+}  // namespace
+
 std::string CEmitter::c_type(DType t) {
   switch (t) {
     case DType::Bool: return "bool";
@@ -181,8 +190,12 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
   const bool two_values = e->args.size() == 2 && !constant(e->args[0]) && !constant(e->args[1]);
   switch (e->op) {
     case ExprOp::Load: return load_text(e, a[0]);
-    case ExprOp::Neg: return "-(" + a[0] + ")";  // "-" + "-5LL" would be a decrement
-    case ExprOp::Abs: return flt ? fn("fabs") : "(" + a[0] + " < 0 ? -" + a[0] + " : " + a[0] + ")";
+    // "-" + "-5LL" would be a decrement. Integers negate through unsigned arithmetic,
+    // which wraps (-INT64_MIN is INT64_MIN, as in ATen): NVRTC has no -fwrapv, and with
+    // signed negation it took abs(x) >= 0 for granted, so relu(abs(INT64_MIN)) was
+    // INT64_MIN (GPU fuzz seed 4844).
+    case ExprOp::Neg: return flt || is_bool(t) ? "-(" + a[0] + ")" : wrapping_neg(a[0], t);
+    case ExprOp::Abs: return flt ? fn("fabs") : "(" + a[0] + " < 0 ? " + wrapping_neg(a[0], t) + " : " + a[0] + ")";
     case ExprOp::Exp: return std::string(f64 ? "ember_exp(" : "ember_expf(") + a[0] + (f64 ? ", exp_lo_f64)" : ", exp_lo_f32)");
     case ExprOp::Exp2: return fn("exp2");
     case ExprOp::Expm1: return fn("expm1");

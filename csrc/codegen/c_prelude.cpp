@@ -55,7 +55,7 @@ static inline double ember_exp(double x, double lo) { return exp(x < lo ? lo : x
 
 #define EMBER_FN static inline
 
-)C") + prelude_minmax_f32() + prelude_minmax2_f32() + prelude_arithmetic();
+)C") + prelude_minmax_f32() + prelude_minmax2_f32() + prelude_minmax_f64() + prelude_arithmetic();
   return text;
 }
 
@@ -72,6 +72,13 @@ EMBER_FN float ember_min_f32(float a, float b) { float m = b < a ? b : a; return
   return text;
 }
 
+const std::string& prelude_minmax_f64() {
+  static const std::string text = R"C(EMBER_FN double ember_max_f64(double a, double b) { double m = a < b ? b : a; return b != b ? b : m; }
+EMBER_FN double ember_min_f64(double a, double b) { double m = b < a ? b : a; return b != b ? b : m; }
+)C";
+  return text;
+}
+
 const std::string& prelude_minmax2_f32() {
   static const std::string text = R"C(/* Max/min of two computed values: on the CPU the same selects. */
 EMBER_FN float ember_max2_f32(float a, float b) { return ember_max_f32(a, b); }
@@ -81,9 +88,7 @@ EMBER_FN float ember_min2_f32(float a, float b) { return ember_min_f32(a, b); }
 }
 
 const std::string& prelude_arithmetic() {
-  static const std::string text = R"C(EMBER_FN double ember_max_f64(double a, double b) { double m = a < b ? b : a; return b != b ? b : m; }
-EMBER_FN double ember_min_f64(double a, double b) { double m = b < a ? b : a; return b != b ? b : m; }
-/* Loads under a Where branch read a clamped index: in bounds whether or not taken. */
+  static const std::string text = R"C(/* Loads under a Where branch read a clamped index: in bounds whether or not taken. */
 EMBER_FN int64_t ember_clamp_index(int64_t i, int64_t hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
 
 /* Integer division never traps: x/0 is 0 and INT64_MIN/-1 wraps. */

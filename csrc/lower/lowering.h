@@ -86,6 +86,13 @@ struct LowerOptions {
   // (ConvNeXt-T: 22 of them, 0.48 ms of 5.8 a step on an H100). The CUDA target sets it;
   // oneDNN (the CPU) adds the bias inside the convolution.
   bool convolution_bias_in_kernels = false;
+  // Element-wise semantics of ATen's CUDA kernels where they differ from its CPU ones
+  // (the CUDA target sets it; ops_pointwise.cpp): a Python number of add, sub, mul and
+  // div is read at f32 (opmath), never rounded to f16/bf16, while a 0-d tensor on the
+  // device is rounded like any other; division by a number multiplies by its f32
+  // reciprocal, and trunc division of f16/bf16 by a 0-d tensor rounds the quotient;
+  // pow(x, +-0.5) is sqrt/rsqrt in every dtype.
+  bool aten_cuda = false;
 };
 
 class LowerCtx {

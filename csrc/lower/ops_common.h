@@ -20,8 +20,12 @@ enum class Operands {
   // and bf16 that rounds a wider operand (a Python float, a 0-d f32 tensor).
   Common,
   // mul and div read a scalar second operand (a number or a 0-d tensor) at full f32
-  // precision instead: ATen's reduced-float fast path (original_scalar_value).
+  // precision instead: ATen's reduced-float fast path (original_scalar_value). On CUDA
+  // (LowerOptions::aten_cuda) a number in any position, and no 0-d tensor.
   ExactScalarSecond,
+  // add and sub: Common on the CPU; on CUDA a number in any position at f32 (ATen's
+  // opmath_gpu_kernel_with_scalars reads a CPU scalar as opmath_t).
+  ExactNumbersOnCuda,
 };
 
 // An element-wise op over `args` (tensors broadcast to the node's output shape,

@@ -60,7 +60,14 @@ TensorIR map_args(LowerCtx& ctx, std::vector<const Arg*> args, DType compute,
       for (size_t i = 0; i < held.size(); ++i) {
         const Arg& a = held[i];
         bool scalar = !a.is_tensor() || ctx.tensor(a).sizes.empty();
-        if (mode == Operands::ExactScalarSecond && i == 1 && scalar) continue;
+        if (ctx.options().aten_cuda) {
+          // ATen's CUDA kernels read a Python number (a CPU scalar) at opmath precision
+          // and every device tensor, 0-d ones too, as the common dtype (GPU fuzz seeds
+          // 8041, 9617: f16 x + 1e30 is x + 1e30 in f32, where rounding 1e30 gives inf).
+          if (!a.is_tensor() && mode != Operands::Common) continue;
+        } else if (mode == Operands::ExactScalarSecond && i == 1 && scalar) {
+          continue;
+        }
         if (!a.is_tensor() || ctx.tensor(a).dtype != common) via[i] = common;
       }
     }
@@ -139,9 +146,10 @@ Expr gelu(Expr x, bool tanh_approx) {
              op2(ExprOp::Add, c(1, t), op1(ExprOp::Erf, op2(ExprOp::Mul, x, c(0.70710678118654752440, t)))));
 }
 
-// pow with a constant exponent uses the same special cases as ATen, which has no
-// sqrt/rsqrt special case for f16: there pow(-inf, 0.5) is inf, not sqrt's NaN, and
-// pow(-0.0, 0.5) is 0.0, not -0.0.
+// pow with a constant exponent uses the same special cases as ATen, whose CPU kernel has
+// no sqrt/rsqrt special case for f16: there pow(-inf, 0.5) is inf, not sqrt's NaN, and
+// pow(-0.0, 0.5) is 0.0, not -0.0. (Its CUDA kernel has them in every dtype: the caller
+// passes a storage type other than f16 there.)
 Expr pow_scalar(Expr x, double e, DType storage) {
   DType t = x->dtype;
   if (e == 1) return x;
@@ -189,12 +197,13 @@ void register_pointwise_ops(LoweringTable& t) {
       if (!alpha.is_none() && alpha.as_double() != 1) {
         Arg al = alpha;
         return one(map_args(ctx, {&n.args[0], &n.args[1], &al}, ct,
-                            [op](const V& v) { return op2(op, v[0], op2(ExprOp::Mul, v[1], v[2])); }));
+                            [op](const V& v) { return op2(op, v[0], op2(ExprOp::Mul, v[1], v[2])); },
+                            Operands::ExactNumbersOnCuda));
       }
       return one(map_args(ctx, {&n.args[0], &n.args[1]}, ct, [op](const V& v) {
         if (is_bool(v[0]->dtype)) return binary(op == ExprOp::Add ? ExprOp::LogicalOr : ExprOp::LogicalXor, v[0], v[1], DType::Bool);
         return op2(op, v[0], v[1]);
-      }));
+      }, Operands::ExactNumbersOnCuda));
     };
   };
   t["aten.add.Tensor"] = add_like(ExprOp::Add);
@@ -203,7 +212,8 @@ void register_pointwise_ops(LoweringTable& t) {
   t["aten.sub.Scalar"] = add_like(ExprOp::Sub);
   t["aten.rsub.Scalar"] = [](LowerCtx& ctx, const Node& n) {
     DType ct = compute_type(ctx.out_type().dtype);
-    return one(map_args(ctx, {&n.args[0], &n.args[1]}, ct, [](const V& v) { return op2(ExprOp::Sub, v[1], v[0]); }));
+    return one(map_args(ctx, {&n.args[0], &n.args[1]}, ct, [](const V& v) { return op2(ExprOp::Sub, v[1], v[0]); },
+                        Operands::ExactNumbersOnCuda));
   };
   t["aten.rsub.Tensor"] = t["aten.rsub.Scalar"];
   auto mul = [](const V& v) {
@@ -217,12 +227,25 @@ void register_pointwise_ops(LoweringTable& t) {
     DType ct = compute_type(out);
     std::string mode = n.args.size() > 2 && n.args[2].kind == Arg::Kind::Str ? n.args[2].s : "";
     // ATen's trunc division of f16/bf16 tensors rounds the quotient to that type
-    // before truncating; with a scalar divisor it truncates the f32 quotient.
-    bool scalar_divisor = !n.args[1].is_tensor() || ctx.tensor(n.args[1]).sizes.empty();
+    // before truncating; with a scalar divisor it truncates the f32 quotient. On CUDA a
+    // scalar divisor is a Python number only (a 0-d tensor on the device takes the
+    // tensor path: GPU fuzz seeds 297, 11279), and true and trunc division by it
+    // multiply by its reciprocal, computed in f32 (f64 for f64), as ATen's CUDA kernels.
+    const bool cuda = ctx.options().aten_cuda;
+    bool scalar_divisor = !n.args[1].is_tensor() || (!cuda && ctx.tensor(n.args[1]).sizes.empty());
     DType round_to = (out == DType::F16 || out == DType::BF16) && !scalar_divisor ? out : ct;
-    return one(map_args(ctx, {&n.args[0], &n.args[1]}, ct, [mode, round_to](const V& v) {
+    const bool by_reciprocal = cuda && !n.args[1].is_tensor() && is_float(ct) && mode != "floor";
+    const double divisor = by_reciprocal ? n.args[1].as_double() : 1.0;
+    return one(map_args(ctx, {&n.args[0], &n.args[1]}, ct, [mode, round_to, by_reciprocal, divisor](const V& v) {
       if (mode == "floor") return op2(ExprOp::FloorDiv, v[0], v[1]);
       if (!is_float(v[0]->dtype)) return op2(mode == "trunc" ? ExprOp::TruncDiv : ExprOp::Div, v[0], v[1]);
+      if (by_reciprocal) {
+        const DType t = v[0]->dtype;
+        const double inv = t == DType::F64 ? 1.0 / divisor
+                                           : static_cast<double>(1.0f / static_cast<float>(divisor));
+        Expr q = op2(ExprOp::Mul, v[0], c(inv, t));
+        return mode == "trunc" ? op1(ExprOp::Trunc, q) : q;
+      }
       Expr q = op2(ExprOp::Div, v[0], v[1]);
       if (mode != "trunc") return q;
       return op1(ExprOp::Trunc, round_to == q->dtype ? q : cast(rounding_cast(q, round_to), q->dtype));
@@ -248,7 +271,9 @@ void register_pointwise_ops(LoweringTable& t) {
     DType ct = compute_type(ctx.out_type().dtype);
     if (!is_float(ct)) throw Unsupported("integer pow");
     double e = n.args[1].as_double();
-    DType out = ctx.out_type().dtype;
+    // ATen's CUDA pow has sqrt/rsqrt for +-0.5 in every dtype (GPU fuzz seeds 4462,
+    // 10320: f16 pow(-inf, 0.5) is NaN there, inf on the CPU).
+    DType out = ctx.options().aten_cuda ? DType::F32 : ctx.out_type().dtype;
     return one(map_args(ctx, {&n.args[0]}, ct, [e, out](const V& v) { return pow_scalar(v[0], e, out); }));
   };
   t["aten.pow.Tensor_Tensor"] = [](LowerCtx& ctx, const Node& n) {

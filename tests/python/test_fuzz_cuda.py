@@ -146,3 +146,98 @@ def test_a_worker_that_dies_costs_one_seed(tmp_path, monkeypatch, how, status):
     settings = camp.Settings(cache_dir=str(tmp_path), minimize=False)
     results = camp._run_chunk([10, 11, 12, 13], settings, seconds_per_seed=2)
     assert [(r["seed"], r["status"]) for r in results] == [(10, "ok"), (11, status), (12, "ok"), (13, status)]
+
+
+def test_an_error_raised_while_comparing_is_a_finding_not_a_dead_worker(tmp_path, monkeypatch):
+    """An asynchronous CUDA fault surfaces at the next call that synchronizes, which may
+    be the comparison of the outputs: campaign 1's 137 "crash"es were illegal addresses
+    raised in _compare, outside _check's try, which killed the worker. Now it is the
+    seed's device_error (the worker reports it and exits); another exception there is
+    an error."""
+    judge = importlib.import_module("ember.fuzz.judge")
+    prog = fuzz.generate(3, GPU)
+
+    def fault(*args, **kwargs):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(judge, "_compare", fault)
+    res = judge.check(prog, str(tmp_path))
+    assert res.status == "device_error" and "illegal memory access" in res.detail
+    monkeypatch.setattr(judge, "_compare", lambda *a, **k: 1 / 0)
+    res = judge.check(prog, str(tmp_path))
+    assert res.status == "error" and "ZeroDivisionError" in res.detail
+
+
+def test_minimizing_on_a_device_tries_candidates_on_the_cpu_first(tmp_path, monkeypatch):
+    """Seed 8368 of campaign 1: minimizing its mismatch bypassed a transpose before an
+    index_select, whose indices then exceeded the operand. The CPU raises an error for
+    such a candidate; CUDA trips a device-side assert, which broke the worker's context
+    (seed 8369 was then reported as a device_error of its own). Candidates are now tried
+    on the CPU first, and a candidate's device error stops minimizing and ends the worker
+    after this seed."""
+    camp = importlib.import_module("ember.fuzz.campaign")
+    from ember.fuzz.judge import valid_on_the_cpu
+    from ember.fuzz.programs import Program
+
+    prog = Program.from_json({
+        "seed": 8368, "outputs": ["v4"],
+        "inputs": [{"shape": [2, 8], "dtype": "f16", "layout": "sliced", "layout_arg": [2, 2], "values": "specials",
+                    "scale": 1.0, "index_bound": 0},
+                   {"shape": [5], "dtype": "i64", "layout": "contiguous", "layout_arg": [], "values": "index",
+                    "scale": 1.0, "index_bound": 8}],
+        "lines": ["v0 = a0.transpose(0, 1)", "v1 = torch.clamp(v0, min=0)", "v4 = torch.index_select(v1, 0, a1)"]})
+    bypassed = Program(prog.seed, prog.inputs, ["v1 = torch.clamp(a0, min=0)", "v4 = torch.index_select(v1, 0, a1)"],
+                       ["v4"])
+    assert valid_on_the_cpu(prog) and not valid_on_the_cpu(bypassed)
+    prog.dtype, prog.flags = "f16", {}
+
+    # A campaign on "cuda" (faked): the seed is a mismatch; one candidate meets a device error.
+    calls = []
+
+    def fake_check(p, cache_dir, flags=None, device=None):
+        calls.append(p)
+        if len(calls) == 1:
+            return fuzz.Result("mismatch", "output 0: -0.0 != 0.0")
+        return fuzz.Result("device_error", "AcceleratorError: CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(camp, "generate", lambda seed, dtypes=None: prog)
+    monkeypatch.setattr(camp, "check", fake_check)
+    settings = camp.Settings(cache_dir=str(tmp_path), device="cuda", minimize_seconds=30)
+    out = camp.run_seed(8368, str(tmp_path), settings=settings)
+    assert out["status"] == "mismatch" and "illegal memory access" in out["context_lost"]
+    assert len(calls) == 2  # nothing ran after the device error
+    # and the worker stops after this seed: the next one gets a new process (context)
+    results = tmp_path / "results.jsonl"
+    monkeypatch.setattr(camp, "run_seed", lambda seed, cache_dir, settings=None: dict(out, seed=seed))
+    assert camp._run_worker([8368, 8369], settings, str(results)) == camp.DEVICE_ERROR_EXIT
+    assert [json.loads(ln)["seed"] for ln in results.read_text().splitlines()] == [8368]
+
+
+def test_gpu_programs_leave_out_scans_whose_partial_results_overflow_their_type():
+    """Eager's CUDA scans accumulate in the result's type (f16 for f16) and in a tree order
+    along the innermost dim: where a partial product or sum may overflow that type, eager
+    has inf where ember (f32) has the finite prefix (campaign 1, seed 4060: 43456.0 vs
+    inf). The GPU profile's generator does not emit such scans; the CPU's is unchanged."""
+    from ember.fuzz.generator import Generator, _Reject
+    from ember.fuzz.ops import Value
+
+    g = Generator(0, GPU)
+
+    def value(t):
+        return Value("a0", t, True)
+
+    big = torch.tensor([[300.0, 250.0, 2.0, 0.1]], dtype=torch.float16)
+    with pytest.raises(_Reject):
+        g.require_order_free_scan(value(big), 1, "cumprod", False)
+    g.require_order_free_scan(value(big.float()), 1, "cumprod", False)  # f32's range holds it
+    with pytest.raises(_Reject):
+        g.require_order_free_scan(value(torch.tensor([60000.0, 30000.0, -60000.0], dtype=torch.float16)), 0,
+                                  "cumsum", False)
+    with pytest.raises(_Reject):  # int64 extremes summed in f32
+        g.require_order_free_scan(value(torch.tensor([2 ** 40, -(2 ** 40), 13])), 0, "cumsum", True)
+    tiny = torch.tensor([1e-3, 1e-3, float("inf")], dtype=torch.float16)
+    with pytest.raises(_Reject):  # an underflowed prefix times inf is NaN
+        g.require_order_free_scan(value(tiny), 0, "cumprod", False)
+    g.require_order_free_scan(value(tiny[:2]), 0, "cumprod", False)  # no infinity: within tolerance
+    for seed in (4060, 6169, 11464, 13038):
+        assert "cumprod" not in fuzz.generate(seed, GPU).source()

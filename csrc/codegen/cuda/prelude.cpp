@@ -62,12 +62,18 @@ EMBER_FN float ember_round_bf(float x) { return ember_bf2f(ember_f2bf(x)); }
 EMBER_FN float ember_expf(float x, float) { return expf(x); }
 EMBER_FN double ember_exp(double x, double) { return exp(x); }
 
-)CU") + prelude_minmax_f32() + R"CU(
-/* NaN-propagating max/min of two computed values (a pool's window, torch.maximum) in
-   one instruction each from sm_80 on: the select form's four made ResNet's fused stem
-   pool ALU-bound. -0.0 orders below +0.0 here, as in ATen's CUDA maximum and minimum.
-   With a constant operand (relu, clamp) the emitter keeps ember_max_f32: the compiler
-   folds its NaN test, and the opaque instruction cost registers in BatchNorm kernels. */
+)CU") + R"CU(/* NaN-propagating max/min (relu, clamp, torch.maximum), as ATen's CUDA kernels: a NaN
+   test, then ::max/::min, which are fmaxf/fminf and order -0.0 below +0.0 (relu(-0.0)
+   and clamp(-0.0, min=0) are +0.0 on CUDA, -0.0 on the CPU: fuzz seed 197). With a
+   constant operand the compiler folds one NaN test. */
+EMBER_FN float ember_max_f32(float a, float b) { return a != a ? a : (b != b ? b : fmaxf(a, b)); }
+EMBER_FN float ember_min_f32(float a, float b) { return a != a ? a : (b != b ? b : fminf(a, b)); }
+EMBER_FN double ember_max_f64(double a, double b) { return a != a ? a : (b != b ? b : fmax(a, b)); }
+EMBER_FN double ember_min_f64(double a, double b) { return a != a ? a : (b != b ? b : fmin(a, b)); }
+/* Of two computed values (a pool's window, torch.maximum) one instruction each from
+   sm_80 on: the select form's four made ResNet's fused stem pool ALU-bound. The same
+   order of zeros. With a constant operand (relu, clamp) the emitter keeps ember_max_f32:
+   the opaque instruction cost registers in BatchNorm kernels. */
 #if __CUDA_ARCH__ >= 800
 EMBER_FN float ember_max2_f32(float a, float b) { float d; asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b)); return d; }
 EMBER_FN float ember_min2_f32(float a, float b) { float d; asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b)); return d; }

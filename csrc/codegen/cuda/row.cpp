@@ -73,8 +73,10 @@ bool print_row_stage(CudaPrinter& pr, const ColumnSplit& split, int st) {
   if (loop) {
     std::vector<std::string> body = em.close_scope();
     const std::string I = pr.index_type();
-    const std::string n = is_symbolic(stage.inner) ? pr.size_text(product(stage.inner))
-                                                   : std::to_string(std::max<int64_t>(1, numel(stage.inner)));
+    // A per-row stage (no inner dims) runs once; a row of zero elements (a dim of size
+    // 0) not at all: its reductions keep their identity, its stores write nothing (the
+    // buffer is empty; a store would be an illegal address: fuzz, layer_norm over [0, 31]).
+    const std::string n = is_symbolic(stage.inner) ? pr.size_text(product(stage.inner)) : std::to_string(numel(stage.inner));
     // A scan is sequential: thread 0 walks the row (its reductions then combine with
     // the other threads' untouched partials, which are the identity).
     if (scan) em.line("for (" + I + " j = tid == 0 ? 0 : " + n + "; j < " + n + "; ++j) {");

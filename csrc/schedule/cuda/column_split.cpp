@@ -16,7 +16,8 @@ ColumnSplit plan_column_split(const Program& p, const Schedule& s, const Placeme
     bool own = false;
     for (const auto& item : st.items)
       walk_loads(item.value, [&](const Expr& e) { own |= m.producer[e->ival].kernel == ki; });
-    if (own) return {};
+    // A kept dim of size 0: no columns to split (and no division by their count).
+    if (own || st.inner[0].hint() == 0) return {};
     most_rows = std::max(most_rows, numel(st.inner) / st.inner[0].hint());
     widest = std::max(widest, st.inner[0].hint());
   }

@@ -118,8 +118,10 @@ CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bo
     info.grid = static_cast<uint32_t>(std::min(kMaxElementwiseGrid, (l.total + tile - 1) / tile));
     l.wide = l.total + static_cast<int64_t>(info.grid) * tile >= kInt32Limit;
     grid_from(l.total_dim, tile, kMaxElementwiseGrid);
-    // A store and a load contiguous along different dims: tiles through shared memory.
-    if (!l.symbolic && (l.transpose = plan_transpose(p, k, in_memory))) {
+    // A store and a load contiguous along different dims: tiles through shared memory
+    // (not for zero elements: the kernel is not launched, and a tile of a side of length
+    // 0 is no tile).
+    if (!l.symbolic && l.total > 0 && (l.transpose = plan_transpose(p, k, in_memory))) {
       l.shape = CudaKernelInfo::Shape::Transpose;
       info.block = kTransposeThreads;
       info.grid = l.transpose->grid();
@@ -145,7 +147,8 @@ CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bo
     l.wide = work + l.threads >= kInt32Limit;
     grid_from(l.rows_dim, 1, 0);
   }
-  if (l.rows == 0) info.grid = 0;
+  // Nothing to do: not launched (a graph with symbols decides per call, grid_at).
+  if (l.rows == 0 || (l.shape == CudaKernelInfo::Shape::Elementwise && l.total == 0)) info.grid = 0;
   info.shape = l.shape;
   return l;
 }

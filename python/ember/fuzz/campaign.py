@@ -16,7 +16,7 @@ import torch
 
 from ..tools.doctor import cpu_name
 from .generator import generate
-from .judge import check
+from .judge import check, valid_on_the_cpu
 from .minimize import minimize, repro_text
 from .programs import Program
 
@@ -75,15 +75,28 @@ def run_seed(seed: int, cache_dir: str, minimize_failures: bool = True, settings
         # Minimizing recompiles the program many times: not in a broken CUDA context.
         if s.minimize and res.status != "device_error":
             flags = prog.flags
+            lost = []  # a candidate's device_error: the context is unusable from then on
 
             def still_fails(p):
-                return check(p, s.cache_dir, flags, s.device).status == res.status
+                if lost or (s.device and not valid_on_the_cpu(p)):
+                    return False
+                r = check(p, s.cache_dir, flags, s.device)
+                if r.status == "device_error" and res.status != "device_error":
+                    lost.append(r.detail)
+                    return False
+                return r.status == res.status
 
             small = minimize(prog, s.cache_dir, still_fails, s.minimize_seconds)
-            small_res = check(small, s.cache_dir, flags, s.device)
+            if lost:
+                # The seed keeps its own finding; the worker exits after it (a new one
+                # takes the next seed) and the smallest program found before is kept.
+                out["context_lost"] = f"minimizing met a device error: {lost[0].splitlines()[0]}"
+                out["minimized_detail"] = ""
+            else:
+                small_res = check(small, s.cache_dir, flags, s.device)
+                out["minimized_detail"] = small_res.detail
             out["minimized"] = small.to_json()
             out["minimized_source"] = small.source()
-            out["minimized_detail"] = small_res.detail
     return out
 
 
@@ -105,7 +118,7 @@ def _run_worker(seeds, settings: Settings, results_path: str) -> int:
             r = run_seed(seed, settings.cache_dir, settings=settings)
             f.write(json.dumps(r) + "\n")
             f.flush()
-            if r["status"] == "device_error":
+            if r["status"] == "device_error" or r.get("context_lost"):
                 return DEVICE_ERROR_EXIT
     return 0
 

@@ -259,6 +259,40 @@ class Generator(Ops):
         if bool((total > torch.finfo(acc).max / 16).any()):
             raise _Reject()
 
+    def require_order_free_scan(self, a: Value, dim: int, fn: str, to_f32: bool):
+        """(GPU campaign) Rejects a cumsum/cumprod whose partial results may overflow
+        the result's float type in some order. Eager's CUDA scans accumulate in that
+        type (an f16 cumprod rounds every partial product to f16) and in an order of
+        their own along the innermost dim (a tree); ember accumulates in f32 or wider,
+        as eager's CPU kernels do. Where a partial result overflows in eager's order,
+        eager has inf (then NaN after a zero) where ember has the finite prefix, which
+        is the one closer to the fp64 reference (seeds 4060, 4255, 5063, 6169, 6181,
+        7281, 11464, 12854, 13038: 43456.0 where eager has inf). So, as for sums and
+        products: no partial sum beyond 1/16 of the type's range, no partial product
+        beyond it, and where the slice holds an infinity (inf times an underflowed 0 is
+        NaN) none below 16 times its smallest normal. Integers scanned into f32 must be
+        ones f32 holds: int64 extremes cancel differently in each order (seed 8407)."""
+        if a.t.numel() == 0 or not (a.is_float or to_f32):
+            return
+        out = torch.float32 if to_f32 else a.dtype
+        info = torch.finfo(out)
+        x = a.t.double().abs()
+        if not a.is_float:
+            if bool((x > 2 ** 24).any()):
+                raise _Reject()
+            return
+        finite = x.isfinite()
+        if fn == "cumsum":
+            if bool((torch.where(finite, x, torch.zeros_like(x)).sum(dim) > info.max / 16).any()):
+                raise _Reject()
+            return
+        x = torch.where(finite, x, torch.ones_like(x))
+        big = torch.where(x > 1, x, torch.ones_like(x)).prod(dim)
+        small = torch.where((x < 1) & (x > 0), x, torch.ones_like(x)).prod(dim)
+        has_inf = (~finite).any(dim)
+        if bool((big > info.max / 16).any()) or bool(((small < info.tiny * 16) & has_inf).any()):
+            raise _Reject()
+
     def require_conditioned(self, a: Value, dims):
         """Rejects a normalization (or variance) over `dims` whose result is noise: slices
         that are (nearly) constant, where x - mean is rounding error times 1/sqrt(eps) and

@@ -126,11 +126,30 @@ def check(prog: Program, cache_dir: str, flags: dict | None = None, device: str 
     (None: the CPU). flags: per value name, [exact, zsign, welford, prec] (see Value);
     the generator's, unless given. On CUDA an error that leaves the context unusable is
     a device_error (the caller must not run anything else in this process)."""
-    result = _check(prog, cache_dir, flags, device)
+    try:
+        result = _check(prog, cache_dir, flags, device)
+    except Exception as e:
+        # A CUDA error surfaces at the next call that synchronizes: for an asynchronous
+        # kernel fault that may be the comparison of the outputs (fuzz campaign 1's
+        # "crash"es were illegal addresses raised in _compare); anything else raised
+        # there is a judge bug, reported as an error rather than killing the worker.
+        result = Result("error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-4)}")
     sticky = device_failure(device)
     if sticky or (result.status in ("error", "eager_error") and is_sticky(result.detail)):
         return Result("device_error", sticky or result.detail, result.kernels)
     return result
+
+
+def valid_on_the_cpu(prog: Program) -> bool:
+    """Whether eager runs `prog` on the CPU. A minimizer's candidate may be invalid (an
+    index_select whose indices no longer fit the bypassed operand): the CPU raises an
+    error, CUDA a device-side assert that leaves the context unusable, so candidates of
+    a CUDA campaign are tried on the CPU first (seeds 8368 and 8369 of campaign 1)."""
+    try:
+        compile_source(prog)(*make_inputs(prog))
+    except Exception:
+        return False
+    return True
 
 
 def _check(prog: Program, cache_dir: str, flags: dict | None, device: str | None) -> Result:

@@ -370,7 +370,10 @@ class Ops:
         a = self.pick(lambda v: v.rank >= 1)
         fn = r.choice(["cumsum", "cumsum", "cumprod"])
         dt = f", dtype={self.wide}" if r.random() < 0.1 else ""
-        self.emit(f"torch.{fn}({a.name}, {self.dim(a)}{dt})", a.exact and not a.is_float and not dt)
+        d = self.dim(a)
+        if self.dtypes:  # the GPU campaign's programs
+            self.require_order_free_scan(a, d, fn, bool(dt))
+        self.emit(f"torch.{fn}({a.name}, {d}{dt})", a.exact and not a.is_float and not dt)
 
     def op_view(self):
         r = self.r
