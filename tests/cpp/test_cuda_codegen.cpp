@@ -443,8 +443,15 @@ TEST(cuda_layer_norm_768_bf16_keeps_its_row_in_registers) {
   // The weight and bias are read once, in the last stage: a vector load there.
   CHECK(has(code, "const uint4 raw1 = *(const uint4*)(b1 + iv);"));
   CHECK(has(code, "*(uint4*)(b" + std::to_string(k.args.back()) + " + "));  // the output, by chunks
-  // The misaligned fallback: the per-element loop, one read of the row per stage.
-  CHECK(has(code, "for (int j = tid; j < 768; j += 32) {"));
+  // The misaligned fallback: the same tile (3 slots a stage, in each of the 3 stages),
+  // its elements read one at a time, the row once per stage.
+  CHECK(!has(code, "for (int j = tid;"));
+  size_t slot_loops = 0;
+  for (size_t at = code.source.find("for (int u = 0; u < 3; ++u) {"); at != std::string::npos;
+       at = code.source.find("for (int u = 0; u < 3; ++u) {", at + 1))
+    ++slot_loops;
+  CHECK_EQ(slot_loops, size_t{6});
+  CHECK(has(code, "ember_bf2f(b0["));
   check_compiles(code);
 }
 
