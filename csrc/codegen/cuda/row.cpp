@@ -148,7 +148,8 @@ std::vector<std::string> row_body(CudaPrinter& pr, const RowTile& tile, const Co
   }
   // A view may start anywhere: the vector accesses run when their pointers are aligned
   // (rows start at multiples of the chunk: plan_row_tile), else the same tile with
-  // accesses element by element (its kept values stay registers).
+  // accesses element by element (its kept values, some of which no memory holds, stay
+  // registers).
   std::set<int> pointers(tile.stores);
   for (const auto& [b, index] : tile.loads) pointers.insert(b);
   std::string aligned;

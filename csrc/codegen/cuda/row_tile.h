@@ -11,8 +11,8 @@ namespace ember {
 
 // How the tile's chunks reach memory: one vector access per buffer and chunk (its
 // pointers aligned), or element by element (a view that starts anywhere). Either way
-// the chunks, threads and kept registers are the same, so a kept value is read from
-// registers on both paths.
+// the chunks, threads and kept registers are the same, so values no memory holds
+// (RowTile::unstored) stay in registers on both paths.
 enum class ChunkAccess { Vector, Elements };
 
 // The row tile's registers: each cached buffer's chunks (row<b>[slot], raw words; with
