@@ -126,6 +126,8 @@ std::string memory_plan_text(const Compiled& c) {
       if (k.row_slots > 0) out << k.row_slots << " a thread in registers";
       else out << "looped";
       for (size_t i = 0; i < k.row_cached.size(); ++i) out << (i ? ", buf" : "; read once: buf") << k.row_cached[i];
+      for (size_t i = 0; i < k.row_unstored.size(); ++i)
+        out << (i ? ", buf" : "; in registers only: buf") << k.row_unstored[i];
       out << ")";
     }
     if (k.hoisted_values > 0)

@@ -56,6 +56,7 @@ void define_cuda(nb::module_& m) {
           d["row_lanes"] = k.row_lanes;
           d["row_slots"] = k.row_slots;
           d["row_cached"] = nb::cast(k.row_cached);
+          d["row_unstored"] = nb::cast(k.row_unstored);  // values kept in registers, in no memory
           d["hoisted_values"] = k.hoisted_values;
           d["hoisted_words"] = k.hoisted_words;
           d["grid_multiple"] = k.grid_multiple;

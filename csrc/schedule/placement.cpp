@@ -29,17 +29,23 @@ Placement place_buffers(const Program& p, const Schedule& s, VectorResults vecto
     if (o.is_tensor) m.in_memory[o.view.buffer] = true;
   for (const auto& e : p.externs)
     for (const auto& v : e.tensor_views) m.in_memory[v.buffer] = true;
+  std::vector<bool> needed_elsewhere = m.in_memory;  // inputs, outputs, extern operands
   for (size_t k = 0; k < s.kernels.size(); ++k)
     for (size_t st = 0; st < s.kernels[k].stages.size(); ++st)
       for (const auto& item : s.kernels[k].stages[st].items) {
         std::function<void(const Expr&)> walk = [&](const Expr& e) {
           if (e->op == ExprOp::Load &&
-              !read_is_local(m.producer[e->ival], s, static_cast<int>(k), static_cast<int>(st), vector))
+              !read_is_local(m.producer[e->ival], s, static_cast<int>(k), static_cast<int>(st), vector)) {
             m.in_memory[e->ival] = true;
+            if (m.producer[e->ival].kernel != static_cast<int>(k)) needed_elsewhere[e->ival] = true;
+          }
           for (const auto& a : e->args) walk(a);
         };
         walk(item.value);
       }
+  m.own_reads_only.assign(p.buffers.size(), -1);
+  for (size_t b = 0; b < p.buffers.size(); ++b)
+    if (m.in_memory[b] && !needed_elsewhere[b]) m.own_reads_only[b] = m.producer[b].kernel;
   return m;
 }
 

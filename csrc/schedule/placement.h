@@ -21,6 +21,10 @@ enum class VectorResults { Local, InMemory };
 struct Placement {
   std::vector<bool> in_memory;     // per buffer
   std::vector<Producer> producer;  // per buffer: the kernel item that computes it
+  // Per buffer: the kernel that computes it, when that kernel's own later stages are all
+  // that read it from memory (no other kernel, extern or output does); else -1. A kernel
+  // that keeps such a value in registers need not store it (schedule_cuda).
+  std::vector<int> own_reads_only;
 };
 
 // Whether stage `stage` of kernel `kernel` reads the value `prod` computes without memory.

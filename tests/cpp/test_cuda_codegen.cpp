@@ -2,6 +2,7 @@
 // loaded: pip's nvidia-cuda-nvrtc dir in $EMBER_NVRTC_DIR, or $EMBER_NVRTC, or the loader's
 // path) that the source compiles to a cubin for sm_90.
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -443,8 +444,15 @@ TEST(cuda_layer_norm_768_bf16_keeps_its_row_in_registers) {
   // The weight and bias are read once, in the last stage: a vector load there.
   CHECK(has(code, "const uint4 raw1 = *(const uint4*)(b1 + iv);"));
   CHECK(has(code, "*(uint4*)(b" + std::to_string(k.args.back()) + " + "));  // the output, by chunks
-  // The misaligned fallback: the per-element loop, one read of the row per stage.
-  CHECK(has(code, "for (int j = tid; j < 768; j += 32) {"));
+  // The misaligned fallback: the same tile (3 slots a stage, in each of the 3 stages),
+  // its elements read one at a time, the row once per stage.
+  CHECK(!has(code, "for (int j = tid;"));
+  size_t slot_loops = 0;
+  for (size_t at = code.source.find("for (int u = 0; u < 3; ++u) {"); at != std::string::npos;
+       at = code.source.find("for (int u = 0; u < 3; ++u) {", at + 1))
+    ++slot_loops;
+  CHECK_EQ(slot_loops, size_t{6});
+  CHECK(has(code, "ember_bf2f(b0["));
   check_compiles(code);
 }
 
@@ -842,6 +850,50 @@ TEST(cuda_hoisted_variants_keep_the_threads_an_sm_declares) {
       check_variants_compile({v});
     }
   CHECK(found);
+}
+
+// A residual sum over rows of 2,048 f32 (a block of 128 a row, 4 slots), LayerNorm'd and
+// scaled by x again: x is read by two stages, so its row is cached, and the sum, read by
+// the later stages only, is kept in registers only (schedule_cuda). Half the threads
+// would take 8 slots, whose cached x leaves no room to keep the sum: that launch cannot
+// run and is no variant (it would read the sum from a buffer no memory holds); twice
+// the threads keep it.
+TEST(cuda_variants_keep_the_values_the_rules_keep_in_registers_only) {
+  const std::string x = "buf0[((o0 * 2048) + i0)]", v = "buf2[((o0 * 2048) + i0)]", mean = "div(buf3[o0], 2048.0)";
+  const std::string state =
+      "program(vars=8)\n"
+      "buf0 = input(0) : f32[64,2048]{2048,1}\n"
+      "buf1 = input(1) : f32[64,2048]{2048,1}\n"
+      "buf2 : f32[64,2048]{2048,1} for [v0, v1] = (buf0[((v0 * 2048) + v1)] + buf1[((v0 * 2048) + v1)])  from %2\n"
+      "buf3 : f32[64,1]{1,1} for [v2, _] = sum f32 over [2048] for [v3] of buf2[((v2 * 2048) + v3)]  from %3\n"
+      "buf4 : f32[64,1]{1,1} for [v4, _] = sum f32 over [2048] for [v5] of (sub(buf2[((v4 * 2048) + v5)], "
+      "div(buf3[v4], 2048.0)) * sub(buf2[((v4 * 2048) + v5)], div(buf3[v4], 2048.0)))  from %3\n"
+      "buf5 : f32[64,2048]{2048,1} for [v6, v7] = ((sub(buf2[((v6 * 2048) + v7)], div(buf3[v6], 2048.0)) * "
+      "rsqrt((div(buf4[v6], 2048.0) + 1e-05))) * buf0[((v6 * 2048) + v7)])  from %4\n"
+      "return buf5\n"
+      "schedule\n"
+      "kernel ember_k0 outer=[64]\n"
+      "  stage 0 inner=[2048]: buf2 buf3(sum)\n"
+      "    " + v + " = (" + x + " + buf1[((o0 * 2048) + i0)])\n"
+      "    reduce buf3[o0] = " + v + "\n"
+      "  stage 1 inner=[2048]: buf4(sum)\n"
+      "    reduce buf4[o0] = (sub(" + v + ", " + mean + ") * sub(" + v + ", " + mean + "))\n"
+      "  stage 2 inner=[2048]: buf5\n"
+      "    buf5[((o0 * 2048) + i0)] = ((sub(" + v + ", " + mean + ") * rsqrt((div(buf4[o0], 2048.0) + 1e-05))) * " + x + ")\n";
+  ember::Program p = ember::parse_program(state.substr(0, state.find("\nschedule\n") + 1));
+  ember::Schedule s = ember::parse_schedule(ember_test::schedule_part(state), p);
+  ember::CudaSchedule cs = ember::schedule_cuda(p, s);
+  const ember::RowTile& tile = cs.kernels[0].row_tile;
+  CHECK_EQ(cs.kernels[0].info.block, 128u);
+  CHECK(tile.cached == std::set<int>{0} && tile.unstored == std::set<int>{2});
+  CHECK(!cs.placement.in_memory[2]);
+  auto vs = ember::generate_cuda_variants(p, s, cs, 0);
+  CHECK_EQ(vs.size(), size_t{1});
+  if (vs.size() != 1) return;
+  CHECK_EQ(vs[0].choice_text, std::string("threads per row x2"));
+  CHECK(vs[0].source.find("float kept2[") != std::string::npos);
+  CHECK(vs[0].source.find(" b2") == std::string::npos);
+  check_variants_compile(vs);
 }
 
 // Transposes keep their tiles, and graphs with symbols their launches: no variants.

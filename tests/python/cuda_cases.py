@@ -166,6 +166,26 @@ def _conv_layer_norm_args(device, dtype=torch.bfloat16, c=96):
             _rand(c, device=device), _rand(c, device=device))
 
 
+def _stem_layer_norm(x, w, b, gamma, beta):
+    """ConvNeXt's stem in a bf16 model: a 4x4/4 convolution of an NCHW image, its bias
+    added by the LayerNorm's kernel as it reads the output across its channels, the
+    LayerNorm over the channels (bf16 weights). The biased output, an f32 value that only
+    the kernel's later stages read, stays in the row tile's registers and is never
+    stored (schedule_cuda: keep_in_registers)."""
+    y = F.conv2d(x, w, b, stride=4).permute(0, 2, 3, 1)
+    return F.layer_norm(y, (y.shape[-1],), gamma, beta, 1e-6).permute(0, 3, 1, 2)
+
+
+def _stem_layer_norm_args(device, c=96, misaligned=False):
+    """`misaligned`: the bias starts 2 bytes into its storage, so the row tile's alignment
+    check fails and its accesses go element by element, the biased output still in
+    registers only."""
+    bias = _rand(c + 1, device=device, dtype=torch.bfloat16)
+    return (_rand(2, 3, 56, 56, device=device, dtype=torch.bfloat16),
+            _rand(c, 3, 4, 4, device=device, dtype=torch.bfloat16), bias[1:] if misaligned else bias[:c].clone(),
+            _rand(c, device=device, dtype=torch.bfloat16), _rand(c, device=device, dtype=torch.bfloat16))
+
+
 def _stem(x, w):
     """ResNet's first convolution: the 3-channel image is copied to channels-last for it
     (a transpose kernel), and its channels-last result back to NCHW with the relu."""
@@ -415,6 +435,9 @@ CASES = {
                                               _rand(64, 3, 7, 7, device=d, dtype=torch.bfloat16))),
     "stem_pool_bf16": lambda d: (_stem_pool, _stem_pool_args(d)),
     "conv_bias_layer_norm_bf16": lambda d: (_conv_layer_norm, _conv_layer_norm_args(d)),
+    "stem_layer_norm_96_bf16": lambda d: (_stem_layer_norm, _stem_layer_norm_args(d)),
+    "stem_layer_norm_192_misaligned_bf16": lambda d: (_stem_layer_norm,
+                                                            _stem_layer_norm_args(d, 192, misaligned=True)),
     # Channels-last BatchNorm pairs: per-channel values hoisted out of the grid loop when
     # C divides its step (64, 256), or after rounding the grid (200: 25 blocks, 96 f32: 3).
     "batch_norm_pair_64_bf16": lambda d: (_batch_norm_pair, _batch_norm_pair_args(d, 64, torch.bfloat16, hw=56)),

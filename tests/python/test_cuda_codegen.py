@@ -1,6 +1,8 @@
 """The generated CUDA of test graphs compiles with NVRTC for sm_90 on any machine (no GPU
 needed), so a CUDA codegen error fails CI. Graphs are captured on CPU tensors through
 ember's own Dynamo/AOTAutograd setup; the graph text carries no device."""
+import re
+
 import pytest
 import torch
 from functorch.compile import make_boxed_func
@@ -131,6 +133,24 @@ def test_row_tiles(tmp_path, monkeypatch):
     # A training step's backward graph: its LayerNorm rows take the tile.
     backward = [k for k, _ in _row_kernels("layer_norm_train_bf16", train=True) if k["row_lanes"]]
     assert any(k["row_slots"] > 0 and k["row_cached"] for k in backward), backward
+
+
+def test_values_only_their_kernel_reads_stay_in_registers(tmp_path, monkeypatch):
+    """ConvNeXt's stem LayerNorm: the convolution's output plus bias, in f32, is read only
+    by the LayerNorm kernel's later stages, from the row tile's registers; it is never
+    stored (schedule_cuda: keep_in_registers), so the kernel moves bf16 only, 8 a chunk.
+    A misaligned bias takes the same tile element by element, the value still in registers."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    for name, width in (("stem_layer_norm_96_bf16", 96), ("stem_layer_norm_192_misaligned_bf16", 192)):
+        fn, args = CASES[name]("cpu")
+        (cg,) = compile_all(fn, args)
+        [value] = [b for b in cg.buffers if b["kind"] == "computed" and b["sizes"] == [2, 14, 14, width]]
+        assert value["dtype"] == "f32" and not value["in_memory"], value
+        [k] = [k for k in cg.kernels if k["shape"] == "row_warp"]
+        assert value["id"] not in k["args"] and k["row_unstored"] == [value["id"]], k
+        assert k["row_lanes"] == 8 and k["row_slots"] == 3, k
+        fallback = cg.source[cg.source.index("} else {"):]
+        assert f"float kept{value['id']}[" in fallback and not re.search(rf"\bb{value['id']}\b", cg.source)
 
 
 def _elementwise_kernels(name):

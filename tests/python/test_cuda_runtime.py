@@ -378,7 +378,7 @@ def test_runs_on_current_stream():
 # function's launch variants on its own buffers, stores sent to scratch.
 AUTOTUNE_CASES = ["pointwise_bf16", "pointwise_large", "softmax_3000", "softmax_768_bf16", "layer_norm_768_bf16",
                   "batch_norm_pair_256_bf16", "vector_bias_relu_bf16", "column_sum", "transpose_image_bf16",
-                  "tiny_gpt2_bf16", "gpt2_2layer_bf16"]
+                  "tiny_gpt2_bf16", "gpt2_2layer_bf16", "stem_layer_norm_96_bf16"]
 
 
 def _autotune_counts():

@@ -47,12 +47,15 @@ std::string print_kernel(const Program& p, const Schedule& s, const Placement& m
 // launch, and their text up to a renaming of buffers. The printer names a buffer's
 // pointer b<id> and locals derived from it <prefix><id>[_n] (raw, row, kept, out, lane,
 // sh, st); each such identifier whose id is one of the kernel's parameters becomes
-// <prefix>#<its parameter position>, and the kernel's name becomes "@". The renaming is
+// <prefix>#<its parameter position> (a value kept in registers only, which is none:
+// #<args + its position among them>), and the kernel's name becomes "@". The renaming is
 // one-to-one ('#' is in no C identifier), so equal keys are the same program over
 // parameters in the same order: alpha-equivalent, never merely similar.
 std::string sharing_key(const std::string& text, const CudaKernelInfo& info) {
   std::unordered_map<std::string, size_t> position;
   for (size_t i = 0; i < info.args.size(); ++i) position.emplace(std::to_string(info.args[i]), i);
+  for (size_t i = 0; i < info.row_unstored.size(); ++i)
+    position.emplace(std::to_string(info.row_unstored[i]), info.args.size() + i);
   std::ostringstream key;
   key << info.grid << " " << info.block << " " << info.partial_grid << " " << info.partial_block << "\n";
   auto ident_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
@@ -105,7 +108,9 @@ std::vector<CudaKernelVariant> generate_cuda_variants(const Program& p, const Sc
   const int no_scratch = static_cast<int>(p.buffers.size());
   for (const LaunchChoice& choice : launch_alternatives(rules.launch)) {
     CudaKernelSchedule ks = schedule_cuda_kernel(p, s, cs.placement, k, choice, no_scratch);
-    if (ks.scratch >= 0) continue;
+    // Values the rules keep in registers only are in no memory: a launch whose tile
+    // does not keep them (a block per row, other threads) cannot run.
+    if (ks.scratch >= 0 || !tile_keeps_unstored(p, s, cs.placement, k, ks.row_tile)) continue;
     ks.info.name = s.kernels[k].name + "_t" + std::to_string(out.size() + 1);
     ks.info.function = ks.info.name;
     CudaKernelVariant v{choice.text(), print_kernel(p, s, cs.placement, ks) + "\n", ks.info};

@@ -79,7 +79,8 @@ CudaCode generate_cuda(const Program& p, const Schedule& s, const CudaSchedule& 
 // printed, named <kernel>_t<i>, without the prelude. None for transposes, for kernels
 // with a column split (its scratch is planned for the default launch), and in graphs
 // with symbols; a choice that prints the same kernel as the default, or as an earlier
-// choice, is left out.
+// choice, is left out, and so is one whose row tile does not keep the values the rules
+// keep in registers only (RowTile::unstored: no memory holds them).
 struct CudaKernelVariant {
   std::string choice_text;  // LaunchChoice::text()
   std::string source;

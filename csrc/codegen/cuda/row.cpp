@@ -90,8 +90,10 @@ bool print_row_stage(CudaPrinter& pr, const ColumnSplit& split, int st) {
   return finish_row_reductions(pr, stage, accs, row_level) || stored;
 }
 
-// Every stage of one row, through the row tile or through the per-element loop.
-std::vector<std::string> row_stages(CudaPrinter& pr, const RowTile& tile, const ColumnSplit& split, bool tiled) {
+// Every stage of one row, through the row tile (its chunks accessed as `access` says)
+// or, when `tiled` is false, through the per-element loop.
+std::vector<std::string> row_stages(CudaPrinter& pr, const RowTile& tile, const ColumnSplit& split, bool tiled,
+                                    ChunkAccess access = ChunkAccess::Vector) {
   CEmitter& em = *pr.em;
   const bool warp = pr.launch.shape == CudaKernelInfo::Shape::RowWarp;
   const int lanes = pr.launch.threads;  // a row's lanes, in RowWarp
@@ -101,10 +103,10 @@ std::vector<std::string> row_stages(CudaPrinter& pr, const RowTile& tile, const 
   em.open_scope(pr.outer_vars());
   for (const auto& l : pr.decompose_dims("x", pr.k.outer, "o")) em.line(l);
   pr.pin_own_loads();
-  if (tiled) declare_tile_registers(pr, tile);
+  if (tiled) declare_tile_registers(pr, tile, access);
   for (size_t st = 0; st < pr.k.stages.size(); ++st) {
     const int sti = static_cast<int>(st);
-    bool stored = tiled && tile.tiled[st] ? print_tile_stage(pr, tile, sti) : print_row_stage(pr, split, sti);
+    bool stored = tiled && tile.tiled[st] ? print_tile_stage(pr, tile, sti, access) : print_row_stage(pr, split, sti);
     // Later stages read what this one stored, possibly from another thread's element
     // (in the row tile, only where they read it from memory).
     if (stored && st + 1 < pr.k.stages.size() && (!tiled || read_later_from_memory(pr, tile, sti))) em.line(barrier);
@@ -147,7 +149,9 @@ std::vector<std::string> row_body(CudaPrinter& pr, const RowTile& tile, const Co
     return out;
   }
   // A view may start anywhere: the vector accesses run when their pointers are aligned
-  // (rows start at multiples of the chunk: plan_row_tile), else the scalar loop does.
+  // (rows start at multiples of the chunk: plan_row_tile), else the same tile with
+  // accesses element by element (its kept values, some of which no memory holds, stay
+  // registers).
   std::set<int> pointers(tile.stores);
   for (const auto& [b, index] : tile.loads) pointers.insert(b);
   std::string aligned;
@@ -155,7 +159,7 @@ std::vector<std::string> row_body(CudaPrinter& pr, const RowTile& tile, const Co
   out.push_back("if (((" + aligned + ") & " + std::to_string(tile.align - 1) + ") == 0) {  /* row tile: vector accesses aligned */");
   for (const auto& l : tiled) out.push_back("  " + l);
   out.push_back("} else {");
-  for (const auto& l : row_stages(pr, tile, split, false)) out.push_back("  " + l);
+  for (const auto& l : row_stages(pr, tile, split, true, ChunkAccess::Elements)) out.push_back("  " + l);
   out.push_back("}");
   return out;
 }

@@ -17,8 +17,8 @@
 namespace ember {
 
 // The kernel body after the signature: the row's coordinates, then its stages, through
-// the row tile when `tile` has lanes (with the per-element loop as the fallback when its
-// pointers are not aligned).
+// the row tile when `tile` has lanes (the same tile with its accesses element by element
+// as the fallback when its pointers are not aligned).
 std::vector<std::string> row_body(CudaPrinter& pr, const RowTile& tile, const ColumnSplit& split);
 
 // Combines each reduction's per-thread partials; every thread gets the row's result,

@@ -32,16 +32,17 @@ void bind_lane(CudaPrinter& pr, int b, const std::string& word, const std::strin
 
 }  // namespace
 
-void declare_tile_registers(CudaPrinter& pr, const RowTile& tile) {
+void declare_tile_registers(CudaPrinter& pr, const RowTile& tile, ChunkAccess access) {
   const std::string slots = std::to_string(tile.slots);
   for (int b : tile.cached)
-    pr.em->line(chunk_type(pr.p.buffers[b].dtype, tile.lanes) + " row" + std::to_string(b) + "[" + slots + "];");
+    if (access == ChunkAccess::Vector)
+      pr.em->line(chunk_type(pr.p.buffers[b].dtype, tile.lanes) + " row" + std::to_string(b) + "[" + slots + "];");
   for (int b : tile.kept)
     pr.em->line(CEmitter::c_type(pr.p.buffers[b].dtype) + " kept" + std::to_string(b) + "[" +
                 std::to_string(tile.slots * tile.lanes) + "];");
 }
 
-bool print_tile_stage(CudaPrinter& pr, const RowTile& tile, int st) {
+bool print_tile_stage(CudaPrinter& pr, const RowTile& tile, int st, ChunkAccess access) {
   const Program& p = pr.p;
   CEmitter& em = *pr.em;
   const Stage& stage = pr.k.stages[st];
@@ -64,13 +65,15 @@ bool print_tile_stage(CudaPrinter& pr, const RowTile& tile, int st) {
   coords.back() = "const int64_t iv" + coords.back().substr(coords.back().find(" = "));
   for (const auto& l : coords) em.line(l);
 
-  // What this stage reads from memory, and the words its lanes come from.
+  // What this stage reads from memory a word at a time, and the words its lanes come
+  // from (element by element, the lanes' loads print as any load does).
+  const bool words = access == ChunkAccess::Vector;
   std::set<int> read, kept_read;
   for (const auto& item : stage.items)
     walk_loads(item.value, [&](const Expr& e) {
       const int b = static_cast<int>(e->ival);
       if (read_is_local(pr.m.producer[b], pr.s, pr.ki, st, VectorResults::InMemory)) return;
-      if (tile.loads.count(b)) read.insert(b);
+      if (words && tile.loads.count(b)) read.insert(b);
       if (tile.kept.count(b)) kept_read.insert(b);
     });
   const std::unordered_map<int, Expr> at_first = {{v, var(kFirstLaneVar)}};
@@ -86,7 +89,7 @@ bool print_tile_stage(CudaPrinter& pr, const RowTile& tile, int st) {
   std::map<int, std::string> store_at;
   for (const auto& item : stage.items) {
     const int b = p.computed[item.computed].buffer;
-    if (!tile.stores.count(b) || item.is_reduction || store_at.count(b)) continue;
+    if (!words || !tile.stores.count(b) || item.is_reduction || store_at.count(b)) continue;
     store_at[b] = em.emit(substitute(item.store_index, at_first));
     em.line(chunk_type(p.buffers[b].dtype, L) + " out" + std::to_string(b) + ";");
   }

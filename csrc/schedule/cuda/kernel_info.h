@@ -39,9 +39,11 @@ struct CudaKernelInfo {
   // row_lanes: consecutive elements a thread takes at once (one 16/8/4-byte access per
   // buffer when > 1); row_slots: such chunks a thread keeps in registers across stages
   // (0: a loop that reads memory in every stage); row_cached: buffers read once.
+  // row_unstored: values kept in its registers that no memory holds (not parameters).
   uint32_t row_lanes = 0;
   uint32_t row_slots = 0;
   std::vector<int> row_cached;
+  std::vector<int> row_unstored;
   // Elementwise vector path (kHoistWords, vector_plan.h): per-lane values computed
   // once per thread before the grid-stride loop, and vector words of [C]-like buffers
   // loaded there.

@@ -126,10 +126,13 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
   };
 
   // Lanes: 16 bytes of the widest element a chunk access may move (per-row results,
-  // index and mask buffers never are), fewer when the row's last dim asks.
+  // index and mask buffers never are; nor this kernel's values that no memory holds),
+  // fewer when the row's last dim asks.
+  auto unstored_here = [&](int b) { return m.producer[b].kernel == ki && !m.in_memory[b]; };
   int64_t widest = 1;
   for (const auto& [b, e] : index)
-    if (!mixed.count(b) && chunk_access(b, e, 1)) widest = std::max(widest, dtype_size(p.buffers[b].dtype));
+    if (!mixed.count(b) && !unstored_here(b) && chunk_access(b, e, 1))
+      widest = std::max(widest, dtype_size(p.buffers[b].dtype));
   for (const auto& [b, e] : written)
     if (chunk_access(b, e, 1)) widest = std::max(widest, dtype_size(p.buffers[b].dtype));
   const int64_t last = looping->inner.back().hint();
@@ -189,11 +192,15 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
       }
     cache(false);
   }
-  for (int b : t.kept) t.loads.erase(b);
+  for (int b : t.kept) {
+    t.loads.erase(b);
+    if (unstored_here(b)) t.unstored.insert(b);
+  }
   for (auto it = t.first_read.begin(); it != t.first_read.end();)
     it = t.cached.count(it->first) ? std::next(it) : t.first_read.erase(it);
-  // Scalar accesses and no registers kept: the per-element loop is the same.
-  if ((t.loads.empty() && t.stores.empty()) || (t.lanes == 1 && t.slots == 0)) return {};
+  // Scalar accesses and no registers kept: the per-element loop is the same (but for
+  // values no memory holds, which only registers do).
+  if ((t.loads.empty() && t.stores.empty() && t.unstored.empty()) || (t.lanes == 1 && t.slots == 0)) return {};
   if (t.lanes > 1) {
     for (const auto& [b, e] : t.loads) t.align = std::max(t.align, vector_bytes(p.buffers[b].dtype, t.lanes));
     for (int b : t.stores) t.align = std::max(t.align, vector_bytes(p.buffers[b].dtype, t.lanes));
@@ -202,7 +209,23 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
   info.row_lanes = static_cast<uint32_t>(t.lanes);
   info.row_slots = static_cast<uint32_t>(t.slots);
   info.row_cached.assign(t.cached.begin(), t.cached.end());
+  info.row_unstored.assign(t.unstored.begin(), t.unstored.end());
   return t;
+}
+
+bool tile_keeps_unstored(const Program& p, const Schedule& s, const Placement& m, int ki, const RowTile& t) {
+  const Kernel& k = s.kernels[ki];
+  bool kept = true;
+  for (size_t st = 0; st < k.stages.size(); ++st)
+    for (const auto& item : k.stages[st].items)
+      walk_loads(item.value, [&](const Expr& e) {
+        const int b = static_cast<int>(e->ival);
+        if (m.producer[b].kernel != ki || m.in_memory[b] ||
+            read_is_local(m.producer[b], s, ki, static_cast<int>(st), VectorResults::InMemory))
+          return;
+        kept &= t.kept.count(b) > 0 && st < t.tiled.size() && t.tiled[st];
+      });
+  return kept;
 }
 
 }  // namespace ember

@@ -1,8 +1,8 @@
 // The row tile of the row shapes (RowWarp, RowBlock), planned: the looping stages walk
 // the row in chunks of 4 or 8 consecutive elements, read and written with one vector
 // access per buffer, and rows short enough stay in registers across the stages. Printed
-// stage by stage by codegen/cuda/row_tile.h; the per-element loop runs when the tile's
-// pointers are not aligned.
+// stage by stage by codegen/cuda/row_tile.h; when the tile's pointers are not aligned,
+// the same tile runs with its accesses element by element.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -23,7 +23,7 @@ namespace ember {
 // elements of the row (8 when every buffer has elements of at most 2 bytes, else 4, so
 // that an access moves 16 bytes; fewer when the row's last dim is not a multiple),
 // chunk tid, tid + threads, ..., read and written with one vector access per buffer
-// after a run-time alignment check (else the scalar loop runs). When a thread's
+// after a run-time alignment check (else element by element). When a thread's
 // elements number at most kRowTileValues, its chunks are unrolled slots, the same in
 // every stage, so a buffer the stages read at one index is loaded once into registers
 // (and a value a stage stores and a later one reads is kept), within kRowTileBytes of
@@ -51,6 +51,7 @@ struct RowTile {
   std::set<int> cached;       // of `loads`: read once, at the first stage that reads them
   std::map<int, int> first_read;  // cached buffer -> the stage that loads it
   std::set<int> kept;         // this kernel's per-element values later stages read from registers
+  std::set<int> unstored;     // of `kept`: values no memory holds (Placement), never stored
   int align = 0;              // bytes every chunk access's pointer must be aligned to (0: none)
 };
 
@@ -60,8 +61,19 @@ struct RowTile {
 // LayerNorm) keep the per-element loop. Only when some buffer is accessed a chunk at a
 // time or kept in registers; lanes == 0 otherwise. A RowBlock kernel whose tile has slots
 // may get fewer threads (launch.threads, info.block); a RowWarp kernel with a short row,
-// several rows a warp (pack_warp_rows). Sets info.row_lanes, row_slots and row_cached.
+// several rows a warp (pack_warp_rows). Sets info.row_lanes, row_slots, row_cached and
+// row_unstored.
+//
+// A value of this kernel that `m` keeps out of memory though later stages read it (a
+// LayerNorm's input computed in the kernel that nothing else reads: schedule_cuda
+// plans the tile again without it) moves no bytes: it does not widen the chunk's
+// element, and is `unstored` when kept. A tile that does not keep it cannot run:
+// tile_keeps_unstored says so.
 RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, int ki, CudaLaunch& launch,
                       CudaKernelInfo& info);
+
+// Whether `t` keeps in registers every value kernel `ki` computes that `m` leaves out of
+// memory and a later stage of the kernel reads (always, when there is none).
+bool tile_keeps_unstored(const Program& p, const Schedule& s, const Placement& m, int ki, const RowTile& t);
 
 }  // namespace ember

@@ -1,7 +1,9 @@
 // The CUDA schedule: every decision the CUDA printer needs, as data, made per kernel by
 // one pass. For each kernel of the fusion Schedule:
 //
-//   its buffers      the parameters (what it stores, what it reads other than locally)
+//   its buffers      the parameters (what it stores, what it reads other than locally);
+//                    values that only its own later stages read, which its row tile
+//                    keeps, are stored nowhere (the placement changed to say so)
 //   its launch       shape, grid, block, loop geometry (launch.h), and for the Transpose
 //                    shape the tiles (transpose_plan.h); LaunchChoice overrides a rule
 //   its plans        the elementwise vector path and hoisting (vector_plan.h), the row
@@ -55,11 +57,15 @@ struct CudaSchedule {
 using LaunchChoices = std::vector<LaunchChoice>;
 
 // Schedules every kernel of `s` and adds their scratch buffers to `p` (u8 computed
-// buffers, in memory). Throws CudaUnsupported for what the CUDA path cannot express yet.
+// buffers, in memory). A kernel whose row tile keeps a value that is in memory only for
+// the kernel's own later stages (Placement::own_reads_only) is planned again with it out
+// of memory, and that plan taken when its tile still keeps the value (RowTile::unstored).
+// Throws CudaUnsupported for what the CUDA path cannot express yet.
 CudaSchedule schedule_cuda(Program& p, const Schedule& s, const LaunchChoices& choices = {});
 
 // Kernel `k` alone under `choice`, its scratch (if it splits) numbered `scratch_id`;
-// `m` is the schedule's placement. Adds nothing to the Program.
+// `m` is the schedule's placement. Adds nothing to the Program. A value `m` leaves out of
+// memory must be kept by the result's row tile (tile_keeps_unstored), or it cannot run.
 CudaKernelSchedule schedule_cuda_kernel(const Program& p, const Schedule& s, const Placement& m, int k,
                                         const LaunchChoice& choice, int scratch_id);
 

@@ -188,3 +188,53 @@ TEST(schedule_cuda_text_and_hash_follow_every_decision) {
   CHECK(rules.kernels[0].hash() != tuned.kernels[0].hash());
   CHECK(tuned.kernels[0].text().find("elementwise grid 16 block 512") != std::string::npos);
 }
+
+namespace {
+
+// ConvNeXt's LayerNorm after a downsampling convolution: the convolution's output plus
+// its bias (rounded as eager's bf16 convolution rounds it) is a value of its own, buf3,
+// which all three stages read; `outputs` are what the graph returns.
+std::string layer_norm_of_a_computed_value(const std::string& outputs) {
+  const std::string v = "buf3[((o0 * 96) + i0)]", mean = "div(buf4[o0], 96.0)";
+  return "program(vars=8)\n"
+         "buf0 = input(0) : bf16[1024,96]{96,1}\n"
+         "buf1 = input(1) : bf16[96]{1}\n"
+         "buf2 = input(2) : bf16[96]{1}\n"
+         "buf3 : f32[1024,96]{96,1} for [v0, v1] = f32(round_bf16((f32(buf0[((v0 * 96) + v1)]) + f32(buf1[v1]))))  from %3\n"
+         "buf4 : f32[1024,1]{1,1} for [v2, _] = sum f32 over [96] for [v3] of buf3[((v2 * 96) + v3)]  from %4\n"
+         "buf5 : f32[1024,1]{1,1} for [v4, _] = sum f32 over [96] for [v5] of (sub(buf3[((v4 * 96) + v5)], div(buf4[v4], 96.0)) * "
+         "sub(buf3[((v4 * 96) + v5)], div(buf4[v4], 96.0)))  from %4\n"
+         "buf6 : bf16[1024,96]{96,1} for [v6, v7] = round_bf16(((sub(buf3[((v6 * 96) + v7)], div(buf4[v6], 96.0)) * "
+         "rsqrt((div(buf5[v6], 96.0) + 1e-06))) * f32(buf2[v7])))  from %5\n"
+         "return " + outputs + "\n"
+         "schedule\n"
+         "kernel ember_k0 outer=[1024]\n"
+         "  stage 0 inner=[96]: buf3 buf4(sum)\n"
+         "    buf3[((o0 * 96) + i0)] = f32(round_bf16((f32(buf0[((o0 * 96) + i0)]) + f32(buf1[i0]))))\n"
+         "    reduce buf4[o0] = " + v + "\n"
+         "  stage 1 inner=[96]: buf5(sum)\n"
+         "    reduce buf5[o0] = (sub(" + v + ", " + mean + ") * sub(" + v + ", " + mean + "))\n"
+         "  stage 2 inner=[96]: buf6\n"
+         "    buf6[((o0 * 96) + i0)] = round_bf16(((sub(" + v + ", " + mean + ") * rsqrt((div(buf5[o0], 96.0) + 1e-06))) * "
+         "f32(buf2[i0])))\n";
+}
+
+}  // namespace
+
+TEST(schedule_cuda_a_value_only_its_kernel_reads_stays_in_registers) {
+  // buf3 is read by the later stages alone, which the row tile serves from registers:
+  // it is not stored (8 bytes an element moved instead of 4: the bf16 row in, the bf16
+  // LayerNorm out), and no longer an f32 access, so chunks of 8 bf16 (4 lanes of 3
+  // chunks, 8 rows a warp) instead of 4.
+  CHECK_EQ(cuda_schedule_of(layer_norm_of_a_computed_value("buf6")),
+           "kernel ember_k0: row_warp grid 16 block 256\n"
+           "  buffers: args buf0 buf1 buf2 buf6; writes buf6; origins %3 %4 %5\n"
+           "  geometry: rows 1024, elements 1, threads a row 4, elements a thread 1, block 256, rows a block 64\n"
+           "  row tile: 8 lanes, 12 chunks, 3 slots; tiled stages 0 1 2; loads buf0[((o0 * 96) + i0)] buf1[i0] buf2[i0]; "
+           "stores buf6; cached; kept buf3; registers only buf3; aligned to 16\n");
+  // Returned, the value is stored (and read back from registers all the same).
+  CHECK_EQ(geometry_and_tile(cuda_schedule_of(layer_norm_of_a_computed_value("buf6, buf3"))),
+           "kernel ember_k0: row_warp grid 32 block 256\n"
+           "  geometry: rows 1024, elements 1, threads a row 8, elements a thread 1, block 256, rows a block 32\n"
+           "  row tile: 4 lanes, 24 chunks, 3 slots\n");
+}
