@@ -396,6 +396,10 @@ class GraphRunner:
                 for si, (kind, payload, _) in enumerate(self.cg.steps) if kind == "kernels"}
         return names
 
+    def _conform(self, r, expect):
+        """The plans' conform(result, expect): _conform_result on this runner's device."""
+        return _conform_result(r, expect, self.device)
+
     def run(self, args, step_names=None):
         """One call: the plan's steps in order. `step_names` (under a profiler): each kernel
         step runs in a range of that name."""
@@ -415,7 +419,7 @@ class GraphRunner:
             for b, i in plan.inputs:
                 bufs[b] = args[i] if i < nargs else attrs[i - nargs]
             out = plan.run(bufs, workspace.pointers, launch, extra, torch.empty_strided, self.device,
-                           _conform_result)
+                           self._conform)
             free.append(workspace)
             return out
         except _ShapeMismatch as e:

@@ -343,7 +343,9 @@ def test_reduce_overhead_recordings_share_one_pool():
     assert first["pool_growth"] >= 2048 * 8192 * 4, first  # at least one intermediate
     assert first["pool_held"] >= 2048 * row_bytes and second["pool_held"] >= 1536 * row_bytes, (first, second)
     assert second["pool_growth"] < alone["pool_growth"] / 2, (second, alone)
-    assert second["static_inputs"] == 1536 * row_bytes  # x, the only input not read in place
+    # x, the only tensor input not read in place, and the 0-d values copied beside it (on
+    # the H100: 8 bytes more than x).
+    assert 1536 * row_bytes <= second["static_inputs"] <= 1536 * row_bytes + 512, second
     assert shared["pool_reserved"] == first["pool_growth"] + second["pool_growth"], shared
 
 
@@ -548,7 +550,9 @@ def _live_runners():
 
     from ember.runtime import GraphRunner
 
-    return [o for o in gc.get_objects() if isinstance(o, GraphRunner)]
+    # type(o), not isinstance(o, ...): gc also holds weak proxies of dead objects, whose
+    # isinstance raises ReferenceError.
+    return [o for o in gc.get_objects() if issubclass(type(o), GraphRunner)]
 
 
 def test_cpu_scalar_input_with_reduce_overhead():
