@@ -12,21 +12,12 @@ import torch.nn.functional as F
 
 from ember import cuda
 
-from helpers import compile_fresh
 from test_cuda_codegen import compile_all
-from test_fuzz_regressions import assert_identical
+from test_fuzz_regressions import check_identical
 
 HAS_GPU = torch.cuda.is_available()
 DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")])]
 needs_nvrtc = pytest.mark.skipif(not cuda.nvrtc_info()["available"], reason="NVRTC is not installed")
-
-
-def check_identical(fn, *args):
-    expected = fn(*args)
-    actual = compile_fresh(fn)(*args)
-    for a, e in zip(actual if isinstance(actual, tuple) else (actual,),
-                    expected if isinstance(expected, tuple) else (expected,)):
-        assert_identical(a, e)
 
 
 # -- Empty tensors: rows of zero elements ran one iteration -------------------------------
