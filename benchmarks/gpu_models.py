@@ -350,7 +350,7 @@ def main():
     backends = a.backends.split(",")
     import ember
     info = {"date": datetime.date.today().isoformat(), "device": torch.cuda.get_device_name(),
-            "torch": torch.__version__, "nvrtc": ember.cuda.nvrtc_info()["identity"], "quick": a.quick,
+            "torch": torch.__version__, "nvrtc": ember.runtime.cuda.nvrtc_info()["identity"], "quick": a.quick,
             "warmup": warmup, "iters": iters, "argv": sys.argv[1:]}
     print(json.dumps(info), flush=True)
     results, first_calls = {}, {}

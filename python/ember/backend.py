@@ -20,15 +20,16 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-from . import _core, aot_cache, aten_trace, cache_dirs, compile_events, counters as stats, graph_cache, graph_source
-from . import logs, mega_cache, precompile
-from .cse import eliminate_common_subexpressions
-from .attention import drop_no_op_masks, fuse_masked_attention
+from . import _core, compile_events, counters as stats, logs
+from .caches import aot_cache, cache_dirs, graph_cache, mega_cache, precompile
 from .config import Config, config as global_config
-from .cuda import compile_cuda_graph, graph_device
-from .decompositions import ember_decompositions
-from .fx_import import UnsupportedGraph, import_graph
-from .runtime import GraphRunner
+from .frontend import aten_trace, graph_source
+from .frontend.attention import drop_no_op_masks, fuse_masked_attention
+from .frontend.cse import eliminate_common_subexpressions
+from .frontend.decompositions import ember_decompositions
+from .frontend.fx_import import UnsupportedGraph, import_graph
+from .runtime.cuda import compile_cuda_graph, graph_device
+from .runtime.runner import GraphRunner
 
 aten = torch.ops.aten
 
@@ -281,10 +282,10 @@ def _compile_failed(cfg: Config, record: GraphRecord, e: Exception):
 
 def _use_cuda_graphs(runner, kind: str, mode: str | None, name: str, static_inputs: list[int] | None = None):
     """mode="reduce-overhead" or "max-autotune": a CUDA inference graph replays CUDA graph
-    recordings (python/ember/cudagraphs.py); training graphs run as usual, logged once.
+    recordings (python/ember/runtime/cudagraphs.py); training graphs run as usual, logged once.
     `static_inputs`: the parameters' indices (ember's front end knows them from Dynamo).
     Returns the runner's CudaGraphReplay, or None."""
-    from .cuda import CudaGraphRunner
+    from .runtime.cuda import CudaGraphRunner
 
     if mode not in ("reduce-overhead", "max-autotune") or not isinstance(runner, CudaGraphRunner):
         return None
@@ -391,7 +392,7 @@ def _dump_error(cfg: Config, name: str) -> str | None:
 def make_backend(mode: str | None = None, options: dict | None = None):
     """A Dynamo backend: AOTAutograd (ember's decompositions, the min-cut partitioner),
     then every graph compiled with ember, through torch's AOTAutogradCache where it can
-    (python/ember/aot_cache.py). `.aot` is an AOTAutograd backend as each call makes it."""
+    (python/ember/caches/aot_cache.py). `.aot` is an AOTAutograd backend as each call makes it."""
     if mode not in (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
         raise ValueError(f"ember: unknown mode {mode!r}")
     cfg = global_config.update(options)
@@ -533,7 +534,7 @@ def _aot_autograd(cfg: Config, mode: str | None, cached: bool, front_end: str = 
 
 
 def _partition(joint_module, joint_inputs, **kwargs):
-    """The min-cut partitioner on the joint graph after ember's CSE (python/ember/cse.py),
+    """The min-cut partitioner on the joint graph after ember's CSE (python/ember/frontend/cse.py),
     with torch's own CSE, which would import Inductor, turned off."""
     eliminate_common_subexpressions(joint_module.graph)
     joint_module.recompile()

@@ -32,10 +32,10 @@ class Config:
     # Override the cache directory; None uses EMBER_CACHE_DIR or ~/.cache/ember.
     cache_dir: str | None = None
     # Keep compiled graphs in torch's AOTAutogradCache too, so that a warm start skips
-    # AOTAutograd and ember's import (python/ember/aot_cache.py). Needs disk_cache.
+    # AOTAutograd and ember's import (python/ember/caches/aot_cache.py). Needs disk_cache.
     aot_cache: bool = True
     # Trace inference graphs (no autograd, no mutation, no symbolic sizes) to ATen with
-    # ember's own front end (python/ember/aten_trace.py) instead of AOTAutograd, and keep
+    # ember's own front end (python/ember/frontend/aten_trace.py) instead of AOTAutograd, and keep
     # them in ember's graph cache (graph_cache.py). False: AOTAutograd traces every graph.
     trace_inference: bool = True
     # torch's precompile (aot_compile + save_compiled_function, ember.save): "embed" carries
@@ -54,7 +54,7 @@ class Config:
     max_autotune: bool = False
     # CPU graphs: a convolution's weight (a parameter) is prepared once, in the layout oneDNN
     # computes with, and reused while the parameter is unchanged (its version counter and
-    # data pointer; python/ember/prepared.py). An update through `p.data` is not seen:
+    # data pointer; python/ember/runtime/prepared.py). An update through `p.data` is not seen:
     # False prepares it on every call instead.
     prepare_weights: bool = True
     # On an internal error or a C compiler failure: warn once and run the graph

@@ -26,7 +26,7 @@ import warnings
 
 import torch
 
-from . import graph_format, precompile
+from .caches import graph_format, precompile
 
 
 def _call(model, *args, **kwargs):

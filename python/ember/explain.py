@@ -28,9 +28,9 @@ import torch
 
 from . import backend as _backend
 from . import counters as _stats
-from . import graph_source
-from . import prepared as _prepared
 from .compile_events import BACKGROUND_PHASES
+from .frontend import graph_source
+from .runtime import prepared as _prepared
 
 
 def _op_name(imported, node_id):
@@ -414,7 +414,7 @@ def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), meas
         step_us, device = {}, None
         if details:
             from .tools import kernel_times
-            from .cuda import graph_device
+            from .runtime.cuda import graph_device
 
             device = str(graph_device(example_inputs) or "cpu")
             compiled(*example_inputs)  # a graph compiled in the background has its kernels now

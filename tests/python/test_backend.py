@@ -213,7 +213,7 @@ def test_a_complex_graph_compiles_to_aten_calls():
 def test_a_graph_that_must_run_eagerly_runs_the_users_ops(monkeypatch):
     # A graph ember refuses (an internal error with the fallback on, here forced) runs as the
     # user's code does: layer_norm stays one ATen call, not its decomposition's ops.
-    from ember.fx_import import UnsupportedGraph
+    from ember.frontend.fx_import import UnsupportedGraph
 
     def refuse(*args, **kwargs):
         raise UnsupportedGraph("refused for the test")
@@ -346,7 +346,7 @@ def test_stats_count_training_graphs_and_eager_fallbacks():
     torch.compile(lambda t: (t * w).tanh().sum(), backend="ember")(torch.randn(3, 5)).backward()
     s = ember.stats()
     assert s["graphs_by_kind"] == {"forward": 1, "backward": 1} and s["codegen_runs"] == 2
-    from ember.fx_import import UnsupportedGraph
+    from ember.frontend.fx_import import UnsupportedGraph
 
     real = ember_backend.build_runner
 
@@ -377,7 +377,7 @@ def test_explain_shows_counters():
 
 def test_runtime_runs_prims_convert_element_type_as_one_aten_call():
     # The prim is a Python custom op; the runner calls ATen's _to_copy for it instead.
-    from ember.runtime import runtime_op
+    from ember.runtime.runner import runtime_op
 
     fast = runtime_op("prims::convert_element_type.default")
     x = torch.randn(3, 4).t()

@@ -33,7 +33,7 @@ def test_matches_eager_on_cuda(name):
 
 def test_refused_graphs_run_eagerly(monkeypatch):
     """A graph the CUDA printer refuses runs eagerly, correctly, counted as a fallback."""
-    from ember import cuda
+    from ember.runtime import cuda
 
     def refuse(*args, **kwargs):
         raise _core.CudaUnsupported("CUDA codegen does not handle this test's refusal")
@@ -271,7 +271,7 @@ def test_reduce_overhead_records_each_size_of_a_symbolic_graph():
 def test_reduce_overhead_sizes_beyond_the_limit_run_as_usual(monkeypatch):
     """Past MAX_RECORDINGS sizes, further sizes run without a recording (still correct),
     and the sizes recorded keep replaying."""
-    from ember import cudagraphs
+    from ember.runtime import cudagraphs
 
     monkeypatch.setattr(cudagraphs, "MAX_RECORDINGS", 2)
     fn, arg_sets = DYNAMIC["softmax_bf16"]("cuda")
@@ -539,7 +539,7 @@ def test_cpu_scalar_inputs_reuse_their_device_copies_while_unchanged():
         for eps in (1e-6, 1e-6, 0.5, 0.5, 1e-6):
             model.eps = eps
             torch.testing.assert_close(compiled(x), model(x))
-    from ember.cuda import CudaGraphRunner
+    from ember.runtime.cuda import CudaGraphRunner
 
     runners = [r for r in _live_runners() if isinstance(r, CudaGraphRunner) and r._device_scalars]
     assert runners, "no runner moved CPU scalars to the device"
@@ -548,7 +548,7 @@ def test_cpu_scalar_inputs_reuse_their_device_copies_while_unchanged():
 def _live_runners():
     import gc
 
-    from ember.runtime import GraphRunner
+    from ember.runtime.runner import GraphRunner
 
     # type(o), not isinstance(o, ...): gc also holds weak proxies of dead objects, whose
     # isinstance raises ReferenceError.

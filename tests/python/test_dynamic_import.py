@@ -6,7 +6,7 @@ import torch
 
 from ember import _core
 from ember.backend import decomposition_table
-from ember.fx_import import import_graph
+from ember.frontend.fx_import import import_graph
 from torch._dynamo.backends.common import aot_autograd
 
 

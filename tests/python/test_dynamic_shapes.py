@@ -192,7 +192,7 @@ def test_gpt2_training_over_batch_and_sequence_compiles_once():
 
 
 def test_a_graph_keeps_few_plans_for_many_sizes():
-    from ember import runtime
+    from ember.runtime import runner
 
     def fn(x):
         return torch.softmax(x * 3.0, dim=-1)
@@ -200,20 +200,20 @@ def test_a_graph_keeps_few_plans_for_many_sizes():
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend="ember", dynamic=True)
     runners = []
-    orig = runtime.GraphRunner.__init__
+    orig = runner.GraphRunner.__init__
 
     def spy(self, *a, **k):
         orig(self, *a, **k)
         runners.append(self)
 
-    runtime.GraphRunner.__init__ = spy
+    runner.GraphRunner.__init__ = spy
     try:
-        for n in range(2, 2 + 3 * runtime.MAX_PLANS):
+        for n in range(2, 2 + 3 * runner.MAX_PLANS):
             x = torch.randn(n, 5)
             torch.testing.assert_close(compiled(x), fn(x))
     finally:
-        runtime.GraphRunner.__init__ = orig
-    assert len(runners) == 1 and len(runners[0]._plans) == runtime.MAX_PLANS
+        runner.GraphRunner.__init__ = orig
+    assert len(runners) == 1 and len(runners[0]._plans) == runner.MAX_PLANS
     x = torch.randn(3, 5)  # an evicted size is planned again, correctly
     torch.testing.assert_close(compiled(x), fn(x))
 

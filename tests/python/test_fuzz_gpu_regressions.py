@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ember import cuda
+from ember.runtime import cuda
 
 from helpers import compile_fresh
 from test_cuda_codegen import compile_all

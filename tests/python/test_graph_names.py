@@ -7,7 +7,8 @@ import torch
 import torch.nn as nn
 
 import ember
-from ember import backend, graph_source
+from ember import backend
+from ember.frontend import graph_source
 
 THIS_FILE = os.path.basename(__file__)
 

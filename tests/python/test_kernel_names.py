@@ -11,7 +11,8 @@ import torch
 import torch.nn as nn
 
 import ember
-from ember import backend, cuda
+from ember import backend
+from ember.runtime import cuda
 from ember.config import config
 
 from test_backend import run_python

@@ -1,4 +1,4 @@
-"""torch's precompile API with ember (python/ember/precompile.py) and ember.save/ember.load
+"""torch's precompile API with ember (python/ember/caches/precompile.py) and ember.save/ember.load
 (python/ember/deploy.py): an artifact saved in one process loads in a new one with no
 tracing and no compiler, and gives the same bits; a damaged, foreign or misplaced artifact
 is refused with a clear error, never loaded."""
@@ -13,7 +13,8 @@ import torch
 import torch.nn as nn
 
 import ember
-from ember import deploy, graph_format, precompile
+from ember import deploy
+from ember.caches import graph_format, precompile
 
 if hasattr(torch._dynamo.config, "enable_aot_compile"):
     torch._dynamo.config.enable_aot_compile = True  # off by default before torch 2.13
@@ -195,7 +196,7 @@ def test_a_graph_with_no_kernel_of_its_own_is_saved_and_loads(tmp_path):
 def test_graph_format_round_trips_every_value_kind():
     import sympy
 
-    from ember.fx_import import Call, Ref, SymValue
+    from ember.frontend.fx_import import Call, Ref, SymValue
 
     s = sympy.Symbol("s7", positive=True, integer=True)
     from torch.utils._sympy.functions import FloorDiv

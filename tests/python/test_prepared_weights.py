@@ -1,4 +1,4 @@
-"""Prepared weights (python/ember/prepared.py): a convolution's weight is prepared at the
+"""Prepared weights (python/ember/runtime/prepared.py): a convolution's weight is prepared at the
 first call and reused while the parameter is unchanged; any update of the parameter (in
 place under no_grad, load_state_dict, a new storage through `.data =`, an optimizer step)
 makes the next call prepare it again. Training with prepared weights is covered by

@@ -9,7 +9,8 @@ import torch
 import torch.nn as nn
 
 import ember
-from ember import backend, runtime
+from ember import backend
+from ember.runtime import runner
 
 
 class NormGelu(nn.Module):
@@ -90,7 +91,7 @@ def test_no_range_is_entered_without_a_profiler(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a range was entered with no profiler active")
 
-    monkeypatch.setattr(runtime, "_RecordFunctionFast", refuse)
+    monkeypatch.setattr(runner, "_RecordFunctionFast", refuse)
     model = NormGelu().eval()
     x = torch.randn(8, 32)
     torch._dynamo.reset()

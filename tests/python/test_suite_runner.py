@@ -93,7 +93,7 @@ def test_profile_names_ember_cpu_kernels():
     ember_rows = [t for t in p["top"] if t["kind"] == "ember"]
     assert ember_rows and "gelu" in ember_rows[0]["ops"]
     # The wrapper is gone afterwards.
-    from ember.runtime import GraphRunner
+    from ember.runtime.runner import GraphRunner
     assert GraphRunner._call_context.__name__ == "_call_context"
 
 

@@ -207,7 +207,7 @@ def test_cnn_batchnorm_parameters_and_running_stats_match_eager(cnn_run):
 
 
 def test_cnn_conv_weights_prepared_again_after_each_optimizer_step(cnn_run):
-    # The forward's convolution weights are prepared (python/ember/prepared.py) and reused
+    # The forward's convolution weights are prepared (python/ember/runtime/prepared.py) and reused
     # while unchanged; each AdamW step updates them in place, so each step's forward makes
     # them again. Reusing a stale copy fails the fp64 rule of the two tests above.
     forward = [r for r in cnn_run["records"] if r.name.startswith("forward")]

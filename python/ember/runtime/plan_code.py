@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import keyword
 
-from .fx_import import Ref, SymValue
+from ..frontend.fx_import import Ref, SymValue
 
 
 class Names:

@@ -15,7 +15,7 @@ import torch.autograd.profiler as _profiler
 from torch._C._profiler import _RecordFunctionFast
 
 from . import plan_code, prepared as _prepared
-from .fx_import import TORCH_DTYPES, Call, ImportedGraph, Ref, SymValue, resolve_op
+from ..frontend.fx_import import TORCH_DTYPES, Call, ImportedGraph, Ref, SymValue, resolve_op
 
 
 def _access(fn, source: str):
@@ -299,7 +299,7 @@ class GraphRunner:
 
     It needs the compiled graph, the imported graph and the values of the graph's
     attributes (constants), not the FX graph: a runner rebuilt from a cache entry
-    (python/ember/aot_cache.py) is the same object as a freshly compiled one."""
+    (python/ember/caches/aot_cache.py) is the same object as a freshly compiled one."""
 
     device = torch.device("cpu")
     # The profiler range each call runs in (backend.py names it after the graph's source).
@@ -423,7 +423,7 @@ class GraphRunner:
             free.append(workspace)
             return out
         except _ShapeMismatch as e:
-            from . import counters as stats, logs
+            from .. import counters as stats, logs
 
             stats.count_fallback("runtime")
             logs.logger("fallback").warning("a compiled graph runs eagerly from now on: %s", e)

@@ -21,7 +21,8 @@ from __future__ import annotations
 import functools
 import threading
 
-from . import _core, graph_format, logs
+from .. import _core, logs
+from . import graph_format
 
 TYPE = "ember"
 
@@ -98,7 +99,7 @@ def record_graph(cfg, cg) -> None:
 def install(content: bytes) -> bool:
     """Installs one recorded entry into this process's kernel cache (ember.config's
     directory); False, with the reason in the cache log, when it is refused."""
-    from .config import config
+    from ..config import config
     from .precompile import artifact_tag
 
     try:

@@ -36,7 +36,7 @@ import struct
 
 import torch
 
-from .fx_import import Call, ImportedGraph, Ref, SymValue
+from ..frontend.fx_import import Call, ImportedGraph, Ref, SymValue
 
 MAGIC = b"\x7fEMBER\r\n"
 FORMAT = 2  # 1 was a pickled payload (aot_cache.GraphState before this module)

@@ -42,7 +42,8 @@ import functools
 
 import torch
 
-from . import _core, aot_cache, counters as stats, graph_format, logs
+from .. import _core, counters as stats, logs
+from . import aot_cache, graph_format
 
 try:
     from torch._dynamo.aot_compile_types import SerializableCallable as _SerializableBase
@@ -76,7 +77,7 @@ def active() -> bool:
 
 
 def artifact_tag() -> str:
-    from . import __version__
+    from .. import __version__
 
     return f"ember-{__version__}-{aot_cache._build_id()}"
 
@@ -125,7 +126,7 @@ def compile_for_precompile(compile_fn, gm, example_inputs, cfg, mode):
 
 
 def _is_compiled(runner) -> bool:
-    from .runtime import GraphRunner
+    from ..runtime.runner import GraphRunner
 
     return isinstance(runner, GraphRunner)
 
@@ -208,18 +209,18 @@ def _wait(runner) -> None:
 def _device_info(runners) -> dict:
     device = str(runners[0].device)
     if device == "cpu":
-        from .config import config
+        from ..config import config
 
         fingerprint, probe = _core.c_compiler_probe(config.cache_dir or "", config.disk_cache)
         return {"device": "cpu", "compiler": _compiler_identity(), "compiler_probe": [fingerprint, probe]}
-    from .cuda import device_arch, nvrtc_info
+    from ..runtime.cuda import device_arch, nvrtc_info
 
     return {"device": device, "arch": device_arch(torch.device(device)), "compiler": nvrtc_info()["identity"]}
 
 
 def _envelope(cfg, mode, runners, graph: dict, parts: list[bytes]) -> bytes:
     """The artifact: ember's container with the graph's parts and its kernels."""
-    from .config import config
+    from ..config import config
 
     if config.precompile_kernels not in ("embed", "reference"):
         raise ValueError(f"ember.config.precompile_kernels must be 'embed' or 'reference', "
@@ -262,7 +263,7 @@ def load_artifact(data: bytes):
     if doc.get("what") != "precompiled":
         raise PrecompileRefused(f"ember: not a precompiled artifact ({doc.get('what')!r})")
     _check_machine(doc)
-    from .config import config
+    from ..config import config
 
     cfg = config.update(doc.get("options") or {})
     mode = doc.get("mode")
@@ -306,7 +307,7 @@ def _check_machine(doc: dict) -> None:
     if not torch.cuda.is_available():
         raise PrecompileRefused(f"ember: refusing a precompiled artifact for {device} ({doc.get('arch')}): "
                                 "this process has no CUDA device")
-    from .cuda import device_arch
+    from ..runtime.cuda import device_arch
 
     index = torch.device(device).index or 0
     if index >= torch.cuda.device_count():
@@ -319,7 +320,7 @@ def _check_machine(doc: dict) -> None:
 
 def _compiler_identity() -> str:
     """The C compiler's identity, its probe read from the kernel cache when kept there."""
-    from .config import config
+    from ..config import config
 
     return _core.c_compiler_identity(config.cache_dir or "", config.disk_cache)
 
@@ -354,7 +355,7 @@ def _install_kernels(cfg, kernels: list, blobs) -> None:
 
 
 def _load_ember_graph(state_bytes: bytes, cfg, mode, static_inputs):
-    from .backend import load_graph
+    from ..backend import load_graph
 
     state = graph_format.decode_state(state_bytes, aot_cache.cache_tag(cfg, mode))
     runner = load_graph(state, cfg, mode, static_inputs, "precompiled artifact")

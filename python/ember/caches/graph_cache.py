@@ -25,8 +25,9 @@ import hashlib
 import torch
 import torch.fx
 
-from . import _core, aot_cache, counters as stats, graph_format, logs, mega_cache
-from .aten_trace import attribute, const_key, global_state, tensor_key
+from .. import _core, counters as stats, logs
+from ..frontend.aten_trace import attribute, const_key, global_state, tensor_key
+from . import aot_cache, graph_format, mega_cache
 
 SUFFIX = "graph"
 
@@ -39,7 +40,7 @@ def key(gm: torch.fx.GraphModule, example_inputs, cfg, mode: str | None) -> str 
     """The cache key of an inference graph, or None when it is not cached."""
     if aot_cache.off_reason(cfg):
         return None
-    from .aten_trace import is_symbolic
+    from ..frontend.aten_trace import is_symbolic
 
     if is_symbolic(gm):
         # Its key would have to hold the ShapeEnv's symbols and facts; ember's front end
@@ -115,7 +116,7 @@ def load(graph_key: str, cfg, mode: str | None, static_inputs: list[int]):
     data = _core.cache_read(_dir(cfg), graph_key, SUFFIX)
     if data is None:
         return None
-    from .backend import load_graph
+    from ..backend import load_graph
 
     try:
         state = graph_format.decode_state(data, aot_cache.cache_tag(cfg, mode))

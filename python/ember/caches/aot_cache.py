@@ -45,7 +45,8 @@ import os
 
 import torch
 
-from . import counters as stats, graph_format, logs, precompile
+from .. import counters as stats, logs
+from . import graph_format, precompile
 
 try:
     from torch._inductor.output_code import OutputCode as _OutputCodeBase
@@ -114,14 +115,30 @@ def unsafe_torch_cache_dir() -> str | None:
 def _build_id() -> str:
     """A hash of what decides compiled graphs: ember's Python sources (decompositions,
     import, runtime) and its C++ core."""
-    from . import _core
+    from .. import _core
 
-    here = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     h = hashlib.sha256(_core.__version__.encode())
-    for path in sorted(os.path.join(here, f) for f in os.listdir(here) if f.endswith(".py")) + [_core.__file__]:
+    # Named by their place in the package, not on this machine: another install of the same
+    # build has the same id.
+    named = [(os.path.relpath(p, package), p) for p in _compiler_sources(package)]
+    for name, path in named + [(os.path.basename(_core.__file__), _core.__file__)]:
         with open(path, "rb") as f:
-            h.update(os.path.basename(path).encode() + b"\0" + hashlib.sha256(f.read()).digest())
+            h.update(name.encode() + b"\0" + hashlib.sha256(f.read()).digest())
     return h.hexdigest()[:32]
+
+
+# Subpackages whose code never changes a compiled graph (the command line's tools, the fuzzer).
+_NOT_COMPILER = ("tools", "fuzz")
+
+
+def _compiler_sources(package: str) -> list[str]:
+    """ember's Python sources that decide compiled graphs: every module but the tools'."""
+    paths = []
+    for folder, subdirs, files in os.walk(package):
+        subdirs[:] = sorted(d for d in subdirs if d not in _NOT_COMPILER and not d.startswith(("_", ".")))
+        paths += [os.path.join(folder, f) for f in files if f.endswith(".py")]
+    return sorted(paths)
 
 
 def cache_tag(cfg, mode: str | None) -> str:
@@ -218,7 +235,7 @@ class EmberOutputCode(_OutputCodeBase):
 
     @classmethod
     def of(cls, runner, kind: str, tag: str) -> "EmberOutputCode":
-        from .runtime import GraphRunner
+        from ..runtime.runner import GraphRunner
 
         if not isinstance(runner, GraphRunner):
             return cls(runner, None, "the graph runs eagerly")
@@ -262,9 +279,9 @@ class EmberOutputCode(_OutputCodeBase):
     def post_compile(self, *args, **kwargs) -> None:
         if self._runner is not None:
             return
-        from .backend import load_graph
+        from ..backend import load_graph
 
-        from .config import config
+        from ..config import config
 
         # Outside a backend call (torch's precompile loads entries itself): the global config.
         cfg, mode = _Loading.stack[-1] if _Loading.stack else (config, None)
