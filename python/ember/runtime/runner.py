@@ -335,6 +335,12 @@ class GraphRunner:
         self._finish_lock = threading.Lock()
         self._finish_compile = finish
 
+    def finish_kernels(self) -> None:
+        """Waits for a background build of the kernels, if one runs; its outcome is then
+        what a first call would see (kernels_failed())."""
+        if self._finish_compile is not None:
+            self._await_kernels()
+
     def kernels_failed(self) -> bool:
         """Whether the kernels are known to have failed to build; False while a background
         build runs (the first call waits for it and reports a failure)."""
