@@ -37,6 +37,7 @@ def capture(entry, variant: str = "infer") -> list[dict]:
 
     from ember.frontend import aten_trace
     from ember import backend as ember_backend
+    from ember.frontend.decompositions import decomposition_table
     from ember.frontend.attention import drop_no_op_masks, fuse_masked_attention
     from ember.frontend.fx_import import UnsupportedGraph, import_graph
 
@@ -44,7 +45,7 @@ def capture(entry, variant: str = "infer") -> list[dict]:
     from .registry import call
 
     graphs: list[dict] = []
-    table = ember_backend.decomposition_table()
+    table = decomposition_table()
 
     def keep(kind):
         def compiler(gm, example_inputs):

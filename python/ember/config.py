@@ -63,6 +63,24 @@ class Config:
     # Write here, per graph (a subdirectory each): the IR after every pass, the generated
     # C, timings.json, and error.txt with the traceback when compiling it failed.
     debug_dir: str | None = None
+    # torch.compile's mode= (one of MODES; None: "default"): "reduce-overhead" replays CUDA
+    # graph recordings (cuda_graphs), the max-autotune modes turn max_autotune on
+    # ("max-autotune" records CUDA graphs too). Set through with_mode. docs/config.md#modes.
+    mode: str | None = None
+
+    @property
+    def cuda_graphs(self) -> bool:
+        """CUDA inference graphs replay CUDA graph recordings (runtime/cudagraphs.py)."""
+        return self.mode in ("reduce-overhead", "max-autotune")
+
+    def with_mode(self, mode: str | None) -> "Config":
+        """A copy in torch.compile's `mode`, with what the mode turns on."""
+        if mode not in MODES:
+            raise ValueError(f"ember: unknown mode {mode!r}")
+        new = dataclasses.replace(self, mode=mode)
+        if mode in ("max-autotune", "max-autotune-no-cudagraphs"):
+            new.max_autotune = True
+        return new
 
     def update(self, options: dict | None) -> "Config":
         """A copy with `options` applied (ember names or Inductor aliases)."""
@@ -79,6 +97,8 @@ class Config:
             setattr(new, name, value)
         return new
 
+
+MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 # Where Inductor's trace.enabled puts ember's dumps when no debug_dir is set.
 TRACE_DIR = "ember_debug"

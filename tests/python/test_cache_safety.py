@@ -199,14 +199,14 @@ def test_mega_cache_carries_ember_entries_to_a_fresh_machine(tmp_path):
 
 def test_mega_cache_refuses_a_damaged_or_foreign_entry(tmp_path, monkeypatch):
     from ember import config
-    from ember.caches import graph_format, mega_cache, precompile
+    from ember.caches import graph_format, mega_cache, tags
 
     monkeypatch.setattr(config, "cache_dir", str(tmp_path / "cache"))
     good = mega_cache._content("ab" * 32, "so", b"\x7fELF not really")
     assert mega_cache.install(good)
     assert not mega_cache.install(good[:-3])
-    doc, blobs = graph_format.decode(good, precompile.artifact_tag())
+    doc, blobs = graph_format.decode(good, tags.artifact_tag())
     doc.pop("blobs")
     assert not mega_cache.install(graph_format.encode("ember-0.0.0-another-build", doc, [bytes(blobs[0])]))
     doc["key"] = "../../etc/passwd"
-    assert not mega_cache.install(graph_format.encode(precompile.artifact_tag(), doc, [bytes(blobs[0])]))
+    assert not mega_cache.install(graph_format.encode(tags.artifact_tag(), doc, [bytes(blobs[0])]))

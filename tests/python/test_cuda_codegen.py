@@ -11,7 +11,7 @@ from torch._functorch.aot_autograd import aot_module_simplified
 import ember
 from ember import _core
 from ember.runtime import cuda
-from ember.backend import decomposition_table
+from ember.frontend.decompositions import decomposition_table
 from ember.config import config
 from ember.frontend.fx_import import import_graph
 

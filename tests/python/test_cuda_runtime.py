@@ -6,6 +6,7 @@ import torch
 
 import ember
 from ember import _core
+from ember.records import Recording
 
 from cuda_cases import CASES, DYNAMIC, REFUSED, TOLERANCE, TRAINING, _layer_norm_train, _layer_norm_train_args
 from helpers import _within_rmse_rule, check_call, check_compiled, compile_fresh
@@ -59,16 +60,14 @@ def test_hoisted_kernel_equals_the_per_element_one(name):
 
 def test_kernel_resources_come_from_the_driver():
     # gpu_kernels.py reports registers and blocks per SM per kernel (occupancy).
-    from ember import backend
-
     fn, args = CASES["batch_norm_pair_256_bf16"]("cuda")
     records = []
-    backend._recorders.append(records)
+    recording = Recording(records)
     try:
         with torch.no_grad():
             compile_fresh(fn, backend="ember", fullgraph=False)(*args)
     finally:
-        backend._recorders.remove(records)
+        recording.stop()
     cgs = [r.cg for r in records if r.cg is not None]
     assert cgs
     for cg in cgs:
@@ -495,14 +494,12 @@ class _RMSNorm(torch.nn.Module):
 
 
 def _ember_records(fn):
-    from ember import backend as eb
-
     records = []
-    eb._recorders.append(records)
+    recording = Recording(records)
     try:
         fn()
     finally:
-        eb._recorders.remove(records)
+        recording.stop()
     return records
 
 

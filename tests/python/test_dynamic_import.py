@@ -5,7 +5,7 @@ import re
 import torch
 
 from ember import _core
-from ember.backend import decomposition_table
+from ember.frontend.decompositions import decomposition_table
 from ember.frontend.fx_import import import_graph
 from torch._dynamo.backends.common import aot_autograd
 

@@ -13,7 +13,7 @@ import torch.nn as nn
 
 import ember
 from ember.frontend import aten_trace
-from ember.backend import decomposition_table
+from ember.frontend.decompositions import decomposition_table
 
 from helpers import check_compiled, compile_fresh
 

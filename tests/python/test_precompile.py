@@ -167,12 +167,12 @@ def test_a_call_the_artifact_does_not_serve_names_the_failed_guard(saved):
 
 
 def test_a_graph_that_runs_eagerly_cannot_be_saved(tmp_path, monkeypatch):
-    from ember import backend, config
+    from ember import compiler, config
 
     def failing(*args, **kwargs):
         raise RuntimeError("forced compile failure")
 
-    monkeypatch.setattr(backend, "build_runner", failing)  # the graph runs eagerly, with a warning
+    monkeypatch.setattr(compiler, "build_runner", failing)  # the graph runs eagerly, with a warning
     monkeypatch.setattr(config, "fallback_on_error", True)
     torch._dynamo.reset()
     x = torch.randn(3, 3)

@@ -9,8 +9,8 @@ import torch
 import torch.nn as nn
 
 import ember
-from ember import backend
 from ember.runtime import runner
+from ember.records import Recording
 
 
 class NormGelu(nn.Module):
@@ -38,7 +38,7 @@ def _trace_events(tmp_path, fn, device="cpu"):
 
 def _run_and_trace(tmp_path, model, x, train=False, device="cpu"):
     records = []
-    backend._recorders.append(records)
+    recording = Recording(records)
     try:
         torch._dynamo.reset()
         compiled = torch.compile(model, backend="ember")
@@ -53,7 +53,7 @@ def _run_and_trace(tmp_path, model, x, train=False, device="cpu"):
         step()  # compile outside the trace
         events = _trace_events(tmp_path, step, device)
     finally:
-        backend._recorders.remove(records)
+        recording.stop()
         torch._dynamo.reset()
     return records, events
 

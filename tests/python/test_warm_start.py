@@ -275,7 +275,8 @@ def test_graph_state_checks_format_tag_and_digest():
 def test_output_code_pickles_its_state_only():
     from torch._dynamo.backends.common import aot_autograd
 
-    from ember.backend import compile_graph, decomposition_table
+    from ember.compiler import compile_graph
+    from ember.frontend.decompositions import decomposition_table
 
     codes = []
 

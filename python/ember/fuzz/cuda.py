@@ -30,7 +30,7 @@ def nvrtc_compile(prog: Program, cache_dir: str, arch: str = "sm_90") -> NvrtcRe
 
     from .. import _core
     from ..runtime import cuda
-    from ..backend import decomposition_table
+    from ..frontend.decompositions import decomposition_table
     from ..config import config
     from ..frontend.fx_import import UnsupportedGraph, import_graph
 

@@ -83,7 +83,7 @@ def _enclosing(event, ranges):
 
 def profile_steps(fn, args, records, calls: int = 10, device: str = "cpu") -> dict:
     """{graph name: {step label: mean microseconds per call}} for the graphs in `records`
-    (backend.GraphRecord), from `calls` calls of fn(*args) under torch.profiler."""
+    (records.GraphRecord), from `calls` calls of fn(*args) under torch.profiler."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = device.startswith("cuda")
