@@ -84,13 +84,13 @@ def named_cpu_kernels(records=()):
         return names
 
     def named(self, plan):
-        free, launch = original(self, plan)
+        free, launch, extra = original(self, plan)
         names = names_of(self.cg)
 
-        def run(si, ptrs):
+        def run(si, ptrs, *args):
             with torch.profiler.record_function(names.get(si, "ember_group")):
-                return launch(si, ptrs)
-        return free, run
+                return launch(si, ptrs, *args)
+        return free, run, extra
 
     GraphRunner._call_context = named
     try:
