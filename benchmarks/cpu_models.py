@@ -1,6 +1,6 @@
 """Side-by-side CPU benchmark of eager, TorchInductor and ember on the built-in example models.
 
-Every measurement runs in a fresh process (like /work/shared/anchors/anchor_bench.py):
+Every measurement runs in a fresh process (as the Inductor anchor's were measured):
 
   cold   new process, empty compile caches (a new TORCHINDUCTOR_CACHE_DIR / EMBER_CACHE_DIR)
   warm   new process, the cache directory the cold process filled

@@ -119,7 +119,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--no-timing", action="store_true")
     a = p.parse_args()
-    print(torch.__version__, torch.cuda.get_device_name(), ember.cuda.nvrtc_info()["identity"])
+    print(torch.__version__, torch.cuda.get_device_name(), ember.runtime.cuda.nvrtc_info()["identity"])
     check_cases()
     if not a.no_timing:
         timings()

@@ -136,7 +136,7 @@ def main():
     seqs = [int(s) for s in a.seqs.split(",")]
     import ember
     info = {"date": datetime.date.today().isoformat(), "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "nvrtc": ember.cuda.nvrtc_info()["identity"], "batch": a.batch, "seqs": seqs, "argv": sys.argv[1:]}
+            "nvrtc": ember.runtime.cuda.nvrtc_info()["identity"], "batch": a.batch, "seqs": seqs, "argv": sys.argv[1:]}
     print(json.dumps(info), flush=True)
     rows = []
     for name in a.models.split(","):

@@ -120,7 +120,7 @@ def launch_order(cg):
 
 def profile_workload(name, iters, copy_gbs, top):
     import ember
-    from ember.cuda import CudaGraphRunner
+    from ember.runtime.cuda import CudaGraphRunner
 
     model, inputs, train = build(name, quick=False)
     torch._dynamo.reset()

@@ -156,13 +156,13 @@ class EmberRecorder:
     """The backend's per-graph records (the mechanism ember.explain uses) over a block."""
 
     def __enter__(self):
-        from ember import backend
-        self.records, self._list = [], backend._recorders
-        self._list.append(self.records)
+        from ember.records import Recording
+        self._recording = Recording()
+        self.records = self._recording.records
         return self
 
     def __exit__(self, *exc):
-        self._list.remove(self.records)
+        self._recording.stop()
 
     def summary(self) -> dict:
         externs, fallbacks, kernels = {}, [], 0
@@ -350,7 +350,7 @@ def main():
     backends = a.backends.split(",")
     import ember
     info = {"date": datetime.date.today().isoformat(), "device": torch.cuda.get_device_name(),
-            "torch": torch.__version__, "nvrtc": ember.cuda.nvrtc_info()["identity"], "quick": a.quick,
+            "torch": torch.__version__, "nvrtc": ember.runtime.cuda.nvrtc_info()["identity"], "quick": a.quick,
             "warmup": warmup, "iters": iters, "argv": sys.argv[1:]}
     print(json.dumps(info), flush=True)
     results, first_calls = {}, {}

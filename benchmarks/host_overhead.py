@@ -111,7 +111,7 @@ def compiled(model, backend: str):
 def ember_steps(call):
     """Per call of `call`: the ember graphs run, their kernel steps, kernels and extern
     (ATen) steps, counted on the compiled graphs' steps."""
-    from ember.runtime import GraphRunner
+    from ember.runtime.runner import GraphRunner
 
     seen = []
     original = GraphRunner.run
@@ -140,7 +140,7 @@ def runner_share_us(call, calls: int) -> float:
     """Median host time per call spent inside ember's runners (what Dynamo calls: the
     runner's __call__), the rest of a call being Dynamo's guards and the model's own
     Python around the compiled graphs."""
-    from ember.runtime import GraphRunner
+    from ember.runtime.runner import GraphRunner
 
     classes = [GraphRunner] + GraphRunner.__subclasses__()
     originals = {c: c.__dict__["__call__"] for c in classes if "__call__" in c.__dict__}

@@ -39,7 +39,8 @@ def capture(name: str, path: str) -> None:
 
 
 def main():
-    from ember import _core, cuda
+    from ember import _core
+    from ember.runtime import cuda
 
     p = argparse.ArgumentParser()
     p.add_argument("--models", default="gpt2,bert,resnet50,vit,gpt2_train")

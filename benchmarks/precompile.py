@@ -60,8 +60,8 @@ def portable_guards(entries):
 
 
 def build(name, device, dtype):
-    """(model, inputs) on the device: the built-in examples on the CPU; on CUDA the anchors'
-    shapes (BRIEF.md): GPT-2 124M 8x512, BERT-base 16x512, ResNet-50 batch 64, and a
+    """(model, inputs) on the device: the built-in examples on the CPU; on CUDA the shapes of
+    the Inductor anchor (docs/benchmarks.md): GPT-2 124M 8x512, BERT-base 16x512, ResNet-50 batch 64, and a
     Llama-style decoder (TinyLlama-1.1B widths, 8 layers) 8x512."""
     import torch
 

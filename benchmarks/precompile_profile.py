@@ -152,7 +152,9 @@ def instrument(phases, backend):
     phases.wrap(aot_compile.AOTCompiledFunction, "guard_check", "torch: guard check")
     if backend != "ember":
         return
-    from ember import backend as ember_backend, graph_format, precompile, runtime
+    from ember import backend as ember_backend
+    from ember.caches import graph_format, precompile
+    from ember.runtime import runner as runtime
 
     phases.wrap(precompile, "load_artifact", "ember: load_artifact")
     phases.wrap(graph_format, "decode", "ember: container decode (digest)")
@@ -166,7 +168,7 @@ def instrument(phases, backend):
     phases.wrap(ember_backend, "_use_cuda_graphs", "ember: CUDA graphs setup")
     phases.wrap(runtime.GraphRunner, "__call__", "ember: graph run")
     try:
-        from ember import cuda
+        from ember.runtime import cuda
 
         phases.wrap(cuda.CudaGraphRunner, "__call__", "ember: CUDA graph run")
     except ImportError:
@@ -202,11 +204,11 @@ class StepTimes:
         self._plans = set()
 
     def install(self):
-        from ember import runtime
+        from ember.runtime import runner as runtime
 
         classes = [runtime.GraphRunner]
         try:
-            from ember.cuda import CudaGraphRunner
+            from ember.runtime.cuda import CudaGraphRunner
 
             classes.append(CudaGraphRunner)
         except ImportError:
@@ -233,9 +235,9 @@ class StepTimes:
         return result
 
     def _time_aten_calls(self, runner, plan):
-        """The plan's generated function (runtime.py, plan_code.py) calls ATen through the
+        """The plan's generated function (runtime/runner.py, runtime/plan_code.py) calls ATen through the
         ops and prepared calls bound in its globals: each is replaced by a timed one."""
-        from ember.runtime import runtime_op
+        from ember.runtime.runner import runtime_op
 
         ops = {id(runtime_op(c.op)): c.op for c in runner.imported.calls.values()}
         scope = plan.run.__globals__

@@ -1,7 +1,7 @@
 """What the profiler ranges of ember's compiled graphs cost per call, with no profiler active
 and with one.
 
-Each compiled graph's call (python/ember/runtime.py, GraphRunner.__call__) reads
+Each compiled graph's call (python/ember/runtime/runner.py, GraphRunner.__call__) reads
 torch.autograd.profiler._is_profiler_enabled and only while a profiler records runs inside
 a range named after the graph, with one range per kernel step. Measured on a one-op graph,
 so that the check is not hidden by the graph's own work:

@@ -2,8 +2,8 @@
 
   cold   a new process with empty caches (a new TORCHINDUCTOR_CACHE_DIR and EMBER_CACHE_DIR)
   warm   a new process with the caches the cold one filled: Inductor's FX graph and
-         AOTAutograd caches; ember's graph cache (python/ember/graph_cache.py) or its
-         AOTAutogradCache entries (python/ember/aot_cache.py), and its kernel cache
+         AOTAutograd caches; ember's graph cache (python/ember/caches/graph_cache.py) or its
+         AOTAutogradCache entries (python/ember/caches/aot_cache.py), and its kernel cache
 
 The first call is timed in the process (Dynamo, AOTAutograd or its cache, the compiler or
 its cache, and the call itself); for training it is the first forward + backward (train

@@ -45,7 +45,7 @@ LowerOptions lower_options(const PipelineOptions& opts) {
   lo.channels_last_activations = opts.target == Target::CUDA || opts.channels_last_activations;
   // CUDA's tiled transposes read and write layout copies coalesced (codegen/cuda/transpose.h).
   lo.loads_lead_layout_copies = opts.target == Target::CPU;
-  // Only the CPU runner prepares weights (python/ember/runtime.py).
+  // Only the CPU runner prepares weights (python/ember/runtime/runner.py).
   lo.prepared_weights = opts.target == Target::CPU && opts.prepared_weights;
   // cuDNN's convolutions add their bias in an elementwise kernel of their own; oneDNN's
   // inside the convolution.

@@ -45,7 +45,7 @@ struct PipelineOptions {
   PadMatmulOptions pad;                    // on for CUDA graphs, on the CPU for tests only
   // CPU graphs: a convolution's weight that is a graph input (a parameter) reaches the
   // convolution as it is, for the CPU runner to prepare once (LowerOptions; python/ember/
-  // prepared.py); false: a channels-last copy of it on every call. CUDA graphs: never.
+  // runtime/prepared.py); false: a channels-last copy of it on every call. CUDA graphs: never.
   bool prepared_weights = true;
   bool descriptive_names = true;           // ember_red_var_mean_rsqrt_add_sub_plus1_3, not
                                            // ember_k3 (schedule/name_kernels.h)

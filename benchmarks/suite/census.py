@@ -21,7 +21,8 @@ _ARITH = re.compile(r"=\s*[^;]*?(\s[-+*/]\s|expf|sqrtf|rsqrtf|tanhf|erff|fmaxf|f
 
 
 def count(graphs: list[dict]) -> dict:
-    from ember import _core, cuda
+    from ember import _core
+    from ember.runtime import cuda
     from ember.config import config
 
     kernels = copies = 0

@@ -27,7 +27,7 @@ generic path because of a symbol. Shapes with batch 1 come last: Dynamo speciali
 and 1, so they are new graphs for every compiler (counted apart). Under "ro", per shape also
 the device memory the process reserved more after the shape's calls than before them
 (torch.cuda.memory_reserved: the recording, for either backend), and for ember each
-recording's own report (python/ember/cudagraphs.py: its shared pool's growth, what it keeps
+recording's own report (python/ember/runtime/cudagraphs.py: its shared pool's growth, what it keeps
 allocated there, its static input buffers).
 
 A row is printed (measure.RESULT_TAG + JSON) after each variant, so a process the runner

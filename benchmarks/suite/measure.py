@@ -157,14 +157,13 @@ class _EmberRecords:
 
     def __enter__(self):
         if self.active:
-            from ember import backend
-            backend._recorders.append(self.records)
+            from ember.records import Recording
+            self._recording = Recording(self.records)
         return self
 
     def __exit__(self, *exc):
         if self.active:
-            from ember import backend
-            backend._recorders.remove(self.records)
+            self._recording.stop()
 
     def summary(self) -> dict:
         fallbacks, externs, kernels = [], {}, 0

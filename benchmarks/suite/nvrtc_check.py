@@ -6,7 +6,7 @@ training) runs once on the CPU under torch.compile with a capturing backend that
 path ember's backend takes for CUDA graphs -- the CUDA-only FX rewrites of masked attention,
 ember's own ATen trace for inference graphs, AOTAutograd with ember's decompositions and
 partitioner otherwise -- and keeps each graph's text (the text names no device). Each text
-then goes through ember's CUDA pipeline and NVRTC (ember.cuda.compile_cuda with no device).
+then goes through ember's CUDA pipeline and NVRTC (ember.runtime.cuda.compile_cuda with no device).
 The autocast policy is the CPU's, which casts a few ops differently from CUDA's.
 
 Models whose package is not installed here (timm and torchvision in CI) are checked from
@@ -35,16 +35,17 @@ def capture(entry, variant: str = "infer") -> list[dict]:
     from functorch.compile import make_boxed_func
     from torch._functorch.aot_autograd import aot_module_simplified
 
-    from ember import aten_trace
+    from ember.frontend import aten_trace
     from ember import backend as ember_backend
-    from ember.attention import drop_no_op_masks, fuse_masked_attention
-    from ember.fx_import import UnsupportedGraph, import_graph
+    from ember.frontend.decompositions import decomposition_table
+    from ember.frontend.attention import drop_no_op_masks, fuse_masked_attention
+    from ember.frontend.fx_import import UnsupportedGraph, import_graph
 
     from .measure import loss_module
     from .registry import call
 
     graphs: list[dict] = []
-    table = ember_backend.decomposition_table()
+    table = decomposition_table()
 
     def keep(kind):
         def compiler(gm, example_inputs):
@@ -88,7 +89,8 @@ def compile_graphs(graphs: list[dict], arch: str = "sm_90", cache_dir: str | Non
     """Each graph text through ember's CUDA pipeline and NVRTC: {"kind", "kernels",
     "cubins", "refused"}. A graph the CUDA path refuses (it would run eagerly on the GPU)
     is reported with the reason; any other failure (an NVRTC error) raises."""
-    from ember import _core, cuda
+    from ember import _core
+    from ember.runtime import cuda
     from ember.config import config
 
     cfg = config.update({"cache_dir": cache_dir}) if cache_dir else config

@@ -33,7 +33,7 @@ METADATA_OPS = frozenset(f"aten::{n}" for n in (
     "split_with_sizes", "new_empty", "new_empty_strided", "zeros_like_meta", "_nested_tensor_size",
 ))
 # Op namespaces whose calls are library calls: ATen's, and the oneDNN / MKL ops that ember's
-# prepared weights (python/ember/prepared.py) and Inductor's weight prepacking call.
+# prepared weights (python/ember/runtime/prepared.py) and Inductor's weight prepacking call.
 OP_PREFIXES = ("aten::", "mkldnn::", "mkl::")
 _LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx", "cudaGraphLaunch",
              "cudaMemcpyAsync", "cudaMemsetAsync")
@@ -68,7 +68,7 @@ def named_cpu_kernels(records=()):
     import torch
 
     try:
-        from ember.runtime import GraphRunner
+        from ember.runtime.runner import GraphRunner
     except ImportError:
         yield
         return

@@ -1,5 +1,5 @@
 // The disk cache for entries Python writes: ember's own graph cache keeps a compiled
-// inference graph's state (python/ember/graph_cache.py) beside the kernels, under the same
+// inference graph's state (python/ember/caches/graph_cache.py) beside the kernels, under the same
 // checks (DiskCache: ownership, permissions, content hash verified on every lookup).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>

@@ -75,7 +75,7 @@ class CompiledGraph : public CompiledGraphBase {
 
 // The C compiler's identity (path, version, flags, resolved target), which every CPU
 // kernel cache key covers: a precompiled artifact records it, so that a loader on another
-// machine says why its kernels do not apply (python/ember/precompile.py). Its probe comes
+// machine says why its kernels do not apply (python/ember/caches/precompile.py). Its probe comes
 // from the disk cache in cache_dir (empty: the default) when kept there (compiler_memo.h).
 const std::string& c_compiler_identity(const std::string& cache_dir = "", bool disk_cache = true);
 // The compiler's fingerprint and its probe as text (compiler_memo.h): a precompiled

@@ -16,7 +16,7 @@ from .config import config
 from .explain import explain, last_compile_stats
 from .counters import reset_stats, stats
 from .deploy import load, save
-from .mega_cache import register as _register_mega_cache
+from .caches.mega_cache import register as _register_mega_cache
 
 _register_mega_cache()  # torch.compiler.load_cache_artifacts() can then install ember's entries
 

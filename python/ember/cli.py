@@ -120,7 +120,7 @@ def _precompile(args) -> int:
     import torch
 
     import ember
-    from ember import precompile
+    from ember.caches import precompile
     from ember.tools import targets
 
     target = targets.load(args.target)

@@ -32,10 +32,10 @@ class Config:
     # Override the cache directory; None uses EMBER_CACHE_DIR or ~/.cache/ember.
     cache_dir: str | None = None
     # Keep compiled graphs in torch's AOTAutogradCache too, so that a warm start skips
-    # AOTAutograd and ember's import (python/ember/aot_cache.py). Needs disk_cache.
+    # AOTAutograd and ember's import (python/ember/caches/aot_cache.py). Needs disk_cache.
     aot_cache: bool = True
     # Trace inference graphs (no autograd, no mutation, no symbolic sizes) to ATen with
-    # ember's own front end (python/ember/aten_trace.py) instead of AOTAutograd, and keep
+    # ember's own front end (python/ember/frontend/aten_trace.py) instead of AOTAutograd, and keep
     # them in ember's graph cache (graph_cache.py). False: AOTAutograd traces every graph.
     trace_inference: bool = True
     # torch's precompile (aot_compile + save_compiled_function, ember.save): "embed" carries
@@ -54,7 +54,7 @@ class Config:
     max_autotune: bool = False
     # CPU graphs: a convolution's weight (a parameter) is prepared once, in the layout oneDNN
     # computes with, and reused while the parameter is unchanged (its version counter and
-    # data pointer; python/ember/prepared.py). An update through `p.data` is not seen:
+    # data pointer; python/ember/runtime/prepared.py). An update through `p.data` is not seen:
     # False prepares it on every call instead.
     prepare_weights: bool = True
     # On an internal error or a C compiler failure: warn once and run the graph
@@ -63,6 +63,24 @@ class Config:
     # Write here, per graph (a subdirectory each): the IR after every pass, the generated
     # C, timings.json, and error.txt with the traceback when compiling it failed.
     debug_dir: str | None = None
+    # torch.compile's mode= (one of MODES; None: "default"): "reduce-overhead" replays CUDA
+    # graph recordings (cuda_graphs), the max-autotune modes turn max_autotune on
+    # ("max-autotune" records CUDA graphs too). Set through with_mode. docs/config.md#modes.
+    mode: str | None = None
+
+    @property
+    def cuda_graphs(self) -> bool:
+        """CUDA inference graphs replay CUDA graph recordings (runtime/cudagraphs.py)."""
+        return self.mode in ("reduce-overhead", "max-autotune")
+
+    def with_mode(self, mode: str | None) -> "Config":
+        """A copy in torch.compile's `mode`, with what the mode turns on."""
+        if mode not in MODES:
+            raise ValueError(f"ember: unknown mode {mode!r}")
+        new = dataclasses.replace(self, mode=mode)
+        if mode in ("max-autotune", "max-autotune-no-cudagraphs"):
+            new.max_autotune = True
+        return new
 
     def update(self, options: dict | None) -> "Config":
         """A copy with `options` applied (ember names or Inductor aliases)."""
@@ -79,6 +97,8 @@ class Config:
             setattr(new, name, value)
         return new
 
+
+MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 # Where Inductor's trace.enabled puts ember's dumps when no debug_dir is set.
 TRACE_DIR = "ember_debug"

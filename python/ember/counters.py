@@ -156,7 +156,7 @@ def stats() -> dict:
     graphs_compiled      graphs AOTAutograd gave ember (forward, backward, inference)
     graphs_by_kind       the same, by kind
     graphs_loaded        graphs rebuilt from torch's AOTAutogradCache instead (a warm start:
-                         no AOTAutograd, no import; python/ember/aot_cache.py)
+                         no AOTAutograd, no import; python/ember/caches/aot_cache.py)
     aot_cache            Dynamo graphs looked up there: {"hit", "miss", "bypass"}, and
                          "saved_graphs": ember graphs written to it
     front_end            Dynamo graphs by who traced them to ATen: {"ember", "cache" (ember's

@@ -26,7 +26,10 @@ import warnings
 
 import torch
 
-from . import graph_format, precompile
+from .backend import make_backend
+from .caches import graph_format, precompile
+from .caches.tags import artifact_tag
+from .config import config
 
 
 def _call(model, *args, **kwargs):
@@ -61,9 +64,6 @@ def save(model, example_inputs, path: str, *, kwargs: dict | None = None, mode: 
     the compiled function (called as the model is) that it holds.
     kernels="embed" carries the compiled kernels (deploy anywhere with the same ember,
     torch, device and C compiler); "reference" names them in this machine's kernel cache."""
-    from .backend import make_backend
-    from .config import config
-
     reason = precompile.unavailable_reason()
     if reason:
         raise RuntimeError(f"ember.save needs torch's precompile API: {reason}")
@@ -84,7 +84,7 @@ def save(model, example_inputs, path: str, *, kwargs: dict | None = None, mode: 
         config.precompile_kernels = previous
     doc = {"what": "saved function", "torch": torch.__version__}
     with open(path, "wb") as f:
-        f.write(graph_format.encode(precompile.artifact_tag(), doc, [data]))
+        f.write(graph_format.encode(artifact_tag(), doc, [data]))
     return _bound(fn, model)
 
 
@@ -98,9 +98,7 @@ def load(path: str, model, *, strict: bool = False):
             raise
         warnings.warn(f"{e}; compiling at run time instead (ember.load(..., strict=True) raises)", RuntimeWarning,
                       stacklevel=2)
-        from . import compile as ember_compile
-
-        return ember_compile(model)
+        return torch.compile(model, backend=make_backend())  # ember.compile(model)
 
     return _bound(loaded, model)
 
@@ -118,7 +116,7 @@ def _load(path: str):
     with open(path, "rb") as f:
         data = f.read()
     try:
-        doc, blobs = graph_format.decode(data, precompile.artifact_tag())
+        doc, blobs = graph_format.decode(data, artifact_tag())
     except graph_format.FormatError as e:
         raise precompile.PrecompileRefused(f"ember: refusing {path}: {e}. Save it again with this ember "
                                            "(ember.save or ember precompile)") from None

@@ -26,11 +26,12 @@ import time
 
 import torch
 
-from . import backend as _backend
 from . import counters as _stats
-from . import graph_source
-from . import prepared as _prepared
+from . import records as _records
+from .backend import make_backend
 from .compile_events import BACKGROUND_PHASES
+from .frontend import graph_source
+from .runtime import prepared as _prepared
 
 
 def _op_name(imported, node_id):
@@ -76,7 +77,7 @@ def _graph_dict(record, frame: dict | None, step_us: dict | None = None) -> dict
         entry = {"name": k["name"], "ops": ops, "function": k.get("function", k["name"])}
         if "rows" in k:  # a CPU kernel
             entry.update(rows=k["rows"], work_per_row=k["work_per_row"])
-        else:  # a CUDA kernel: its shape and launch (cuda_kernel.h), and max-autotune's choice
+        else:  # a CUDA kernel: its shape and launch (csrc/schedule/cuda/launch.h), and max-autotune's choice
             entry["launch"] = f"{k['shape']} grid {k['grid']} x {k['block']}"
             if entry["function"] in tuned:
                 entry["autotune"] = _autotune_text(tuned[entry["function"]])
@@ -382,9 +383,8 @@ def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), meas
     memory they took; a size records at its second call). Resets Dynamo's caches before and
     after."""
     torch._dynamo.reset()
-    records: list = []
     frame_of_record: dict = {}  # id(record) -> frame; a lazily compiled backward has none
-    tracker = _CompileTracker(_backend.make_backend(mode, options))
+    tracker = _CompileTracker(make_backend(mode, options))
 
     def tracked(gm, example_inputs_):
         start = len(records)
@@ -393,10 +393,9 @@ def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), meas
             frame_of_record[id(r)] = tracker.frames[-1]
         return out
 
-    _backend._recorders.append(records)
     stats_before = _stats.stats()
     est_counts = None
-    try:
+    with _records.recording() as records:  # every graph compiled or loaded in the block
         compiled = torch.compile(fn, backend=tracked, dynamic=dynamic)
         t0 = time.perf_counter()
         compiled(*example_inputs)
@@ -414,15 +413,13 @@ def explain(fn, *example_inputs, options=None, graph_breaks=True, calls=(), meas
         step_us, device = {}, None
         if details:
             from .tools import kernel_times
-            from .cuda import graph_device
+            from .runtime.cuda import graph_device
 
             device = str(graph_device(example_inputs) or "cpu")
             compiled(*example_inputs)  # a graph compiled in the background has its kernels now
             step_us = kernel_times.profile_steps(compiled, example_inputs, list(records), device=device)
         for args in calls:
             compiled(*args)
-    finally:
-        _backend._recorders.remove(records)
     counters = _stats.stats_delta(stats_before, _stats.stats())
     if est_counts:  # the estimate's calibration graph is not the user's
         counters = _stats.stats_delta(est_counts, counters)
@@ -460,7 +457,7 @@ def _graph_breaks(fn, example_inputs) -> dict:
 
 def last_compile_stats() -> dict:
     """Totals over every graph ember compiled in this process."""
-    summaries = _backend._summaries
+    summaries = _records.summaries()
     return {
         "graphs": len(summaries),
         "sources": [f"{s['name']}: {s['source']}" for s in summaries],

@@ -93,18 +93,15 @@ def _seeded(fn, seed, args, kwargs):
 class Recording:
     """Collects ember's per-graph records (GraphRecord) while a compiled call runs."""
 
-    def __init__(self):
-        from ember import backend
-
-        self._backend = backend
-        self.records: list = []
-
     def __enter__(self):
-        self._backend._recorders.append(self.records)
+        from ember.records import Recording
+
+        self._recording = Recording()
+        self.records = self._recording.records
         return self
 
     def __exit__(self, *exc):
-        self._backend._recorders.remove(self.records)
+        self._recording.stop()
 
 
 def _op_placement(records) -> list[tuple[str, str, str]]:

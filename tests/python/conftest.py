@@ -16,7 +16,7 @@ if importlib.util.find_spec("ember") is None:
 
 # A test must fail when ember fails: no silent eager fallback under test.
 os.environ.setdefault("EMBER_FALLBACK_ON_ERROR", "0")
-# ember keeps compiled graphs in torch's AOTAutogradCache (python/ember/aot_cache.py): each
+# ember keeps compiled graphs in torch's AOTAutogradCache (python/ember/caches/aot_cache.py): each
 # run starts with empty torch caches, so that no test finds what an earlier run compiled.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="ember-tests-torch-cache-"))
 

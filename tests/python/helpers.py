@@ -47,8 +47,8 @@ def check_compiled(fn, *args, backend=None, rtol=None, atol=None, fullgraph=True
     Outputs may be tensors, Python scalars, None, or nested tuples/lists of them. Tensors must
     have the same dtype and shape; integer and bool tensors must match exactly; NaN matches
     NaN. ``rtol``/``atol`` default to torch.testing.assert_close's per-dtype values.
-    float16/bfloat16 outputs that miss the tolerance get a second chance under the rule in
-    BRIEF.md: RMSE(compiled, fp64 ref) <= 3 * RMSE(eager, fp64 ref) + atol / 10, with NaN
+    float16/bfloat16 outputs that miss the tolerance get a second chance under Inductor's
+    low-precision rule: RMSE(compiled, fp64 ref) <= 3 * RMSE(eager, fp64 ref) + atol / 10, with NaN
     positions equal. Returns the compiled outputs.
     """
     compiled = compile_fresh(fn, backend=backend, fullgraph=fullgraph)

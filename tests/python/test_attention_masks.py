@@ -1,5 +1,5 @@
 """Attention masks that keep every position and depend on no graph input are dropped
-before AOTAutograd (ember.attention.drop_no_op_masks): transformers' BERT builds one from
+before AOTAutograd (ember.frontend.attention.drop_no_op_masks): transformers' BERT builds one from
 torch.ones whenever it is traced, or, with symbolic sizes, from arange over the sequence
 (all true for every size by its value ranges). Anything else keeps its mask."""
 import pytest
@@ -22,7 +22,7 @@ def _sdpa_with_mask(make_mask):
     ("random", False),            # not a function of its arguments
 ])
 def test_no_op_attention_masks_are_dropped(case, dropped):
-    from ember.attention import drop_no_op_masks
+    from ember.frontend.attention import drop_no_op_masks
 
     makers = {
         "ones_expanded": lambda q, keep: torch.ones(q.shape[0], q.shape[2], dtype=torch.bool)[:, None, None, :].expand(
@@ -58,7 +58,7 @@ def test_no_op_attention_masks_are_dropped(case, dropped):
 def test_size_dependent_masks_by_their_ranges(case, dropped):
     """dynamic=True: the mask depends on the sequence length (a SymInt) only; it is dropped
     when its value ranges show it keeps every position at every length."""
-    from ember.attention import drop_no_op_masks
+    from ember.frontend.attention import drop_no_op_masks
 
     def make(q, keep):
         s = q.shape[2]
@@ -93,14 +93,14 @@ def test_size_dependent_masks_by_their_ranges(case, dropped):
 def test_stored_mask_strides_match_the_cpp_layout():
     # The strides fused_kernel_takes asks SDPA about are the ones lowering stores the mask
     # with (tests/cpp/test_extern_layouts.cpp has the same two cases).
-    from ember.attention import _stored_mask_strides
+    from ember.frontend.attention import _stored_mask_strides
 
     assert _stored_mask_strides(torch.empty(8, 8, 4).permute(2, 0, 1).unsqueeze(0)) == [512, 128, 16, 1]
     assert _stored_mask_strides(torch.empty(2, 1, 1, 8).expand(2, 1, 8, 8)) == [16, 16, 0, 1]
 
 
 def test_fused_kernel_check_declines_without_cuda():
-    from ember.attention import fused_kernel_takes
+    from ember.frontend.attention import fused_kernel_takes
 
     if torch.cuda.is_available():
         pytest.skip("checks the CPU-only answer")

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import ember
-from ember import backend as ember_backend
+from ember import compiler
+from ember.records import Recording
 from helpers import check_compiled, compile_fresh, load_examples
 
 
@@ -69,6 +70,22 @@ def test_ember_compile_arguments():
     cfg = ember.config.update({"force_disable_caches": True, "trace.enabled": True, "max_autotune": True})
     assert cfg.disk_cache is False and cfg.debug_dir == (ember.config.debug_dir or "ember_debug")
     assert ember.config.update({"trace.debug_dir": "/tmp/x"}).debug_dir == "/tmp/x"
+
+
+def test_mode_is_a_field_of_the_config():
+    from ember.caches.tags import cache_tag
+    from ember.config import Config
+
+    assert Config().mode is None and not Config().cuda_graphs and cache_tag(Config()).endswith("-default")
+    tuned = Config().with_mode("max-autotune")
+    assert tuned.mode == "max-autotune" and tuned.max_autotune and tuned.cuda_graphs
+    assert Config().with_mode("max-autotune-no-cudagraphs").max_autotune
+    assert not Config().with_mode("max-autotune-no-cudagraphs").cuda_graphs
+    replay = Config().with_mode("reduce-overhead")
+    assert replay.cuda_graphs and not replay.max_autotune and cache_tag(replay).endswith("-reduce-overhead")
+    # Through options= too, checked as mode= is.
+    with pytest.raises(ValueError, match="unknown mode"):
+        ember.make_backend(options={"mode": "fastest"})
 
 
 def test_explain_reports_kernels_externs_times_and_cache():
@@ -193,11 +210,11 @@ def test_unsupported_dtype_runs_in_aten_and_the_rest_compiles():
         return a.sum(1) + v.float().mean() + c.sum()
 
     records = []
-    ember_backend._recorders.append(records)
+    recording = Recording(records)
     try:
         check_compiled(fn, torch.randn(4, 8), torch.randint(0, 10, (4, 8)))
     finally:
-        ember_backend._recorders.remove(records)
+        recording.stop()
     (record,) = records
     assert record.fallback_reason is None and record.cg.kernels
     opaque = [e for e in record.cg.externs if "does not model" in e["reason"]]
@@ -213,12 +230,12 @@ def test_a_complex_graph_compiles_to_aten_calls():
 def test_a_graph_that_must_run_eagerly_runs_the_users_ops(monkeypatch):
     # A graph ember refuses (an internal error with the fallback on, here forced) runs as the
     # user's code does: layer_norm stays one ATen call, not its decomposition's ops.
-    from ember.fx_import import UnsupportedGraph
+    from ember.frontend.fx_import import UnsupportedGraph
 
     def refuse(*args, **kwargs):
         raise UnsupportedGraph("refused for the test")
 
-    monkeypatch.setattr(ember_backend, "build_runner", refuse)
+    monkeypatch.setattr(compiler, "build_runner", refuse)
     fn = lambda t: torch.nn.functional.layer_norm(t, (8,)).relu() * 2  # noqa: E731
     for requires_grad in (False, True):
         x = torch.randn(4, 8, requires_grad=requires_grad)
@@ -247,13 +264,13 @@ def test_dynamic_shapes_run_eagerly_and_stay_correct():
 
 # A graph text the C++ parser rejects: an ember bug inside the core, as users would meet it.
 _BREAK_THE_CORE = """
-        import ember.backend as backend
-        real_import = backend.import_graph
-        def corrupted(gm):
-            imported = real_import(gm)
+        import ember.backend as backend, ember.compiler as compiler
+        real_import = compiler.import_graph
+        def corrupted(gm, *args):
+            imported = real_import(gm, *args)
             imported.text += "\\n  %99 = no_such_syntax(((\\n"
             return imported
-        backend.import_graph = corrupted
+        backend.import_graph = compiler.import_graph = corrupted
 """
 
 
@@ -346,20 +363,20 @@ def test_stats_count_training_graphs_and_eager_fallbacks():
     torch.compile(lambda t: (t * w).tanh().sum(), backend="ember")(torch.randn(3, 5)).backward()
     s = ember.stats()
     assert s["graphs_by_kind"] == {"forward": 1, "backward": 1} and s["codegen_runs"] == 2
-    from ember.fx_import import UnsupportedGraph
+    from ember.frontend.fx_import import UnsupportedGraph
 
-    real = ember_backend.build_runner
+    real = compiler.build_runner
 
     def refuse_tanh(imported, *args, **kwargs):
         if "aten.tanh" in imported.text:
             raise UnsupportedGraph("refused for the test")
         return real(imported, *args, **kwargs)
 
-    ember_backend.build_runner = refuse_tanh
+    compiler.build_runner = refuse_tanh
     try:
         torch.compile(lambda t: t.tanh() * 2 + 1, backend="ember")(torch.randn(3, 3))
     finally:
-        ember_backend.build_runner = real
+        compiler.build_runner = real
     s = ember.stats()
     assert s["eager_fallbacks"] == 1 and s["eager_fallbacks_by_reason"] == {"unsupported": 1}
 
@@ -377,7 +394,7 @@ def test_explain_shows_counters():
 
 def test_runtime_runs_prims_convert_element_type_as_one_aten_call():
     # The prim is a Python custom op; the runner calls ATen's _to_copy for it instead.
-    from ember.runtime import runtime_op
+    from ember.runtime.runner import runtime_op
 
     fast = runtime_op("prims::convert_element_type.default")
     x = torch.randn(3, 4).t()

@@ -1,4 +1,4 @@
-"""Cache directories ember refuses (python/ember/cache_dirs.py): the user hears about it
+"""Cache directories ember refuses (python/ember/caches/cache_dirs.py): the user hears about it
 once per process, with the fix, and `ember doctor` says the same; a refused torch cache
 directory is never read, so an entry planted there is never unpickled.
 

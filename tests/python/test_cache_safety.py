@@ -144,7 +144,7 @@ def test_exported_cache_imports_into_a_fresh_directory_and_hits(filled_cache, tm
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "other_build"])
 def test_damaged_or_foreign_export_is_refused_and_installs_nothing(filled_cache, tmp_path, damage):
-    from ember import graph_format
+    from ember.caches import graph_format
 
     cache, _ = filled_cache
     blob = tmp_path / "cache.export"
@@ -180,7 +180,7 @@ MEGA_CHILD = textwrap.dedent("""
 
 
 def test_mega_cache_carries_ember_entries_to_a_fresh_machine(tmp_path):
-    from ember import mega_cache
+    from ember.caches import mega_cache
 
     if mega_cache.unavailable_reason():
         pytest.skip(mega_cache.unavailable_reason())
@@ -198,14 +198,15 @@ def test_mega_cache_carries_ember_entries_to_a_fresh_machine(tmp_path):
 
 
 def test_mega_cache_refuses_a_damaged_or_foreign_entry(tmp_path, monkeypatch):
-    from ember import config, graph_format, mega_cache, precompile
+    from ember import config
+    from ember.caches import graph_format, mega_cache, tags
 
     monkeypatch.setattr(config, "cache_dir", str(tmp_path / "cache"))
     good = mega_cache._content("ab" * 32, "so", b"\x7fELF not really")
     assert mega_cache.install(good)
     assert not mega_cache.install(good[:-3])
-    doc, blobs = graph_format.decode(good, precompile.artifact_tag())
+    doc, blobs = graph_format.decode(good, tags.artifact_tag())
     doc.pop("blobs")
     assert not mega_cache.install(graph_format.encode("ember-0.0.0-another-build", doc, [bytes(blobs[0])]))
     doc["key"] = "../../etc/passwd"
-    assert not mega_cache.install(graph_format.encode(precompile.artifact_tag(), doc, [bytes(blobs[0])]))
+    assert not mega_cache.install(graph_format.encode(tags.artifact_tag(), doc, [bytes(blobs[0])]))

@@ -173,7 +173,7 @@ def test_unknown_target_is_one_line_not_a_traceback(cmd):
 
 
 def test_precompile_writes_an_artifact_that_loads_in_a_new_process(tmp_path):
-    from ember import precompile
+    from ember.caches import precompile
 
     if precompile.unavailable_reason():
         pytest.skip(precompile.unavailable_reason())

@@ -1,8 +1,8 @@
-"""ember's CSE of the joint graph (python/ember/cse.py), on small traced graphs and end to end."""
+"""ember's CSE of the joint graph (python/ember/frontend/cse.py), on small traced graphs and end to end."""
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from ember.cse import eliminate_common_subexpressions
+from ember.frontend.cse import eliminate_common_subexpressions
 
 aten = torch.ops.aten
 

@@ -9,10 +9,11 @@ from functorch.compile import make_boxed_func
 from torch._functorch.aot_autograd import aot_module_simplified
 
 import ember
-from ember import _core, cuda
-from ember.backend import decomposition_table
+from ember import _core
+from ember.runtime import cuda
+from ember.frontend.decompositions import decomposition_table
 from ember.config import config
-from ember.fx_import import import_graph
+from ember.frontend.fx_import import import_graph
 
 from cuda_cases import CASES, DYNAMIC, REFUSED, TRAINING, _attention_args, _masked_attention
 
@@ -223,7 +224,7 @@ def test_masked_attention_stays_fused():
     """A masked SDPA call (BERT's, when traced) reaches the CUDA graph as one extern
     (ember::sdpa_masked), not AOTAutograd's math path (bmm, softmax, bmm), and the
     rewritten graph computes what eager does."""
-    from ember.attention import fuse_masked_attention
+    from ember.frontend.attention import fuse_masked_attention
 
     q, k, v, keep = _attention_args("cpu")
     graphs, rewritten = [], []

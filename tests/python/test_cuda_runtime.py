@@ -6,6 +6,7 @@ import torch
 
 import ember
 from ember import _core
+from ember.records import Recording
 
 from cuda_cases import CASES, DYNAMIC, REFUSED, TOLERANCE, TRAINING, _layer_norm_train, _layer_norm_train_args
 from helpers import _within_rmse_rule, check_call, check_compiled, compile_fresh
@@ -33,7 +34,7 @@ def test_matches_eager_on_cuda(name):
 
 def test_refused_graphs_run_eagerly(monkeypatch):
     """A graph the CUDA printer refuses runs eagerly, correctly, counted as a fallback."""
-    from ember import cuda
+    from ember.runtime import cuda
 
     def refuse(*args, **kwargs):
         raise _core.CudaUnsupported("CUDA codegen does not handle this test's refusal")
@@ -59,16 +60,14 @@ def test_hoisted_kernel_equals_the_per_element_one(name):
 
 def test_kernel_resources_come_from_the_driver():
     # gpu_kernels.py reports registers and blocks per SM per kernel (occupancy).
-    from ember import backend
-
     fn, args = CASES["batch_norm_pair_256_bf16"]("cuda")
     records = []
-    backend._recorders.append(records)
+    recording = Recording(records)
     try:
         with torch.no_grad():
             compile_fresh(fn, backend="ember", fullgraph=False)(*args)
     finally:
-        backend._recorders.remove(records)
+        recording.stop()
     cgs = [r.cg for r in records if r.cg is not None]
     assert cgs
     for cg in cgs:
@@ -271,7 +270,7 @@ def test_reduce_overhead_records_each_size_of_a_symbolic_graph():
 def test_reduce_overhead_sizes_beyond_the_limit_run_as_usual(monkeypatch):
     """Past MAX_RECORDINGS sizes, further sizes run without a recording (still correct),
     and the sizes recorded keep replaying."""
-    from ember import cudagraphs
+    from ember.runtime import cudagraphs
 
     monkeypatch.setattr(cudagraphs, "MAX_RECORDINGS", 2)
     fn, arg_sets = DYNAMIC["softmax_bf16"]("cuda")
@@ -495,14 +494,12 @@ class _RMSNorm(torch.nn.Module):
 
 
 def _ember_records(fn):
-    from ember import backend as eb
-
     records = []
-    eb._recorders.append(records)
+    recording = Recording(records)
     try:
         fn()
     finally:
-        eb._recorders.remove(records)
+        recording.stop()
     return records
 
 
@@ -539,7 +536,7 @@ def test_cpu_scalar_inputs_reuse_their_device_copies_while_unchanged():
         for eps in (1e-6, 1e-6, 0.5, 0.5, 1e-6):
             model.eps = eps
             torch.testing.assert_close(compiled(x), model(x))
-    from ember.cuda import CudaGraphRunner
+    from ember.runtime.cuda import CudaGraphRunner
 
     runners = [r for r in _live_runners() if isinstance(r, CudaGraphRunner) and r._device_scalars]
     assert runners, "no runner moved CPU scalars to the device"
@@ -548,7 +545,7 @@ def test_cpu_scalar_inputs_reuse_their_device_copies_while_unchanged():
 def _live_runners():
     import gc
 
-    from ember.runtime import GraphRunner
+    from ember.runtime.runner import GraphRunner
 
     # type(o), not isinstance(o, ...): gc also holds weak proxies of dead objects, whose
     # isinstance raises ReferenceError.

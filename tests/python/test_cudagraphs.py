@@ -1,4 +1,4 @@
-"""mode="reduce-overhead"'s bookkeeping (python/ember/cudagraphs.py) on the CPU: a fake
+"""mode="reduce-overhead"'s bookkeeping (python/ember/runtime/cudagraphs.py) on the CPU: a fake
 runner and a fake torch.cuda stand in for the device, so that which call records, which
 replays, the pool and stream the captures share, and the memory reported per recording
 are checked without a GPU. The device tests (test_cuda_runtime.py, pytest -m gpu) check
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import ember
-from ember import cudagraphs
+from ember.runtime import cudagraphs
 from ember.explain import cuda_graphs_lines
 
 MiB = 2**20

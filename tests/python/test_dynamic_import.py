@@ -5,8 +5,8 @@ import re
 import torch
 
 from ember import _core
-from ember.backend import decomposition_table
-from ember.fx_import import import_graph
+from ember.frontend.decompositions import decomposition_table
+from ember.frontend.fx_import import import_graph
 from torch._dynamo.backends.common import aot_autograd
 
 

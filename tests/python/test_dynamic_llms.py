@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import ember
-from ember import backend as ember_backend
+from ember.records import Recording
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
@@ -39,7 +39,7 @@ def test_decoder_compiles_once_and_serves_every_shape(name):
     ember.reset_stats()
     compiled = torch.compile(model, backend="ember", dynamic=True)
     records = []
-    ember_backend._recorders.append(records)
+    recording = Recording(records)
     first = None
     try:
         for batch, seq in SHAPES:
@@ -53,7 +53,7 @@ def test_decoder_compiles_once_and_serves_every_shape(name):
             if first is None:
                 first = ember.stats()
     finally:
-        ember_backend._recorders.remove(records)
+        recording.stop()
     last = ember.stats()
     assert first["graphs_compiled"] >= 1 and first["eager_fallbacks"] == 0, first
     for key in KEYS:

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 import ember
+from ember.records import Recording
 
 
 def run_sizes(fn, make_args, sizes, dynamic=True, mark=None, atol=1e-5, rtol=1e-5):
@@ -155,14 +156,12 @@ def test_gpt2_inference_over_batch_and_sequence_compiles_once():
 
 
 def test_gpt2_training_over_batch_and_sequence_compiles_once():
-    from ember import backend as ember_backend
-
     eager, model = gpt2_tiny(), gpt2_tiny()
     compiled = torch.compile(model, backend="ember", dynamic=True)
     torch._dynamo.reset()
     ember.reset_stats()
     records = []
-    ember_backend._recorders.append(records)
+    recording = Recording(records)
     first = None
     g = torch.Generator().manual_seed(1)
     for b, t in [(3, 7), (8, 64), (5, 129), (2, 33)]:
@@ -178,7 +177,7 @@ def test_gpt2_training_over_batch_and_sequence_compiles_once():
             pe.grad = pc.grad = None
         if first is None:
             first = ember.stats()
-            ember_backend._recorders.remove(records)
+            recording.stop()
     last = ember.stats()
     assert first["graphs_by_kind"].get("backward", 0) >= 1, first
     assert_compiled_once(first, last)
@@ -192,7 +191,7 @@ def test_gpt2_training_over_batch_and_sequence_compiles_once():
 
 
 def test_a_graph_keeps_few_plans_for_many_sizes():
-    from ember import runtime
+    from ember.runtime import runner
 
     def fn(x):
         return torch.softmax(x * 3.0, dim=-1)
@@ -200,27 +199,25 @@ def test_a_graph_keeps_few_plans_for_many_sizes():
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend="ember", dynamic=True)
     runners = []
-    orig = runtime.GraphRunner.__init__
+    orig = runner.GraphRunner.__init__
 
     def spy(self, *a, **k):
         orig(self, *a, **k)
         runners.append(self)
 
-    runtime.GraphRunner.__init__ = spy
+    runner.GraphRunner.__init__ = spy
     try:
-        for n in range(2, 2 + 3 * runtime.MAX_PLANS):
+        for n in range(2, 2 + 3 * runner.MAX_PLANS):
             x = torch.randn(n, 5)
             torch.testing.assert_close(compiled(x), fn(x))
     finally:
-        runtime.GraphRunner.__init__ = orig
-    assert len(runners) == 1 and len(runners[0]._plans) == runtime.MAX_PLANS
+        runner.GraphRunner.__init__ = orig
+    assert len(runners) == 1 and len(runners[0]._plans) == runner.MAX_PLANS
     x = torch.randn(3, 5)  # an evicted size is planned again, correctly
     torch.testing.assert_close(compiled(x), fn(x))
 
 
 def test_cnn_training_with_a_dynamic_batch_keeps_pooling_in_ember_kernels():
-    from ember import backend as ember_backend
-
     def build():
         torch.manual_seed(0)
         return torch.nn.Sequential(
@@ -233,7 +230,7 @@ def test_cnn_training_with_a_dynamic_batch_keeps_pooling_in_ember_kernels():
     torch._dynamo.reset()
     ember.reset_stats()
     records = []
-    ember_backend._recorders.append(records)
+    recording = Recording(records)
     first = None
     try:
         # Batches up to 15: torch's fake convolution guards batch <= 15 (its layout
@@ -254,7 +251,7 @@ def test_cnn_training_with_a_dynamic_batch_keeps_pooling_in_ember_kernels():
             if i == 1:
                 first = ember.stats()
     finally:
-        ember_backend._recorders.remove(records)
+        recording.stop()
     assert_compiled_once(first, ember.stats())
     ops = {e["op"] for r in records for e in r.cg.externs}
     assert ops <= {"aten.convolution.default", "aten.convolution_backward.default", "aten.mm.default",
@@ -301,18 +298,16 @@ def test_split_reductions_over_symbolic_extents(op):
 
 def test_repeat_by_a_symbolic_count_stays_in_ember_kernels():
     # BLOOM repeats its ALiBi slopes batch-size times: a repeat count that is a size.
-    from ember import backend as ember_backend
-
     def fn(x, slopes):
         return slopes.repeat(x.shape[0], 1) * x.sum(-1, keepdim=True)
 
     slopes = torch.randn(1, 5)
     records = []
-    ember_backend._recorders.append(records)
+    recording = Recording(records)
     try:
         first, last = run_sizes(fn, lambda n: (torch.randn(n, 3), slopes), [4, 7, 19])
     finally:
-        ember_backend._recorders.remove(records)
+        recording.stop()
     assert_compiled_once(first, last)
     assert not [e for r in records for e in r.cg.externs], [e for r in records for e in r.cg.externs]
 

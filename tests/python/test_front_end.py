@@ -1,5 +1,5 @@
-"""ember's own front end for inference graphs (python/ember/aten_trace.py) and its graph
-cache (python/ember/graph_cache.py): which graphs it takes, which it leaves to
+"""ember's own front end for inference graphs (python/ember/frontend/aten_trace.py) and its graph
+cache (python/ember/caches/graph_cache.py): which graphs it takes, which it leaves to
 AOTAutograd (and that those stay correct), that repeated calls are traced once, and
 that a warm process loads what a cold one stored, never another graph's entry."""
 import os
@@ -12,8 +12,8 @@ import torch
 import torch.nn as nn
 
 import ember
-from ember import aten_trace
-from ember.backend import decomposition_table
+from ember.frontend import aten_trace
+from ember.frontend.decompositions import decomposition_table
 
 from helpers import check_compiled, compile_fresh
 

@@ -10,7 +10,8 @@ import sys
 import pytest
 import torch
 
-from ember import cuda, fuzz
+from ember.runtime import cuda
+from ember import fuzz
 from ember.fuzz.cuda import nvrtc_slice
 from ember.fuzz.judge import is_sticky
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ember import cuda
+from ember.runtime import cuda
 
 from test_cuda_codegen import compile_all
 from test_fuzz_regressions import check_identical

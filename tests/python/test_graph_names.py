@@ -7,7 +7,8 @@ import torch
 import torch.nn as nn
 
 import ember
-from ember import backend, graph_source
+from ember.frontend import graph_source
+from ember.records import Recording
 
 THIS_FILE = os.path.basename(__file__)
 
@@ -54,13 +55,13 @@ def test_logs_and_stats_name_training_graphs_forward_and_backward():
     handler, level = Collect(), log.level
     log.addHandler(handler)
     log.setLevel(logging.INFO)
-    backend._recorders.append(records)
+    recording = Recording(records)
     try:
         torch._dynamo.reset()
         compiled = torch.compile(model, backend="ember")
         compiled(torch.randn(4, 16, requires_grad=True)).sum().backward()
     finally:
-        backend._recorders.remove(records)
+        recording.stop()
         log.removeHandler(handler)
         log.setLevel(level)
         torch._dynamo.reset()

@@ -11,8 +11,9 @@ import torch
 import torch.nn as nn
 
 import ember
-from ember import backend, cuda
+from ember.runtime import cuda
 from ember.config import config
+from ember.records import Recording
 
 from test_backend import run_python
 
@@ -48,7 +49,7 @@ def _compile_and_trace(tmp_path, model, x, options=None):
     from torch.profiler import ProfilerActivity, profile
 
     records = []
-    backend._recorders.append(records)
+    recording = Recording(records)
     try:
         torch._dynamo.reset()
         with torch.no_grad():
@@ -58,7 +59,7 @@ def _compile_and_trace(tmp_path, model, x, options=None):
                 compiled(x)
             report = ember.explain(model, x, graph_breaks=False) if options is None else None
     finally:
-        backend._recorders.remove(records)
+        recording.stop()
         torch._dynamo.reset()
     path = tmp_path / "trace.json"
     prof.export_chrome_trace(str(path))
@@ -116,9 +117,9 @@ def test_identical_kernels_still_share_one_function(tmp_path, monkeypatch):
 def test_names_and_cache_keys_are_the_same_in_every_process(tmp_path):
     code = """
         import json, torch, torch.nn as nn, ember
-        from ember import backend
+        from ember.records import Recording
         records = []
-        backend._recorders.append(records)
+        recording = Recording(records)
         torch.manual_seed(0)
         m = nn.Sequential(nn.LayerNorm(32), nn.Linear(32, 32), nn.GELU()).eval()
         with torch.no_grad():
@@ -146,9 +147,9 @@ def test_a_precompiled_artifact_keeps_the_names_it_was_built_with(tmp_path):
     _CODE_OPTIONS): a loader with the option off still finds the embedded kernels."""
     code = """
         import json, torch, torch.nn as nn, ember
-        from ember import backend
+        from ember.records import Recording
         records = []
-        backend._recorders.append(records)
+        recording = Recording(records)
         torch.manual_seed(0)
         m = nn.Sequential(nn.LayerNorm(32), nn.Linear(32, 32), nn.GELU()).eval()
         x = torch.randn(8, 32)
@@ -204,7 +205,7 @@ def test_gpu_trace_shows_the_device_kernels_by_their_descriptive_names(tmp_path)
     model = Block(768).cuda().eval()
     x = torch.randn(64, 768, device="cuda")
     records = []
-    backend._recorders.append(records)
+    recording = Recording(records)
     try:
         torch._dynamo.reset()
         with torch.no_grad():
@@ -214,7 +215,7 @@ def test_gpu_trace_shows_the_device_kernels_by_their_descriptive_names(tmp_path)
                 compiled(x)
                 torch.cuda.synchronize()
     finally:
-        backend._recorders.remove(records)
+        recording.stop()
         torch._dynamo.reset()
     path = tmp_path / "trace.json"
     prof.export_chrome_trace(str(path))

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import ember
+from ember.records import Recording
 
 from helpers import check_compiled
 
@@ -159,7 +160,6 @@ MAX_POOL_BACKWARD = [
 @pytest.mark.parametrize("k,s,p,d,ceil", MAX_POOL_BACKWARD, ids=str)
 def test_max_pool2d_backward(k, s, p, d, ceil, fmt):
     from helpers import compile_fresh
-    import ember.backend
 
     x = image(fmt)
     # A weight per output element: the gradient flowing back differs per window.
@@ -173,11 +173,11 @@ def test_max_pool2d_backward(k, s, p, d, ceil, fmt):
     loss(expected).backward()
     actual = x.clone().requires_grad_()
     records = []
-    ember.backend._recorders.append(records)
+    recording = Recording(records)
     try:
         compile_fresh(loss)(actual).backward()
     finally:
-        ember.backend._recorders.remove(records)
+        recording.stop()
     torch.testing.assert_close(actual.grad, expected.grad, rtol=0, atol=0)
     backward = [r for r in records if r.name.startswith("backward")]
     assert backward and not [e for r in backward for e in r.cg.externs], "max-pool backward ran in ATen"
@@ -187,7 +187,7 @@ def test_cpu_inference_cnn_keeps_activations_channels_last():
     # A CPU inference graph with convolutions stores its activations channels-last, the
     # layout the convolutions run in: BatchNorm + ReLU + max-pool is one kernel reading the
     # first convolution's output along its channels, with no transposing copy to NCHW and
-    # back (backend.build_runner; the small CNN ran 0.47 -> 0.36 ms).
+    # back (compiler.build_runner; the small CNN ran 0.47 -> 0.36 ms).
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
                                 torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 8, 3, padding=1)).eval()

@@ -1,4 +1,4 @@
-"""torch's precompile API with ember (python/ember/precompile.py) and ember.save/ember.load
+"""torch's precompile API with ember (python/ember/caches/precompile.py) and ember.save/ember.load
 (python/ember/deploy.py): an artifact saved in one process loads in a new one with no
 tracing and no compiler, and gives the same bits; a damaged, foreign or misplaced artifact
 is refused with a clear error, never loaded."""
@@ -13,7 +13,8 @@ import torch
 import torch.nn as nn
 
 import ember
-from ember import deploy, graph_format, precompile
+from ember import deploy
+from ember.caches import graph_format, precompile
 
 if hasattr(torch._dynamo.config, "enable_aot_compile"):
     torch._dynamo.config.enable_aot_compile = True  # off by default before torch 2.13
@@ -166,12 +167,12 @@ def test_a_call_the_artifact_does_not_serve_names_the_failed_guard(saved):
 
 
 def test_a_graph_that_runs_eagerly_cannot_be_saved(tmp_path, monkeypatch):
-    from ember import backend, config
+    from ember import compiler, config
 
     def failing(*args, **kwargs):
         raise RuntimeError("forced compile failure")
 
-    monkeypatch.setattr(backend, "build_runner", failing)  # the graph runs eagerly, with a warning
+    monkeypatch.setattr(compiler, "build_runner", failing)  # the graph runs eagerly, with a warning
     monkeypatch.setattr(config, "fallback_on_error", True)
     torch._dynamo.reset()
     x = torch.randn(3, 3)
@@ -195,7 +196,7 @@ def test_a_graph_with_no_kernel_of_its_own_is_saved_and_loads(tmp_path):
 def test_graph_format_round_trips_every_value_kind():
     import sympy
 
-    from ember.fx_import import Call, Ref, SymValue
+    from ember.frontend.fx_import import Call, Ref, SymValue
 
     s = sympy.Symbol("s7", positive=True, integer=True)
     from torch.utils._sympy.functions import FloorDiv

@@ -1,4 +1,4 @@
-"""Prepared weights (python/ember/prepared.py): a convolution's weight is prepared at the
+"""Prepared weights (python/ember/runtime/prepared.py): a convolution's weight is prepared at the
 first call and reused while the parameter is unchanged; any update of the parameter (in
 place under no_grad, load_state_dict, a new storage through `.data =`, an optimizer step)
 makes the next call prepare it again. Training with prepared weights is covered by
@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 import ember
-from ember import backend as ember_backend
+from ember.records import Recording
 from helpers import BACKEND, compile_fresh
 
 pytestmark = pytest.mark.skipif(BACKEND != "ember", reason="ember's prepared weights")
@@ -28,10 +28,19 @@ class ConvNet(nn.Module):
 def compiled_net(**options):
     torch.manual_seed(0)
     model = ConvNet().eval()
-    records = []
-    ember_backend._recorders.append(records)
+    records = _recorded()
     fn = compile_fresh(model, options=options) if options else compile_fresh(model)
     return model, fn, records
+
+
+# Recordings that the fixture below stops after each test.
+_recordings: list[Recording] = []
+
+
+def _recorded() -> list:
+    """The records of the graphs compiled from now until the end of the test."""
+    _recordings.append(Recording())
+    return _recordings[-1].records
 
 
 def prepared_of(records):
@@ -46,7 +55,8 @@ def run(fn, x):
 @pytest.fixture(autouse=True)
 def _clean():
     yield
-    ember_backend._recorders.clear()
+    while _recordings:
+        _recordings.pop().stop()
     torch._dynamo.reset()
 
 
@@ -117,8 +127,7 @@ def test_weight_computed_in_the_graph_is_not_prepared():
     def f(x):
         return nn.functional.conv2d(x, conv.weight * 2, conv.bias)
 
-    records = []
-    ember_backend._recorders.append(records)
+    records = _recorded()
     fn = compile_fresh(f)
     x = torch.randn(2, 4, 6, 6)
     torch.testing.assert_close(run(fn, x), run(f, x))
@@ -132,8 +141,7 @@ def test_training_step_updates_reach_the_next_forward():
     eager_model = ConvNet()
     ember_model = ConvNet()
     ember_model.load_state_dict(eager_model.state_dict())
-    records = []
-    ember_backend._recorders.append(records)
+    records = _recorded()
     fn = compile_fresh(ember_model)
     opts = [torch.optim.SGD(m.parameters(), lr=0.5) for m in (eager_model, ember_model)]
     x = torch.randn(2, 8, 10, 10)

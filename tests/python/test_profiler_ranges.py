@@ -9,7 +9,8 @@ import torch
 import torch.nn as nn
 
 import ember
-from ember import backend, runtime
+from ember.runtime import runner
+from ember.records import Recording
 
 
 class NormGelu(nn.Module):
@@ -37,7 +38,7 @@ def _trace_events(tmp_path, fn, device="cpu"):
 
 def _run_and_trace(tmp_path, model, x, train=False, device="cpu"):
     records = []
-    backend._recorders.append(records)
+    recording = Recording(records)
     try:
         torch._dynamo.reset()
         compiled = torch.compile(model, backend="ember")
@@ -52,7 +53,7 @@ def _run_and_trace(tmp_path, model, x, train=False, device="cpu"):
         step()  # compile outside the trace
         events = _trace_events(tmp_path, step, device)
     finally:
-        backend._recorders.remove(records)
+        recording.stop()
         torch._dynamo.reset()
     return records, events
 
@@ -90,7 +91,7 @@ def test_no_range_is_entered_without_a_profiler(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a range was entered with no profiler active")
 
-    monkeypatch.setattr(runtime, "_RecordFunctionFast", refuse)
+    monkeypatch.setattr(runner, "_RecordFunctionFast", refuse)
     model = NormGelu().eval()
     x = torch.randn(8, 32)
     torch._dynamo.reset()

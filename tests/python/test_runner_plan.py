@@ -1,10 +1,10 @@
-"""The runner's call as one generated function per plan (python/ember/plan_code.py), and
+"""The runner's call as one generated function per plan (python/ember/runtime/plan_code.py), and
 the per-call work it keeps from repeating: views of parameters, arena pointers."""
 import torch
 
 import ember
-from ember import plan_code
-from ember.fx_import import Ref, SymValue
+from ember.runtime import plan_code
+from ember.frontend.fx_import import Ref, SymValue
 
 
 def _runner(fn, *args, **compile_kwargs):
@@ -45,7 +45,7 @@ def test_a_plan_runs_as_one_generated_function():
 def test_parameter_views_are_made_once_and_follow_a_moved_parameter():
     # Linear's weight reaches ATen's addmm as its transpose: a view of a parameter, made on
     # the first call and reused while the parameter stays where it is.
-    from ember.runtime import _InputView
+    from ember.runtime.runner import _InputView
 
     model = _mlp()
     x = torch.randn(4, 16)
@@ -69,7 +69,7 @@ def test_views_of_other_inputs_are_not_kept():
 
     x, w = torch.randn(4, 16), torch.randn(8, 16)
     runner, compiled = _runner(fn, x, w)
-    from ember.runtime import _InputView
+    from ember.runtime.runner import _InputView
 
     views = [v for v in runner._plan.run.__globals__.values() if isinstance(v, _InputView)]
     with torch.no_grad():

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from ember import cuda
+from ember.runtime import cuda
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))

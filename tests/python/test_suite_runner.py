@@ -69,19 +69,18 @@ def test_decoder_dynamic_inputs():
 
 def test_profile_names_ember_cpu_kernels():
     """ember's CPU kernel groups show by name while profiling; ATen calls are counted."""
-    import ember  # noqa: F401
-    from ember import backend
+    from ember.records import Recording
 
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32))
     x = torch.randn(8, 16)
     records = []
-    backend._recorders.append(records)
+    recording = Recording(records)
     try:
         fn = torch.compile(model, backend="ember")
         with torch.no_grad():
             fn(x)
     finally:
-        backend._recorders.remove(records)
+        recording.stop()
     with profiling.named_cpu_kernels(records), torch.no_grad():
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             for _ in range(2):
@@ -93,7 +92,7 @@ def test_profile_names_ember_cpu_kernels():
     ember_rows = [t for t in p["top"] if t["kind"] == "ember"]
     assert ember_rows and "gelu" in ember_rows[0]["ops"]
     # The wrapper is gone afterwards.
-    from ember.runtime import GraphRunner
+    from ember.runtime.runner import GraphRunner
     assert GraphRunner._call_context.__name__ == "_call_context"
 
 

@@ -61,7 +61,7 @@ def test_ember_logs_keeps_working_and_import_torch_does_not_load_ember(tmp_path)
 
 TRAIN_AND_FALLBACK = """
     import torch, ember
-    from ember import backend
+    from ember import _core
 
     class Block(torch.nn.Module):
         def __init__(self):
@@ -76,7 +76,7 @@ TRAIN_AND_FALLBACK = """
     def refuse(*args, **kwargs):  # a C++ pipeline failure: the graph runs eagerly
         raise RuntimeError("planted failure")
 
-    backend._core.compile = refuse
+    _core.compile = refuse
     torch.compile(lambda x: x.cos() + 1, backend="ember")(torch.randn(8))
 """
 

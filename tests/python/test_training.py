@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import ember
-from ember import backend as ember_backend
+from ember.records import Recording
 from helpers import compile_fresh, fp64_rule, fp64_rule_state, max_rel_err
 
 STEPS = 20
@@ -124,11 +124,11 @@ def run_three(build, make_loss, batches):
     ref = train(ref_model, make_loss, [tuple(t.double() if t.is_floating_point() else t for t in b)
                                        for b in batches], compiled=False)
     records = []
-    ember_backend._recorders.append(records)
+    recording = Recording(records)
     try:
         compiled = train(ember_model, make_loss, batches, compiled=True)
     finally:
-        ember_backend._recorders.remove(records)
+        recording.stop()
     torch._dynamo.reset()
     return {"eager": eager, "ember": compiled, "ref": ref, "eager_model": eager_model,
             "ember_model": ember_model, "ref_model": ref_model, "records": records}
@@ -207,7 +207,7 @@ def test_cnn_batchnorm_parameters_and_running_stats_match_eager(cnn_run):
 
 
 def test_cnn_conv_weights_prepared_again_after_each_optimizer_step(cnn_run):
-    # The forward's convolution weights are prepared (python/ember/prepared.py) and reused
+    # The forward's convolution weights are prepared (python/ember/runtime/prepared.py) and reused
     # while unchanged; each AdamW step updates them in place, so each step's forward makes
     # them again. Reusing a stale copy fails the fp64 rule of the two tests above.
     forward = [r for r in cnn_run["records"] if r.name.startswith("forward")]
@@ -274,14 +274,14 @@ def test_autocast_bf16_step_matches_eager_autocast():
     expected.backward()
     gpt2_loss(ref)(ids).backward()
     records = []
-    ember_backend._recorders.append(records)
+    recording = Recording(records)
     try:
         compiled = compile_fresh(gpt2_loss(twin), backend="ember", fullgraph=False)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             actual = compiled(ids)
         actual.backward()
     finally:
-        ember_backend._recorders.remove(records)
+        recording.stop()
     # Autocast reached the compiled graphs: they compute in bf16.
     assert any("bf16" in r.imported.text for r in records if r.name.startswith("backward"))
     assert actual.dtype == expected.dtype

@@ -1,5 +1,5 @@
-"""Warm starts: through torch's AOTAutogradCache (python/ember/aot_cache.py) for graphs
-AOTAutograd traces, through ember's graph cache (python/ember/graph_cache.py) for the
+"""Warm starts: through torch's AOTAutogradCache (python/ember/caches/aot_cache.py) for graphs
+AOTAutograd traces, through ember's graph cache (python/ember/caches/graph_cache.py) for the
 inference graphs ember's front end traces.
 
 Each end-to-end test runs tests/python/warm_start_child.py in fresh processes sharing a
@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import ember
-from ember import aot_cache, graph_format
+from ember.caches import aot_cache, graph_format
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_start_child.py")
 
@@ -275,7 +275,8 @@ def test_graph_state_checks_format_tag_and_digest():
 def test_output_code_pickles_its_state_only():
     from torch._dynamo.backends.common import aot_autograd
 
-    from ember.backend import compile_graph, decomposition_table
+    from ember.compiler import compile_graph
+    from ember.frontend.decompositions import decomposition_table
 
     codes = []
 
@@ -307,7 +308,7 @@ def test_output_code_pickles_its_state_only():
 def test_op_names_resolve_to_the_same_ops():
     # A loaded graph calls its ATen ops by name (fx_import.Call.op): every kind of op
     # name ember imports must resolve to the same OpOverload in a new process.
-    from ember.fx_import import op_name, resolve_op
+    from ember.frontend.fx_import import op_name, resolve_op
 
     ops = [torch.ops.aten.add.Tensor, torch.ops.aten.sum.dim_IntList, torch.ops.aten.mm.default,
            torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,

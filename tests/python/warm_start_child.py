@@ -121,17 +121,17 @@ def dynamic(options):
 def refuse_graphs_with(op):
     """Makes ember refuse every graph calling `op`, as it refuses a graph its IR cannot
     express (UnsupportedGraph): such graphs are rare enough that none is at hand."""
-    from ember import backend
-    from ember.fx_import import UnsupportedGraph
+    from ember import compiler
+    from ember.frontend.fx_import import UnsupportedGraph
 
-    real = backend.build_runner
+    real = compiler.build_runner
 
     def build_runner(imported, *args, **kwargs):
         if op in imported.text:
             raise UnsupportedGraph(f"refused for the test: {op}")
         return real(imported, *args, **kwargs)
 
-    backend.build_runner = build_runner
+    compiler.build_runner = build_runner
 
 
 def fallbacks(options):
@@ -194,7 +194,7 @@ def main():
     parser.add_argument("--explain", action="store_true", help="ember.explain the small scenario's function")
     args = parser.parse_args()
     if args.other_build:
-        ember.aot_cache._build_id = lambda: "another-ember-build"
+        ember.caches.tags.build_id = lambda: "another-ember-build"
     options = json.loads(args.options)
     if args.explain:
         report = ember.explain(small_fn, torch.linspace(-3, 3, 64).reshape(8, 8), options=options)

@@ -74,8 +74,8 @@ def _aot_capture(fn, args, train=False, dynamic=None):
     from functorch.compile import make_boxed_func
     from torch._functorch.aot_autograd import aot_module_simplified
 
-    from ember.backend import decomposition_table
-    from ember.fx_import import import_graph
+    from ember.frontend.decompositions import decomposition_table
+    from ember.frontend.fx_import import import_graph
 
     texts = []
 

@@ -28,7 +28,7 @@ constexpr int64_t kMaxElementwiseGrid = 1 << 20;  // beyond this, threads loop (
 int elementwise_elems_per_thread(int64_t max_elem_bytes);
 
 // What choose_launch may be told to do otherwise than its rules say: the knobs that
-// max-autotune times (runtime/cuda_autotune.h). The default-constructed choice is the
+// max-autotune times (runtime/cuda_autotune.cpp). The default-constructed choice is the
 // rules' own launch; each field overrides one decision, for the shapes it applies to.
 struct LaunchChoice {
   int elementwise_block = kElementwiseBlock;  // Elementwise: threads per block

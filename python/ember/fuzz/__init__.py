@@ -22,7 +22,7 @@ outputs are compared with eager on the same device (judge.py):
 
 - values the generator tracks as *exact* (integers, bools, views and selections of
   inputs, max/min, casts) must be equal, NaN where eager has NaN;
-- other floats must be close (per-dtype tolerances), or else pass BRIEF.md's rule:
+- other floats must be close (per-dtype tolerances), or else pass Inductor's low-precision rule:
   RMSE(ember, fp64 reference) <= 3 RMSE(eager, fp64 reference) + atol/10, with NaN
   and infinities in the same places. The fp64 reference runs the same program with
   every float dtype replaced by float64.

@@ -28,10 +28,11 @@ def nvrtc_compile(prog: Program, cache_dir: str, arch: str = "sm_90") -> NvrtcRe
     import torch.fx
     from torch._functorch.aot_autograd import aot_module_simplified
 
-    from .. import _core, cuda
-    from ..backend import decomposition_table
+    from .. import _core
+    from ..runtime import cuda
+    from ..frontend.decompositions import decomposition_table
     from ..config import config
-    from ..fx_import import UnsupportedGraph, import_graph
+    from ..frontend.fx_import import UnsupportedGraph, import_graph
 
     cfg = config.update({"cache_dir": cache_dir, "emulate_precision_casts": True})
     out = NvrtcResult()
@@ -85,7 +86,7 @@ def device_problem(device: str) -> str | None:
         return f"unknown device {device!r} (cpu or cuda)"
     if not torch.cuda.is_available():
         return "torch sees no CUDA device (torch.cuda.is_available() is False)"
-    from .. import cuda
+    from ..runtime import cuda
 
     info = cuda.nvrtc_info()
     if not info["available"]:

@@ -106,7 +106,7 @@ def _compare(name, actual, expected, reference, exact, zsign=True, welford=False
     close = (a - e).abs() <= atol + rtol * e.abs()
     if bool(close[finite].all()):
         return None
-    # BRIEF.md's rule against an fp64 reference.
+    # Inductor's low-precision rule against an fp64 reference (docs/reliability.md).
     if reference is not None and isinstance(reference, torch.Tensor) and reference.shape == e.shape:
         ref = reference.double()
         mask = finite & ref.isfinite()
@@ -159,19 +159,16 @@ def _check(prog: Program, cache_dir: str, flags: dict | None, device: str | None
         expected = fn(*make_inputs(prog, device))
     except Exception as e:
         return Result("eager_error", f"{type(e).__name__}: {e}")
-    from .. import backend
+    from .. import records as graph_records
 
-    before = len(backend._summaries)
-    records: list = []
-    backend._recorders.append(records)
+    before = len(graph_records.summaries())
     try:
-        compiled = _compile_with_ember(fn, make_inputs(prog, device), cache_dir)
-        actual = compiled(*make_inputs(prog, device))
+        with graph_records.recording() as records:
+            compiled = _compile_with_ember(fn, make_inputs(prog, device), cache_dir)
+            actual = compiled(*make_inputs(prog, device))
     except Exception as e:
         return Result("error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-4)}")
-    finally:
-        backend._recorders.remove(records)
-    kernels = sum(s["kernels"] for s in backend._summaries[before:])
+    kernels = sum(s["kernels"] for s in graph_records.summaries()[before:])
     reasons = [str(r.fallback_reason).splitlines()[0][:200] for r in records if r.fallback_reason]
     eager_graphs = len(reasons)
     reference = None

@@ -4,7 +4,7 @@ The safety checks are the core's own (csrc/runtime/disk_cache.h): a directory th
 a symlink, not ours, or writable by others is reported unusable and never cleared.
 
 export writes every verified entry (kernels, cubins, max-autotune decisions, ember's graph
-cache) into one file in ember's own format (python/ember/graph_format.py: magic, format,
+cache) into one file in ember's own format (python/ember/caches/graph_format.py: magic, format,
 ember's build, SHA-256, checked before anything is read); import checks it and installs
 each entry through the same DiskCache, so a fleet ships one file to fresh machines. The
 file holds machine code: import only exports you trust, as you would a shared library.
@@ -75,7 +75,9 @@ def entries(directory: str | None = None) -> list[tuple[str, str]]:
 
 def export(out_path: str, directory: str | None = None) -> dict:
     """Writes the cache's verified entries to out_path; {"dir", "entries", "bytes", "skipped"}."""
-    from ember import _core, graph_format, precompile
+    from ember import _core
+    from ember.caches import graph_format
+    from ember.caches.tags import artifact_tag
 
     d = info(directory)
     if not d["exists"] or not d["usable"]:
@@ -90,19 +92,21 @@ def export(out_path: str, directory: str | None = None) -> dict:
         blobs.append(data)
     doc = {"what": "cache export", "entries": listed}
     with open(out_path, "wb") as f:
-        f.write(graph_format.encode(precompile.artifact_tag(), doc, blobs))
+        f.write(graph_format.encode(artifact_tag(), doc, blobs))
     return {"dir": d["dir"], "entries": len(listed), "bytes": sum(len(b) for b in blobs), "skipped": skipped}
 
 
 def import_file(in_path: str, directory: str | None = None) -> dict:
     """Installs an export's entries; {"dir", "entries", "bytes"}. Raises ValueError for a file
     that is not an intact export of this ember build, PermissionError for an unusable cache."""
-    from ember import _core, graph_format, precompile
+    from ember import _core
+    from ember.caches import graph_format
+    from ember.caches.tags import artifact_tag
 
     with open(in_path, "rb") as f:
         data = f.read()
     try:
-        doc, blobs = graph_format.decode(data, precompile.artifact_tag())
+        doc, blobs = graph_format.decode(data, artifact_tag())
     except graph_format.FormatError as e:
         raise ValueError(f"ember: not importing {in_path}: {e}") from None
     listed = doc.get("entries")

@@ -274,7 +274,7 @@ def _cuda():
 
 @_guard("cache")
 def _cache():
-    from ember import cache_dirs
+    from ember.caches import cache_dirs
     from ember.config import config
     from ember.tools import cache
 
@@ -307,8 +307,8 @@ def _cache():
 @_guard("torch cache")
 def _torch_cache():
     """torch's cache directory, where ember keeps its graphs for warm starts
-    (AOTAutogradCache, python/ember/aot_cache.py) only if it passes the same checks."""
-    from ember import aot_cache, cache_dirs
+    (AOTAutogradCache, python/ember/caches/aot_cache.py) only if it passes the same checks."""
+    from ember.caches import aot_cache, cache_dirs
     from ember.config import config
 
     if aot_cache.off_reason(config):

@@ -1,7 +1,7 @@
 """Per-kernel time, bytes and bandwidth of compiled graphs, for `ember report`.
 
 Time: the graphs are called under torch.profiler, where each call runs in its graph's range
-and each kernel step in a range named after its kernels (python/ember/runtime.py). On the
+and each kernel step in a range named after its kernels (python/ember/runtime/runner.py). On the
 CPU a step's time is its range's; on a CUDA device it is the device time of the kernels
 launched inside the range (the trace links each device kernel to the range it was launched
 from by its External id), or, where the trace has no such link, of the device kernels
@@ -83,7 +83,7 @@ def _enclosing(event, ranges):
 
 def profile_steps(fn, args, records, calls: int = 10, device: str = "cpu") -> dict:
     """{graph name: {step label: mean microseconds per call}} for the graphs in `records`
-    (backend.GraphRecord), from `calls` calls of fn(*args) under torch.profiler."""
+    (records.GraphRecord), from `calls` calls of fn(*args) under torch.profiler."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = device.startswith("cuda")

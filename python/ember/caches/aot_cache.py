@@ -40,12 +40,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
-import os
 
 import torch
 
-from . import counters as stats, graph_format, logs, precompile
+from .. import counters as stats, logs
+from ..compiler import load_graph
+from ..config import config as global_config
+from ..runtime.runner import GraphRunner
+from . import cache_dirs, graph_format
+from .tags import cache_tag
 
 try:
     from torch._inductor.output_code import OutputCode as _OutputCodeBase
@@ -104,53 +107,55 @@ def unsafe_torch_cache_dir() -> str | None:
     """torch unpickles the entries it finds in its cache directory, so ember neither
     looks up nor writes entries there unless the directory passes the checks of ember's
     own disk cache (cache_dirs.py; warned once per process, with the fix). Why not, or None."""
-    from . import cache_dirs
-
     refused = cache_dirs.warn_torch_cache_refused()
     return f"torch's cache directory {refused['dir']} is refused: {refused['problem']}" if refused else None
 
 
-@functools.lru_cache(maxsize=1)
-def _build_id() -> str:
-    """A hash of what decides compiled graphs: ember's Python sources (decompositions,
-    import, runtime) and its C++ core."""
-    from . import _core
-
-    here = os.path.dirname(os.path.abspath(__file__))
-    h = hashlib.sha256(_core.__version__.encode())
-    for path in sorted(os.path.join(here, f) for f in os.listdir(here) if f.endswith(".py")) + [_core.__file__]:
-        with open(path, "rb") as f:
-            h.update(os.path.basename(path).encode() + b"\0" + hashlib.sha256(f.read()).digest())
-    return h.hexdigest()[:32]
-
-
-def cache_tag(cfg, mode: str | None) -> str:
-    """ember's part of the AOTAutogradCache key: its build, and the options that change
-    the code it generates."""
-    return f"ember-{_build_id()}-f{graph_format.FORMAT}-fuse{int(cfg.fuse)}-{mode or 'default'}"
-
-
-class _Loading:
-    """The config and mode of the backend call whose AOTAutogradCache lookup is running: a
-    loaded entry checks its tag against them and rebuilds its runner with that config (its
-    cache directory)."""
-
-    stack: list = []
+# The backend calls and artifact loads running now, innermost last (pushed by loading()
+# only): a loaded entry checks its tag against the config and is rebuilt with it.
+_loading: list = []
+# The lists of the collecting_runners() blocks open now.
+_collecting: list[list] = []
 
 
 @contextlib.contextmanager
-def enabled(cfg, mode: str | None):
+def loading(cfg):
+    """Entries loaded while the block runs are checked against `cfg`'s tag (its build and
+    the options that change code) and rebuilt with `cfg` (its cache directory). Outside
+    every such block (torch's precompile loads entries itself) ember.config is used."""
+    _loading.append(cfg)
+    try:
+        yield
+    finally:
+        _loading.pop()
+
+
+@contextlib.contextmanager
+def collecting_runners():
+    """A list of the runners compiled or loaded through this cache while the block runs
+    (torch's aot_compile: an artifact carries their kernels, precompile.py)."""
+    runners: list = []
+    _collecting.append(runners)
+    try:
+        yield runners
+    finally:
+        _collecting.pop()
+
+
+def _collect(runner) -> None:
+    if _collecting:
+        _collecting[-1].append(runner)
+
+
+@contextlib.contextmanager
+def enabled(cfg):
     """torch's configs for ember's graphs to be looked up in, and written to, the
     AOTAutogradCache, for the duration of one backend call."""
     user_tag = torch.compiler.config.cache_key_tag
-    tag = (user_tag + "|" if user_tag else "") + cache_tag(cfg, mode)
+    tag = (user_tag + "|" if user_tag else "") + cache_tag(cfg)
     with torch._functorch.config.patch(bundled_autograd_cache=True, force_non_lazy_backward_lowering=True), \
-            torch.compiler.config.patch(cache_key_tag=tag), _without_inductor_backends():
-        _Loading.stack.append((cfg, mode))
-        try:
-            yield
-        finally:
-            _Loading.stack.pop()
+            torch.compiler.config.patch(cache_key_tag=tag), _without_inductor_backends(), loading(cfg):
+        yield
 
 
 @contextlib.contextmanager
@@ -177,14 +182,14 @@ def _no_registration() -> None:
     pass
 
 
-def serializable(compile_fn, cfg, mode: str | None, kind: str):
+def serializable(compile_fn, cfg, kind: str):
     """An AOTAutograd compiler whose results (EmberOutputCode) AOTAutogradCache stores."""
     from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler
 
     def compile(gm, example_inputs):
         runner = compile_fn(gm, example_inputs)
-        precompile.note_runner(runner)  # torch's aot_compile: the artifact carries its kernels
-        return EmberOutputCode.of(runner, kind, cache_tag(cfg, mode))
+        _collect(runner)
+        return EmberOutputCode.of(runner, kind, cache_tag(cfg))
 
     return SerializableAOTDispatchCompiler(EmberOutputCode, compile)
 
@@ -203,7 +208,7 @@ def graph_state(runner, kind: str, tag: str) -> bytes:
 class EmberOutputCode(_OutputCodeBase):
     """A compiled graph as AOTAutograd's compilers return it. Called with the boxed
     convention (one list of arguments). Pickled, it is its graph state only (bytes in
-    ember's format); `post_compile` on a loaded one rebuilds the runner (backend.load_graph)."""
+    ember's format); `post_compile` on a loaded one rebuilds the runner (compiler.load_graph)."""
 
     # Identity, not OutputCode's dataclass equality (which would make all of them equal).
     __eq__ = object.__eq__
@@ -218,8 +223,6 @@ class EmberOutputCode(_OutputCodeBase):
 
     @classmethod
     def of(cls, runner, kind: str, tag: str) -> "EmberOutputCode":
-        from .runtime import GraphRunner
-
         if not isinstance(runner, GraphRunner):
             return cls(runner, None, "the graph runs eagerly")
         try:
@@ -262,18 +265,13 @@ class EmberOutputCode(_OutputCodeBase):
     def post_compile(self, *args, **kwargs) -> None:
         if self._runner is not None:
             return
-        from .backend import load_graph
-
-        from .config import config
-
-        # Outside a backend call (torch's precompile loads entries itself): the global config.
-        cfg, mode = _Loading.stack[-1] if _Loading.stack else (config, None)
+        cfg = _loading[-1] if _loading else global_config
         try:
             if not isinstance(self._state, bytes):
                 raise graph_format.FormatError("entry without a graph state")
-            payload = graph_format.decode_state(self._state, cache_tag(cfg, mode))
-            self._runner = load_graph(payload, cfg, mode)
-            precompile.note_runner(self._runner)
+            payload = graph_format.decode_state(self._state, cache_tag(cfg))
+            self._runner = load_graph(payload, cfg)
+            _collect(self._runner)
         except Exception as e:
             logs.logger("cache").info("AOTAutograd cache entry not used, compiling instead: %s: %s",
                                       type(e).__name__, e)

@@ -24,9 +24,46 @@ function's globals. `source` keeps the text (GraphRunner plan's `.source`), for 
 """
 from __future__ import annotations
 
+import dataclasses
 import keyword
 
-from .fx_import import Ref, SymValue
+from ..frontend.fx_import import Ref, SymValue
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocation:
+    """A buffer a kernel step writes first: allocated before the step, on every call."""
+    buffer: int
+    sizes: tuple
+    strides: tuple
+    dtype: object  # torch.dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class Expected:
+    """What the kernels were compiled to read of an ATen result. dtype None: an opaque value
+    (a dtype, layout or device ember does not model), passed on unchecked."""
+    buffer: int
+    sizes: tuple | None
+    strides: tuple | None
+    dtype: object  # torch.dtype or None
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelStep:
+    """A group of kernels, run by one call into C++ (the compiled graph's step `index`)."""
+    index: int
+    pointers: tuple  # per argument, (buffer, its slot in the workspace's pointers or None)
+    allocate: tuple[Allocation, ...] = ()
+    release: tuple[int, ...] = ()  # buffers used here last: dropped after it
+
+
+@dataclasses.dataclass(frozen=True)
+class ExternStep:
+    """One ATen call: its expression over the buffer list and what each result must be."""
+    call: str
+    expect: tuple[Expected | None, ...]  # None: a result no buffer holds
+    release: tuple[int, ...] = ()
 
 
 class Names:
@@ -94,7 +131,7 @@ def result_lines(var: str, expect, names: Names) -> list[str]:
     """Lines that check one ATen result against the graph's metadata (a dtype, shape or
     stride that differs goes through conform(); a 0-d result must be on the device) and
     store it in its buffer."""
-    b, sizes, strides, dtype = expect
+    sizes, strides, dtype = expect.sizes, expect.strides, expect.dtype
     lines = []
     if dtype is not None:
         cond = (f"{var}.dtype is not {names.bind(dtype, 'd')} or {var}.shape != {literal(sizes, names)} "
@@ -104,37 +141,34 @@ def result_lines(var: str, expect, names: Names) -> list[str]:
         # Flash attention returns None for outputs its metadata calls tensors.
         cond = f"{var} is not None and ({cond})"
         lines += [f"if {cond}:", f"    {var} = conform({var}, {names.bind(expect, 'e')})"]
-    lines.append(f"bufs[{b}] = {var}")
+    lines.append(f"bufs[{expect.buffer}] = {var}")
     return lines
 
 
 def generate(steps, outputs, names: Names) -> str:
-    """The source of `run` for a plan's steps:
-    ("kernels", si, [(buffer, pointer slot or None)], allocations [(b, sizes, strides, dtype)], release),
-    ("extern", call expression, expects (None for an unused output), release), and the
-    outputs' expressions."""
+    """The source of `run` for a plan's steps (KernelStep, ExternStep) and the outputs'
+    expressions."""
     body = []
     for step in steps:
-        if step[0] == "kernels":
-            _, si, args, new, release = step
-            for b, sizes, strides, dtype in new:
-                body.append(f"bufs[{b}] = empty({literal(sizes, names)}, {literal(strides, names)}, "
-                            f"dtype={names.bind(dtype, 'd')}, device=dev)")
-            ptrs = ", ".join(f"P[{slot}]" if slot is not None else f"bufs[{b}].data_ptr()" for b, slot in args)
-            body.append(f"launch({si}, [{ptrs}], *X)")
+        if isinstance(step, KernelStep):
+            for a in step.allocate:
+                body.append(f"bufs[{a.buffer}] = empty({literal(a.sizes, names)}, {literal(a.strides, names)}, "
+                            f"dtype={names.bind(a.dtype, 'd')}, device=dev)")
+            ptrs = ", ".join(f"P[{slot}]" if slot is not None else f"bufs[{b}].data_ptr()" for b, slot in step.pointers)
+            body.append(f"launch({step.index}, [{ptrs}], *X)")
         else:
-            _, expr, expects, release = step
+            expects = step.expect
             if len(expects) == 1:
-                body.append(f"r = {expr}")
+                body.append(f"r = {step.call}")
                 if expects[0] is not None:
                     body += result_lines("r", expects[0], names)
             else:
-                body.append(f"rs = {expr}")
+                body.append(f"rs = {step.call}")
                 for k, e in enumerate(expects):
                     if e is not None:
                         body.append(f"r = rs[{k}]")
                         body += result_lines("r", e, names)
-        body += [f"bufs[{b}] = None" for b in release]
+        body += [f"bufs[{b}] = None" for b in step.release]
     body.append("return [" + ", ".join(outputs) + "]")
     return "def run(bufs, P, launch, X, empty, dev, conform):\n" + "".join(f"    {line}\n" for line in body)
 

@@ -17,8 +17,8 @@ import time
 import torch
 import torch.autograd.profiler as _profiler
 
-from . import _core, counters as stats, logs
-from .runtime import GraphRunner
+from .. import _core, counters as stats, logs
+from .runner import GraphRunner
 
 
 @functools.lru_cache(maxsize=1)
@@ -115,7 +115,7 @@ class CudaGraphRunner(GraphRunner):
             self._tuning_lock = threading.Lock()
 
     def use_cuda_graphs(self, name: str, static_inputs: list[int] | None = None):
-        """Calls from now on replay CUDA graph recordings (python/ember/cudagraphs.py);
+        """Calls from now on replay CUDA graph recordings (python/ember/runtime/cudagraphs.py);
         `static_inputs`: the indices of parameters, read in place."""
         from .cudagraphs import CudaGraphReplay
 
@@ -215,7 +215,7 @@ def compile_cuda_graph(imported, attr_tensors: list, device: torch.device, cfg, 
     """(CudaCompiledGraph, CudaGraphRunner) for an imported graph on `device`. What the
     CUDA path cannot do yet raises UnsupportedGraph (the graph runs eagerly, with the
     reason in the fallback log and in explain); an NVRTC or driver failure raises."""
-    from .fx_import import UnsupportedGraph
+    from ..frontend.fx_import import UnsupportedGraph
 
     info = nvrtc_info()
     if not info["available"]:

@@ -31,7 +31,7 @@ import weakref
 
 import torch
 
-from .fx_import import TORCH_DTYPES
+from ..frontend.fx_import import TORCH_DTYPES
 
 _CONV = "aten::convolution.default"
 

@@ -42,7 +42,10 @@ import functools
 
 import torch
 
-from . import _core, aot_cache, counters as stats, graph_format, logs
+from .. import _core, counters as stats, logs
+from ..compiler import load_graph
+from . import aot_cache, graph_format
+from .tags import artifact_tag, cache_tag
 
 try:
     from torch._dynamo.aot_compile_types import SerializableCallable as _SerializableBase
@@ -75,57 +78,37 @@ def active() -> bool:
     return unavailable_reason() is None and bool(torch._functorch.config.bypass_autograd_cache_key)
 
 
-def artifact_tag() -> str:
-    from . import __version__
-
-    return f"ember-{__version__}-{aot_cache._build_id()}"
-
-
 # Config fields that change what a graph compiles to: recorded in an artifact, applied when
 # it is loaded (the loader's own cache_dir, disk_cache and fallback settings still apply).
 _CODE_OPTIONS = ("fuse", "pad_matmuls", "emulate_precision_casts", "max_autotune", "descriptive_names")
 
 
-class _Collect:
-    """The runners compiled during one aot_compile backend call (AOTAutograd's graphs)."""
-
-    stack: list[list] = []
-
-
-def note_runner(runner) -> None:
-    if _Collect.stack:
-        _Collect.stack[-1].append(runner)
-
-
-def compile_for_precompile(compile_fn, gm, example_inputs, cfg, mode):
+def compile_for_precompile(compile_fn, gm, example_inputs, cfg):
     """Runs the backend's compile (compile_fn(gm, example_inputs) -> (what Dynamo calls,
     front end)) and wraps its result as a SerializableCallable."""
     from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
 
-    runners: list = []
-    _Collect.stack.append(runners)
     try:
-        compiled, front = compile_fn(gm, example_inputs)
+        with aot_cache.collecting_runners() as runners:  # AOTAutograd's graphs
+            compiled, front = compile_fn(gm, example_inputs)
     except BypassAOTAutogradCache as e:  # under aot_compile torch raises it: a graph ember runs eagerly
         raise PrecompileRefused(f"this graph cannot be precompiled: {e}. Fix what the reason names, or compile "
                                 "at run time (torch.compile(..., backend='ember'))") from None
-    finally:
-        _Collect.stack.pop()
     if front == "ember":
         runner = compiled.runner
         if not _is_compiled(runner):
             return EmberEagerGraph(compiled, "ember could not compile it (see ember.explain or the fallback log)")
-        return EmberCompiledGraph(runner, cfg, mode, compiled.static_inputs)
+        return EmberCompiledGraph(runner, cfg, compiled.static_inputs)
     if not getattr(compiled, "serialize", None):
         return EmberEagerGraph(compiled, "AOTAutograd's result is not serializable in this torch")
     failed = [r for r in runners if not _is_compiled(r)]
     if failed or not runners:
         return EmberEagerGraph(compiled, "ember could not compile one of its AOTAutograd graphs")
-    return EmberAOTGraph(compiled, runners, cfg, mode)
+    return EmberAOTGraph(compiled, runners, cfg)
 
 
 def _is_compiled(runner) -> bool:
-    from .runtime import GraphRunner
+    from ..runtime.runner import GraphRunner
 
     return isinstance(runner, GraphRunner)
 
@@ -145,9 +128,9 @@ class _EmberSerializable(_SerializableBase):
 class EmberCompiledGraph(_EmberSerializable):
     """A graph ember's front end traced and compiled, as torch's precompile API holds it."""
 
-    def __init__(self, runner, cfg, mode, static_inputs=None):
+    def __init__(self, runner, cfg, static_inputs=None):
         self.runner = runner
-        self._cfg, self._mode = cfg, mode
+        self._cfg = cfg
         self._static_inputs = static_inputs
 
     def __call__(self, *args):
@@ -155,8 +138,8 @@ class EmberCompiledGraph(_EmberSerializable):
 
     def _artifact(self) -> bytes:
         _wait(self.runner)
-        state = aot_cache.graph_state(self.runner, "inference", aot_cache.cache_tag(self._cfg, self._mode))
-        return _envelope(self._cfg, self._mode, [self.runner], {"front": "ember", "static_inputs": self._static_inputs},
+        state = aot_cache.graph_state(self.runner, "inference", cache_tag(self._cfg))
+        return _envelope(self._cfg, [self.runner], {"front": "ember", "static_inputs": self._static_inputs},
                          [state])
 
 
@@ -164,10 +147,10 @@ class EmberAOTGraph(_EmberSerializable):
     """A graph AOTAutograd traced (its runtime wrappers: training's autograd.Function,
     input mutations, aliased outputs) with ember's compiled graphs inside."""
 
-    def __init__(self, compiled, runners, cfg, mode):
+    def __init__(self, compiled, runners, cfg):
         self.compiled = compiled
         self._runners = runners
-        self._cfg, self._mode = cfg, mode
+        self._cfg = cfg
 
     def __call__(self, *args):
         return self.compiled(*args)
@@ -178,7 +161,7 @@ class EmberAOTGraph(_EmberSerializable):
         for r in self._runners:
             _wait(r)
         entry = Bundled.serialize_compile_artifacts(Bundled(self.compiled))
-        return _envelope(self._cfg, self._mode, self._runners, {"front": "AOTAutograd"}, [entry])
+        return _envelope(self._cfg, self._runners, {"front": "AOTAutograd"}, [entry])
 
 
 class EmberEagerGraph(_EmberSerializable):
@@ -198,8 +181,7 @@ class EmberEagerGraph(_EmberSerializable):
 
 def _wait(runner) -> None:
     """A graph's kernels, built: a background C compile is waited for; a failed one raises."""
-    if runner._finish_compile is not None:
-        runner._await_kernels()
+    runner.finish_kernels()
     if runner.kernels_failed():
         raise PrecompileRefused("ember: a graph's kernels failed to compile; it runs eagerly and cannot be "
                                 "precompiled (see the warning printed when it ran)")
@@ -208,18 +190,18 @@ def _wait(runner) -> None:
 def _device_info(runners) -> dict:
     device = str(runners[0].device)
     if device == "cpu":
-        from .config import config
+        from ..config import config
 
         fingerprint, probe = _core.c_compiler_probe(config.cache_dir or "", config.disk_cache)
         return {"device": "cpu", "compiler": _compiler_identity(), "compiler_probe": [fingerprint, probe]}
-    from .cuda import device_arch, nvrtc_info
+    from ..runtime.cuda import device_arch, nvrtc_info
 
     return {"device": device, "arch": device_arch(torch.device(device)), "compiler": nvrtc_info()["identity"]}
 
 
-def _envelope(cfg, mode, runners, graph: dict, parts: list[bytes]) -> bytes:
+def _envelope(cfg, runners, graph: dict, parts: list[bytes]) -> bytes:
     """The artifact: ember's container with the graph's parts and its kernels."""
-    from .config import config
+    from ..config import config
 
     if config.precompile_kernels not in ("embed", "reference"):
         raise ValueError(f"ember.config.precompile_kernels must be 'embed' or 'reference', "
@@ -246,7 +228,7 @@ def _envelope(cfg, mode, runners, graph: dict, parts: list[bytes]) -> bytes:
                 entry[2] = len(blobs) - 1
             kernels.append(entry)
     doc = {"what": "precompiled", "torch": torch.__version__, **_device_info(runners),
-           "options": {name: getattr(cfg, name) for name in _CODE_OPTIONS}, "mode": mode,
+           "options": {name: getattr(cfg, name) for name in _CODE_OPTIONS}, "mode": cfg.mode,
            "graph": graph, "parts": list(range(len(parts))), "kernels": kernels}
     stats.count_precompile("saved")
     return graph_format.encode(artifact_tag(), doc, blobs)
@@ -262,18 +244,17 @@ def load_artifact(data: bytes):
     if doc.get("what") != "precompiled":
         raise PrecompileRefused(f"ember: not a precompiled artifact ({doc.get('what')!r})")
     _check_machine(doc)
-    from .config import config
+    from ..config import config
 
-    cfg = config.update(doc.get("options") or {})
-    mode = doc.get("mode")
+    cfg = config.update(doc.get("options") or {}).with_mode(doc.get("mode"))
     _install_kernels(cfg, doc.get("kernels") or [], blobs)
     graph = doc.get("graph") or {}
     parts = [bytes(blobs[i]) for i in doc.get("parts", [])]
     try:
         if graph.get("front") == "ember":
-            return _load_ember_graph(parts[0], cfg, mode, graph.get("static_inputs"))
+            return _load_ember_graph(parts[0], cfg, graph.get("static_inputs"))
         if graph.get("front") == "AOTAutograd":
-            return _load_aot_graph(parts[0], cfg, mode)
+            return _load_aot_graph(parts[0], cfg)
     except graph_format.FormatError as e:
         raise PrecompileRefused(f"ember: refusing a precompiled artifact's graph: {e}") from None
     raise PrecompileRefused(f"ember: a precompiled artifact of an unknown kind ({graph.get('front')!r})")
@@ -306,7 +287,7 @@ def _check_machine(doc: dict) -> None:
     if not torch.cuda.is_available():
         raise PrecompileRefused(f"ember: refusing a precompiled artifact for {device} ({doc.get('arch')}): "
                                 "this process has no CUDA device")
-    from .cuda import device_arch
+    from ..runtime.cuda import device_arch
 
     index = torch.device(device).index or 0
     if index >= torch.cuda.device_count():
@@ -319,7 +300,7 @@ def _check_machine(doc: dict) -> None:
 
 def _compiler_identity() -> str:
     """The C compiler's identity, its probe read from the kernel cache when kept there."""
-    from .config import config
+    from ..config import config
 
     return _core.c_compiler_identity(config.cache_dir or "", config.disk_cache)
 
@@ -353,31 +334,23 @@ def _install_kernels(cfg, kernels: list, blobs) -> None:
         stats.count_precompile("kernels_installed", installed)
 
 
-def _load_ember_graph(state_bytes: bytes, cfg, mode, static_inputs):
-    from .backend import load_graph
-
-    state = graph_format.decode_state(state_bytes, aot_cache.cache_tag(cfg, mode))
-    runner = load_graph(state, cfg, mode, static_inputs, "precompiled artifact")
+def _load_ember_graph(state_bytes: bytes, cfg, static_inputs):
+    state = graph_format.decode_state(state_bytes, cache_tag(cfg))
+    runner = load_graph(state, cfg, static_inputs, "precompiled artifact")
     _note_missing_kernels(runner)
     stats.count_precompile("loaded")
-    return EmberCompiledGraph(runner, cfg, mode, static_inputs)
+    return EmberCompiledGraph(runner, cfg, static_inputs)
 
 
-def _load_aot_graph(entry: bytes, cfg, mode):
+def _load_aot_graph(entry: bytes, cfg):
     from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as Bundled
 
-    runners: list = []
-    aot_cache._Loading.stack.append((cfg, mode))
-    _Collect.stack.append(runners)
-    try:
+    with aot_cache.loading(cfg), aot_cache.collecting_runners() as runners:
         loaded = Bundled.deserialize_compile_artifacts(entry)
-    finally:
-        _Collect.stack.pop()
-        aot_cache._Loading.stack.pop()
     for r in runners:
         _note_missing_kernels(r)
     stats.count_precompile("loaded")
-    return EmberAOTGraph(loaded, runners, cfg, mode)
+    return EmberAOTGraph(loaded, runners, cfg)
 
 
 def _note_missing_kernels(runner) -> None:

@@ -21,7 +21,10 @@ from __future__ import annotations
 import functools
 import threading
 
-from . import _core, graph_format, logs
+from .. import _core, logs
+from ..config import config as global_config
+from . import graph_format
+from .tags import artifact_tag
 
 TYPE = "ember"
 
@@ -61,8 +64,6 @@ def register() -> bool:
 
 
 def _content(key: str, suffix: str, data: bytes) -> bytes:
-    from .precompile import artifact_tag
-
     return graph_format.encode(artifact_tag(), {"what": "cache entry", "key": key, "suffix": suffix}, [data])
 
 
@@ -98,16 +99,13 @@ def record_graph(cfg, cg) -> None:
 def install(content: bytes) -> bool:
     """Installs one recorded entry into this process's kernel cache (ember.config's
     directory); False, with the reason in the cache log, when it is refused."""
-    from .config import config
-    from .precompile import artifact_tag
-
     try:
         doc, blobs = graph_format.decode(content, artifact_tag())
         key, suffix = doc.get("key"), doc.get("suffix")
         if doc.get("what") != "cache entry" or not isinstance(key, str) or not isinstance(suffix, str) \
                 or len(blobs) != 1:
             raise graph_format.FormatError("not an ember cache entry")
-        cache_dir = config.cache_dir or _core.default_cache_dir()
+        cache_dir = global_config.cache_dir or _core.default_cache_dir()
         if _core.cache_write(cache_dir, key, suffix, bytes(blobs[0])):
             return True
         reason = "the kernel cache is not usable (`ember cache info` says why)"

@@ -45,7 +45,7 @@ import weakref
 
 import torch
 
-from . import counters as stats, logs
+from .. import counters as stats, logs
 
 # Recordings a graph with symbols keeps, most recent last.
 MAX_RECORDINGS = 8

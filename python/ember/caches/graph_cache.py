@@ -5,7 +5,7 @@ AOTAutogradCache does not see them; this cache takes its place. Its key is a SHA
 over the Dynamo graph -- every node's op, target and arguments, every input's shape,
 strides, dtype and device, the values of its constant tensors -- with torch's version,
 the global state a trace depends on (aten_trace.global_state) and ember's tag
-(aot_cache.cache_tag: its build and the options that change generated code). Its entry
+(tags.cache_tag: its build and the options that change generated code). Its entry
 is the graph's state in ember's own format (graph_format.py: the graph text, the imported
 graph, constants; no library, no pointer, no pickle), stored in ember's disk cache
 (csrc/runtime/disk_cache.h), which verifies the content's SHA-256 on every read;
@@ -25,8 +25,11 @@ import hashlib
 import torch
 import torch.fx
 
-from . import _core, aot_cache, counters as stats, graph_format, logs, mega_cache
-from .aten_trace import attribute, const_key, global_state, tensor_key
+from .. import _core, counters as stats, logs
+from ..compiler import load_graph
+from ..frontend.aten_trace import attribute, const_key, global_state, is_symbolic, tensor_key
+from . import aot_cache, graph_format, mega_cache
+from .tags import cache_tag
 
 SUFFIX = "graph"
 
@@ -35,12 +38,10 @@ _KNOWN_NAMESPACES = ("torch.", "_operator.", "operator.", "math.")
 _BUILTINS = frozenset({"getattr", "len", "abs", "min", "max", "int", "float", "bool"})
 
 
-def key(gm: torch.fx.GraphModule, example_inputs, cfg, mode: str | None) -> str | None:
+def key(gm: torch.fx.GraphModule, example_inputs, cfg) -> str | None:
     """The cache key of an inference graph, or None when it is not cached."""
     if aot_cache.off_reason(cfg):
         return None
-    from .aten_trace import is_symbolic
-
     if is_symbolic(gm):
         # Its key would have to hold the ShapeEnv's symbols and facts; ember's front end
         # traces a symbolic graph again in every process (no AOTAutograd either way).
@@ -61,7 +62,7 @@ def key(gm: torch.fx.GraphModule, example_inputs, cfg, mode: str | None) -> str 
             raise _Unkeyed(type(v).__name__)
         return k
 
-    parts = [aot_cache.cache_tag(cfg, mode), torch.__version__, torch.version.git_version, global_state()]
+    parts = [cache_tag(cfg), torch.__version__, torch.version.git_version, global_state()]
     inputs = iter(example_inputs)
     try:
         for i, node in enumerate(gm.graph.nodes):
@@ -108,18 +109,16 @@ def _dir(cfg) -> str:
     return cfg.cache_dir or _core.default_cache_dir()
 
 
-def load(graph_key: str, cfg, mode: str | None, static_inputs: list[int]):
+def load(graph_key: str, cfg, static_inputs: list[int]):
     """The runner of a cached graph, or None (a miss, or an entry that fails to load). A
     hit is counted here; a miss by the caller, once the graph turns out to be one ember
     traces (a graph left to AOTAutograd is never in this cache)."""
     data = _core.cache_read(_dir(cfg), graph_key, SUFFIX)
     if data is None:
         return None
-    from .backend import load_graph
-
     try:
-        state = graph_format.decode_state(data, aot_cache.cache_tag(cfg, mode))
-        runner = load_graph(state, cfg, mode, static_inputs, "graph cache")
+        state = graph_format.decode_state(data, cache_tag(cfg))
+        runner = load_graph(state, cfg, static_inputs, "graph cache")
     except Exception as e:
         logs.logger("cache").info("graph cache entry %s not used, tracing instead: %s: %s", graph_key[:16],
                                   type(e).__name__, e)
@@ -129,11 +128,11 @@ def load(graph_key: str, cfg, mode: str | None, static_inputs: list[int]):
     return runner
 
 
-def save(graph_key: str, runner, cfg, mode: str | None) -> None:
+def save(graph_key: str, runner, cfg) -> None:
     """Stores a compiled graph's state. Its kernels may still be compiling (a background
     C compile): a process that loads the entry before they are cached compiles them."""
     try:
-        state = aot_cache.graph_state(runner, "inference", aot_cache.cache_tag(cfg, mode))
+        state = aot_cache.graph_state(runner, "inference", cache_tag(cfg))
         ok = _core.cache_write(_dir(cfg), graph_key, SUFFIX, state)
     except Exception as e:  # a value ember's format has no encoding for: trace it every time
         ok, why = False, f"{type(e).__name__}: {e}"

@@ -11,7 +11,7 @@ Layout (integers little-endian):
     magic    8 bytes   MAGIC
     format   u32       FORMAT: bumped whenever the meaning of the document changes
     tag      u16 n, then n ASCII bytes: the writer's tag (ember's build and the options
-                       that change compiled code; aot_cache.cache_tag)
+                       that change compiled code; tags.cache_tag)
     digest   32 bytes  SHA-256 of everything after it
     doc      u64 n, then n bytes of UTF-8 JSON
     blobs    the bytes the document's "blobs" sizes list, back to back, nothing after
@@ -36,7 +36,7 @@ import struct
 
 import torch
 
-from .fx_import import Call, ImportedGraph, Ref, SymValue
+from ..frontend.fx_import import Call, ImportedGraph, Ref, SymValue
 
 MAGIC = b"\x7fEMBER\r\n"
 FORMAT = 2  # 1 was a pickled payload (aot_cache.GraphState before this module)

@@ -15,7 +15,7 @@ import os
 import stat
 import warnings
 
-from . import _core, logs
+from .. import _core, logs
 
 # Directories already warned about in this process.
 _warned: set[str] = set()

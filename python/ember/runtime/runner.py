@@ -7,6 +7,7 @@ and one call into C++; per extern op one ATen call with prebuilt arguments.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import weakref
 
@@ -15,7 +16,7 @@ import torch.autograd.profiler as _profiler
 from torch._C._profiler import _RecordFunctionFast
 
 from . import plan_code, prepared as _prepared
-from .fx_import import TORCH_DTYPES, Call, ImportedGraph, Ref, SymValue, resolve_op
+from ..frontend.fx_import import TORCH_DTYPES, Call, ImportedGraph, Ref, SymValue, resolve_op
 
 
 def _access(fn, source: str):
@@ -121,7 +122,7 @@ def _conform_result(r, expect, dev):
     (expect: buffer, sizes, strides, dtype), made what the kernels read: its dtype
     converted, a 0-d value moved to the device, other strides copied into the compiled
     ones; a shape that differs raises _ShapeMismatch."""
-    _, sizes, strides, dtype = expect
+    sizes, strides, dtype = expect.sizes, expect.strides, expect.dtype
     if r.dtype != dtype or r.shape != sizes:
         r = _conform(r, sizes, dtype)
     if not sizes and r.device != dev:  # a CPU scalar, a device value to ember
@@ -209,7 +210,8 @@ class _Plan:
         self.arena_views = [(b["id"], b["arena_offset"], tuple(b["sizes"]), tuple(b["strides"]),
                              TORCH_DTYPES[b["dtype"]]) for b in buffers if b["arena_offset"] >= 0]
         in_arena = {b for b, *_ in self.arena_views}
-        alloc = {b["id"]: (tuple(b["sizes"]), tuple(b["strides"]), TORCH_DTYPES[b["dtype"]])
+        alloc = {b["id"]: plan_code.Allocation(b["id"], tuple(b["sizes"]), tuple(b["strides"]),
+                                               TORCH_DTYPES[b["dtype"]])
                  for b in buffers if b["kind"] == "computed" and b["in_memory"] and b["id"] not in in_arena}
         self.workspaces = []  # free workspaces: one is taken per concurrent call
         self.stream_workspaces = {}  # a device runner's: CUDA stream -> its free workspaces
@@ -231,7 +233,8 @@ class _Plan:
                     if b in in_arena and b not in pointer_slot:
                         pointer_slot[b] = len(self.pointer_buffers)
                         self.pointer_buffers.append(b)
-                steps.append(("kernels", si, [(b, pointer_slot.get(b)) for b in args], [(b,) + alloc[b] for b in new]))
+                steps.append(plan_code.KernelStep(si, tuple((b, pointer_slot.get(b)) for b in args),
+                                                  tuple(alloc[b] for b in new)))
                 uses.append(set(args))
             else:
                 e = externs[payload]
@@ -248,10 +251,11 @@ class _Plan:
                 # ATen is checked on every call and its result copied if it differs.
                 # An opaque result (a dtype, layout or device ember does not model) is ATen's
                 # alone, passed on as it comes.
-                expect = [None if b < 0 else (b, None, None, None) if buffers[b]["opaque"] else
-                          (b, layout_of[b][0], layout_of[b][1], TORCH_DTYPES[buffers[b]["dtype"]])
-                          for b in e["output_buffers"]]
-                steps.append(("extern", expr, expect))
+                expect = tuple(None if b < 0 else
+                               plan_code.Expected(b, None, None, None) if buffers[b]["opaque"] else
+                               plan_code.Expected(b, *layout_of[b], TORCH_DTYPES[buffers[b]["dtype"]])
+                               for b in e["output_buffers"])
+                steps.append(plan_code.ExternStep(expr, expect))
                 uses.append({view[0] for _, _, view in e["tensor_args"]})
         constants = _SymbolValues({}, imported.symbol_index, symbols)
         # Inputs past the caller's arguments: the graph's attributes, then the SymFloat
@@ -277,7 +281,8 @@ class _Plan:
         for b, si in last.items():
             if b not in keep:
                 release[si].append(b)
-        self.source = plan_code.generate([s + (sorted(r),) for s, r in zip(steps, release)], outputs, names)
+        self.steps = [dataclasses.replace(s, release=tuple(sorted(r))) for s, r in zip(steps, release)]
+        self.source = plan_code.generate(self.steps, outputs, names)
         self.run = plan_code.compile_run(self.source, names, runner.profile_name)
 
     def new_workspace(self) -> _Workspace:
@@ -299,7 +304,7 @@ class GraphRunner:
 
     It needs the compiled graph, the imported graph and the values of the graph's
     attributes (constants), not the FX graph: a runner rebuilt from a cache entry
-    (python/ember/aot_cache.py) is the same object as a freshly compiled one."""
+    (python/ember/caches/aot_cache.py) is the same object as a freshly compiled one."""
 
     device = torch.device("cpu")
     # The profiler range each call runs in (backend.py names it after the graph's source).
@@ -334,6 +339,12 @@ class GraphRunner:
         failed), or raises (the compile failed and errors are to be raised)."""
         self._finish_lock = threading.Lock()
         self._finish_compile = finish
+
+    def finish_kernels(self) -> None:
+        """Waits for a background build of the kernels, if one runs; its outcome is then
+        what a first call would see (kernels_failed())."""
+        if self._finish_compile is not None:
+            self._await_kernels()
 
     def kernels_failed(self) -> bool:
         """Whether the kernels are known to have failed to build; False while a background
@@ -423,7 +434,7 @@ class GraphRunner:
             free.append(workspace)
             return out
         except _ShapeMismatch as e:
-            from . import counters as stats, logs
+            from .. import counters as stats, logs
 
             stats.count_fallback("runtime")
             logs.logger("fallback").warning("a compiled graph runs eagerly from now on: %s", e)

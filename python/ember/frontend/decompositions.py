@@ -1,0 +1,107 @@
+"""The decomposition table ember's front ends trace with (ember's own and AOTAutograd),
+and ember's own rules in it.
+
+max_pool2d_with_indices_backward(grad, self, ..., indices) reads `self` for its shape
+and strides only (the indices say where each gradient goes), but a traced call that
+takes `self` makes the partitioner save it: the max-pool input of a training step,
+which for conv-BN-ReLU-pool is a full-size ReLU output written by the forward and
+read by the backward (16 MB per step in the benchmark CNN), although the backward
+recomputes the ReLU mask from the saved convolution output anyway. The rule traces
+the same op with an empty tensor of that shape and those strides in place of `self`.
+"""
+from __future__ import annotations
+
+import collections.abc
+import functools
+import threading
+
+import torch
+
+aten = torch.ops.aten
+
+# Ops decomposed before ember sees the graph, on top of PyTorch's core ATen set:
+# composite normalizations become reductions + pointwise that ember fuses.
+_EXTRA_DECOMPOSITIONS = [
+    "native_layer_norm",
+    "native_group_norm",
+    "_native_batch_norm_legit_no_training",
+    "_native_batch_norm_legit",
+    "_native_batch_norm_legit_functional",
+    "native_batch_norm",
+    "native_layer_norm_backward",
+    "native_batch_norm_backward",
+    "_softmax_backward_data",
+    "_log_softmax_backward_data",
+    "gelu_backward",
+    "tanh_backward",
+    "sigmoid_backward",
+    "threshold_backward",
+    "embedding_dense_backward",
+    "unbind",
+    "std_mean",
+]
+
+
+# Ops kept whole although PyTorch's core table decomposes them: attention runs in
+# ATen's fused (flash) kernel, not as the math path's bmm + softmax + bmm.
+_KEEP_WHOLE = [
+    "scaled_dot_product_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_attention_math",
+    # Creation ops whose decompositions round differently from ATen's kernels in
+    # integer and low-precision dtypes; they run once per call, as ATen calls.
+    "linspace",
+    "logspace",
+]
+
+
+@functools.lru_cache(maxsize=1)
+def decomposition_table():
+    """The table both front ends trace with: PyTorch's core ATen set, the ops above, less the
+    ones kept whole, with ember's own rules (below)."""
+    from torch._decomp import core_aten_decompositions, get_decompositions
+
+    table = dict(core_aten_decompositions())
+    extra = [getattr(aten, name) for name in _EXTRA_DECOMPOSITIONS if hasattr(aten, name)]
+    table.update(get_decompositions(extra))
+    for name in _KEEP_WHOLE:
+        packet = getattr(aten, name, None)
+        for overload in (packet.overloads() if packet is not None else []):
+            table.pop(getattr(packet, overload), None)
+    table.update(ember_decompositions())
+    return table
+
+
+class LazyDecompositionTable(collections.abc.Mapping):
+    """decomposition_table(), built on first use: AOTAutograd reads it only to trace, so a
+    Dynamo graph found in the AOTAutogradCache never pays for building it (~0.2 s)."""
+
+    def __getitem__(self, op):
+        return decomposition_table()[op]
+
+    def __iter__(self):
+        return iter(decomposition_table())
+
+    def __len__(self):
+        return len(decomposition_table())
+
+
+_tracing = threading.local()
+
+
+def _max_pool2d_backward_without_input(grad, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    # The inner call dispatches through the same table; NotImplemented there traces the op.
+    if getattr(_tracing, "inside", False):
+        return NotImplemented
+    _tracing.inside = True
+    try:
+        like = torch.empty_strided(self.shape, self.stride(), dtype=self.dtype, device=self.device)
+        return aten.max_pool2d_with_indices_backward.default(grad, like, kernel_size, stride, padding, dilation,
+                                                             ceil_mode, indices)
+    finally:
+        _tracing.inside = False
+
+
+def ember_decompositions():
+    """Op overload -> rule, on top of PyTorch's tables (see decomposition_table)."""
+    return {aten.max_pool2d_with_indices_backward.default: _max_pool2d_backward_without_input}
