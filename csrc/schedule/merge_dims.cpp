@@ -15,14 +15,7 @@ namespace {
 bool mergeable(const Stage& stage, int k) {
   const int a = inner_var(k), b = inner_var(k + 1);
   const Dim size_b = stage.inner[k + 1];
-  const Dim zero = int64_t{0};
-  auto index_ok = [&](const Expr& index) {
-    auto f = symbolic_affine_form(index);
-    if (!f) return !depends_on(index, a) && !depends_on(index, b);
-    const Dim ca = f->coef.count(a) ? f->coef.at(a) : zero;
-    const Dim cb = f->coef.count(b) ? f->coef.at(b) : zero;
-    return ca == cb * size_b;
-  };
+  auto index_ok = [&](const Expr& index) { return index_merges(index, a, b, size_b); };
   for (const auto& item : stage.items) {
     if (!vars_only_in_indices(item.value, a, b, index_ok)) return false;
     if (!item.is_reduction ? !index_ok(item.store_index)
@@ -47,6 +40,15 @@ void apply_merge(Stage& stage, int k) {
 }
 
 }  // namespace
+
+bool index_merges(const Expr& index, int a, int b, const Dim& size_b) {
+  auto f = symbolic_affine_form(index);
+  if (!f) return !depends_on(index, a) && !depends_on(index, b);
+  const Dim zero = int64_t{0};
+  const Dim ca = f->coef.count(a) ? f->coef.at(a) : zero;
+  const Dim cb = f->coef.count(b) ? f->coef.at(b) : zero;
+  return ca == cb * size_b;
+}
 
 bool vars_only_in_indices(const Expr& value, int a, int b, const std::function<bool(const Expr&)>& index_ok) {
   bool ok = true;

@@ -16,4 +16,9 @@ void merge_inner_dims(Schedule& s);
 // (merge_inner_dims, merge_symbolic_outer_dims).
 bool vars_only_in_indices(const Expr& value, int a, int b, const std::function<bool(const Expr&)>& index_ok);
 
+// Whether memory index `index` lets loop vars a (outer) and b (inner, of size `size_b`)
+// become one: it uses neither, or it is affine (sizes may be symbols) and a's coefficient
+// is b's times size_b.
+bool index_merges(const Expr& index, int a, int b, const Dim& size_b);
+
 }  // namespace ember

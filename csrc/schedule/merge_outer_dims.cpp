@@ -2,7 +2,6 @@
 
 #include <unordered_map>
 
-#include "ir/symbolic_affine.h"
 #include "schedule/merge_dims.h"
 
 namespace ember {
@@ -13,14 +12,7 @@ namespace {
 bool mergeable(const Kernel& kernel, int k) {
   const int a = outer_var(k), b = outer_var(k + 1);
   const Dim size_b = kernel.outer[k + 1];
-  const Dim zero = int64_t{0};
-  auto index_ok = [&](const Expr& index) {
-    auto f = symbolic_affine_form(index);
-    if (!f) return !depends_on(index, a) && !depends_on(index, b);
-    const Dim ca = f->coef.count(a) ? f->coef.at(a) : zero;
-    const Dim cb = f->coef.count(b) ? f->coef.at(b) : zero;
-    return ca == cb * size_b;
-  };
+  auto index_ok = [&](const Expr& index) { return index_merges(index, a, b, size_b); };
   for (const auto& stage : kernel.stages)
     for (const auto& item : stage.items)
       if (!vars_only_in_indices(item.value, a, b, index_ok) || !index_ok(item.store_index)) return false;
