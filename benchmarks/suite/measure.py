@@ -125,6 +125,10 @@ def fp64_outputs(model, inputs, train: bool):
     from torch.utils._pytree import tree_map
 
     ref = copy.deepcopy(model).double()
+    # torch's grouped GEMM has no float64: a mixture-of-experts model's reference loops over
+    # its experts instead (the same arithmetic).
+    if getattr(getattr(ref, "config", None), "_experts_implementation", None) not in (None, "eager"):
+        ref.set_experts_implementation("eager")
     ref_inputs = tree_map(lambda t: t.double() if torch.is_tensor(t) and t.is_floating_point() else t, inputs)
     fn = loss_module(ref) if train else ref
     out = _detached(make_step(fn, ref, ref_inputs, train, "cpu")())  # no autocast: fp64 throughout

@@ -187,7 +187,8 @@ _encoder("deberta_v2", "DebertaV2Config", "DebertaV2Model",
                     position_biased_input=False, type_vocab_size=0),
          train=True, weight=1.3, note="disentangled attention: content-to-position gathers, log-bucketed positions")
 _encoder("albert", "AlbertConfig", "AlbertModel",
-         full=dict(hidden_size=768, num_attention_heads=12, intermediate_size=3072, embedding_size=128),  # base
+         full=dict(vocab_size=30000, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                   embedding_size=128),  # base
          small=dict(_ENC_SMALL, embedding_size=32), inputs="types",
          note="one layer's weights shared by 12 layers, factorized embeddings")
 _encoder("electra", "ElectraConfig", "ElectraModel",
