@@ -335,3 +335,19 @@ def test_graph_cache_off_with_the_aot_cache_option(tmp_path):
     """, tmp_path)
     assert stats["front_end"] == {"ember": 1} and stats["graph_cache"] == {}, stats
     assert graph_entries(tmp_path) == []
+
+
+def test_baddbmm_in_bf16_stays_one_bf16_blas_call():
+    """PyTorch's decomposition of baddbmm upcasts its product to float32 (a GEMM with no
+    tensor cores on the GPU); ember keeps the op whole, in the operands' dtype."""
+    def scores(bias, q, k):
+        return torch.baddbmm(bias, q, k, beta=1.0, alpha=0.125).softmax(-1)
+
+    bias, q, k = (torch.randn(s, dtype=torch.bfloat16) for s in ([4, 16, 16], [4, 16, 8], [4, 8, 16]))
+    gm, inputs = capture(scores, bias, q, k)
+    with torch.no_grad():
+        traced = aten_trace.trace(gm, inputs, decomposition_table())
+    ops = [n.target for n in traced.gm.graph.nodes if n.op == "call_function"]
+    assert torch.ops.aten.baddbmm.default in ops, ops
+    assert torch.ops.aten.bmm.default not in ops, ops
+    check_compiled(scores, bias, q, k)
