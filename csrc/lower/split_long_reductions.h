@@ -36,6 +36,7 @@ namespace ember {
 
 constexpr int64_t kSplitMaxResults = 256;     // about two blocks per SM on an H100 (132)
 constexpr int64_t kSplitMinSlice = 1 << 15;   // shorter slices take a few microseconds on one block
+                                              // (FuseOptions::cuda() keeps the same figure)
 constexpr int64_t kSplitTargetBlocks = 512;   // partial rows: about four blocks per SM
 constexpr int64_t kSplitMinChunk = 1 << 12;   // elements a partial row reduces, at least
 

@@ -16,15 +16,17 @@ struct FuseOptions {
   // run the whole buffer on a few of them. The CPU's figures (the default) keep a
   // thread's row below 64k iterations whatever the row count. CUDA's (cuda()) keep a
   // kernel of at most 256 rows (fewer blocks than two an SM) from taking rows longer
-  // than 4,096 elements, the sizes below which split_long_reductions leaves a
-  // reduction's rows whole (lower/split_long_reductions.h); and there a pointwise
+  // than 32,768 elements: the sizes from which split_long_reductions splits a
+  // reduction's rows (lower/split_long_reductions.h), so that a GroupNorm's
+  // normalization does not undo its statistics' split, while a decode step's RMSNorm
+  // (one row of 8,192) stays one kernel; and there a pointwise
   // kernel of its own runs every element in parallel (the elementwise shape), so it
   // always has more rows than such a kernel (`elementwise_alone`).
   int64_t long_row_work = int64_t{1} << 16;
   int64_t few_rows = std::numeric_limits<int64_t>::max();
   bool elementwise_alone = false;
 
-  static FuseOptions cuda(bool enabled = true) { return FuseOptions{enabled, int64_t{1} << 12, 256, true}; }
+  static FuseOptions cuda(bool enabled = true) { return FuseOptions{enabled, int64_t{1} << 15, 256, true}; }
 };
 
 // Groups the Program's computed buffers into kernels (see kernel.h for the
