@@ -11,6 +11,7 @@ Values are checked against eager (bf16: the tolerances of torch.testing for bf16
 
     python benchmarks/gpu_rows.py [--only ln,softmax] [--json out.json]
     python benchmarks/gpu_rows.py --only short     # short rows: 96..768 channels, 49-wide softmax
+    python benchmarks/gpu_rows.py --only long      # long reductions into few results: GroupNorm, losses
 """
 import argparse
 import datetime
@@ -50,12 +51,23 @@ def _layer_norm_loss(x, w, b, g):
     return (F.layer_norm(x, (x.shape[-1],), w, b) * g).float().sum()
 
 
+def _group_norm(groups):
+    def group_norm(x, w, b):
+        return F.group_norm(x, groups, w, b)
+    return group_norm
+
+
+def _mean_square(x):
+    """A training step's loss: the mean square of a whole output (benchmarks/suite/measure.py)."""
+    return x.float().square().mean()
+
+
 def _rand(*shape, dtype, grad=False):
     return torch.randn(*shape, device="cuda", dtype=dtype).requires_grad_(grad)
 
 
 class Forward:
-    """fn over rotating copies of its row-shaped inputs (shared per-column ones)."""
+    """fn over rotating copies of its row-shaped (2-D or more) inputs (shared per-column ones)."""
 
     def __init__(self, name, fn, make, rows, width, dtype):
         self.name, self.fn, self.make = name, fn, make
@@ -63,9 +75,9 @@ class Forward:
 
     def setup(self):
         args = self.make()
-        row_bytes = sum(a.numel() * a.element_size() for a in args if a.dim() == 2)
+        row_bytes = sum(a.numel() * a.element_size() for a in args if a.dim() >= 2)
         copies = max(1, -(-2 * L2_BYTES // row_bytes))
-        self.sets = [args] + [tuple(a.clone() if a.dim() == 2 else a for a in args) for _ in range(copies - 1)]
+        self.sets = [args] + [tuple(a.clone() if a.dim() >= 2 else a for a in args) for _ in range(copies - 1)]
         out = self.fn(*args)
         self.bytes = sum(a.numel() * a.element_size() for a in args) + out.numel() * out.element_size()
 
@@ -142,7 +154,7 @@ def workloads():
         Forward("softmax 4096x4096 bf16", _softmax, lambda: (_rand(4096, 4096, dtype=bf16),), 4096, 4096, bf16),
         Forward("softmax 4096x50257 bf16", _softmax, lambda: (_rand(4096, 50257, dtype=bf16),), 4096, 50257, bf16),
         Backward("layer_norm backward 8192x768 bf16", 8192, 768, bf16),
-    ] + short_rows()
+    ] + short_rows() + long_rows()
 
 
 def short_rows():
@@ -165,6 +177,29 @@ def short_rows():
                        64 * 56 * 56, 96, f32))
     rows = 64 * 64 * 3 * 49  # Swin-T stage 1: 64 windows a image, 3 heads, 49 queries
     out.append(Forward(f"short softmax {rows}x49 bf16", _softmax, lambda: (_rand(rows, 49, dtype=bf16),), rows, 49, bf16))
+    return out
+
+
+def long_rows():
+    """Long reductions into few results, split across blocks in ember
+    (lower/split_long_reductions.h): poolformer-S12's GroupNorm(1, C) over a channels-last
+    activation at batch 64 (a result per image: 64 rows of 200,704 and of 62,720), a
+    diffusion UNet's GroupNorm(32, 256) at batch 8 (256 rows of 32,768; no suite model has
+    it), and a training step's mean-square loss over GPT-2's logits (8x512x50257) and over
+    a ViT-B's hidden states (one result each). Shape: (results, elements each).
+    `--only long` runs these alone."""
+    bf16 = torch.bfloat16
+    cl = torch.channels_last
+    out = []
+    for n, c, hw, groups in ((64, 64, 56, 1), (64, 320, 14, 1), (8, 256, 64, 32)):
+        out.append(Forward(f"long group_norm({groups}) {n}x{c}x{hw}x{hw} cl bf16", _group_norm(groups),
+                           lambda n=n, c=c, hw=hw: (_rand(n, c, hw, hw, dtype=bf16).contiguous(memory_format=cl),
+                                                    _rand(c, dtype=bf16), _rand(c, dtype=bf16)),
+                           n * groups, c * hw * hw // groups, bf16))
+    for shape in ((8, 512, 50257), (64, 197, 768)):
+        numel = shape[0] * shape[1] * shape[2]
+        out.append(Forward(f"long mean square {'x'.join(map(str, shape))} bf16", _mean_square,
+                           lambda shape=shape: (_rand(*shape, dtype=bf16),), 1, numel, bf16))
     return out
 
 

@@ -26,7 +26,7 @@ Compiled compile_static(const Compiled& c, const std::vector<int64_t>& values, c
   t.program = lower_graph(t.graph, lower_options(opts));
   if (opts.pad_matmuls) pad_matmuls(t.program, t.graph, opts.pad);
   eliminate_dead_code(t.program);
-  t.schedule = fuse(t.program, FuseOptions{opts.fuse});
+  t.schedule = fuse(t.program, fuse_options(opts));
   merge_inner_dims(t.schedule);
   if (c.target == Target::CPU) split_reductions(t.schedule);
   if (c.target == Target::CUDA) t.cuda_schedule = schedule_cuda(t.program, t.schedule);

@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include "lower/lowering.h"
+#include "lower/order_reduced_dims.h"
+#include "lower/split_long_reductions.h"
 #include "lower/verify_program.h"
 #include "schedule/dead_code.h"
 #include "schedule/fuse.h"
@@ -54,6 +56,10 @@ LowerOptions lower_options(const PipelineOptions& opts) {
   return lo;
 }
 
+FuseOptions fuse_options(const PipelineOptions& opts) {
+  return opts.target == Target::CUDA ? FuseOptions::cuda(opts.fuse) : FuseOptions{opts.fuse};
+}
+
 void plan_memory(Compiled& c) {
   std::vector<std::vector<int>> kernel_args;
   for (const auto& k : c.c_code.kernels) kernel_args.push_back(k.args);
@@ -90,7 +96,9 @@ Compiled run_pipeline(const std::string& graph_text, const PipelineOptions& opts
   pass("lower_graph", t.lower, [&] { c.program = lower_graph(c.graph, lower_options(opts)); }, program);
   if (opts.pad_matmuls) pass("pad_matmuls", t.lower, [&] { pad_matmuls(c.program, c.graph, opts.pad); }, program);
   pass("eliminate_dead_code", t.lower, [&] { eliminate_dead_code(c.program); }, program);
-  pass("fuse", t.schedule, [&] { c.schedule = fuse(c.program, FuseOptions{opts.fuse}); }, schedule);
+  if (cuda) pass("order_reduced_dims", t.lower, [&] { order_reduced_dims(c.program); }, program);
+  if (cuda) pass("split_long_reductions", t.lower, [&] { split_long_reductions(c.program); }, program);
+  pass("fuse", t.schedule, [&] { c.schedule = fuse(c.program, fuse_options(opts)); }, schedule);
   pass("merge_inner_dims", t.schedule, [&] { merge_inner_dims(c.schedule); }, schedule);
   if (cuda && !c.graph.symbols.empty())
     pass("merge_symbolic_outer_dims", t.schedule, [&] { merge_symbolic_outer_dims(c.schedule); }, schedule);

@@ -16,6 +16,7 @@
 #include "lower/program.h"
 #include "lower/program_text.h"
 #include "schedule/exec_steps.h"
+#include "schedule/fuse.h"
 #include "schedule/cuda/schedule_cuda.h"
 #include "schedule/kernel.h"
 #include "schedule/memory_plan.h"
@@ -100,6 +101,7 @@ Compiled run_pipeline(const std::string& graph_text, const PipelineOptions& opts
 // those calls: the kernels of one thread or stream run in order, so a lifetime in steps
 // is a real one), and the checks between passes.
 LowerOptions lower_options(const PipelineOptions& opts);
+FuseOptions fuse_options(const PipelineOptions& opts);
 void plan_memory(Compiled& c);
 void verify_compiled(const Compiled& c, const std::string& after_pass);
 

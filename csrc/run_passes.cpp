@@ -4,6 +4,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "lower/order_reduced_dims.h"
+#include "lower/split_long_reductions.h"
 #include "schedule/dead_code.h"
 #include "schedule/fuse.h"
 #include "schedule/merge_dims.h"
@@ -48,7 +50,9 @@ const std::map<std::string, NamedPass>& named_passes() {
          pad_matmuls(c.program, c.graph, o.pad);
        }}},
       {"eliminate_dead_code", {Out::Program, [](Compiled& c, const PipelineOptions&) { eliminate_dead_code(c.program); }}},
-      {"fuse", {Out::Schedule, [](Compiled& c, const PipelineOptions& o) { c.schedule = fuse(c.program, FuseOptions{o.fuse}); }}},
+      {"order_reduced_dims", {Out::Program, [](Compiled& c, const PipelineOptions&) { order_reduced_dims(c.program); }}},
+      {"split_long_reductions", {Out::Program, [](Compiled& c, const PipelineOptions&) { split_long_reductions(c.program); }}},
+      {"fuse", {Out::Schedule, [](Compiled& c, const PipelineOptions& o) { c.schedule = fuse(c.program, fuse_options(o)); }}},
       {"merge_inner_dims", {Out::Schedule, [](Compiled& c, const PipelineOptions&) { merge_inner_dims(c.schedule); }}},
       {"merge_symbolic_outer_dims", {Out::Schedule, [](Compiled& c, const PipelineOptions&) { merge_symbolic_outer_dims(c.schedule); }}},
       {"split_reductions", {Out::Schedule, [](Compiled& c, const PipelineOptions&) { split_reductions(c.schedule); }}},

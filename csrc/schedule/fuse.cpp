@@ -77,12 +77,6 @@ Dims own_outer(const ComputedBuffer& c, const Shape& shape) {
   return shape.dims;
 }
 
-// A pointwise buffer with more work per row than this (inner iterations) does not
-// join a kernel with fewer rows than it would have alone: rows are what the OpenMP
-// launcher splits across threads, and a kernel whose outer loop is empty (one row,
-// after a full or per-channel reduction) would run the whole buffer on one thread.
-constexpr int64_t kMaxSerialRowWork = 1 << 16;
-
 struct Where {
   int kernel = -1;
   int stage = -1;
@@ -128,11 +122,12 @@ class Fuser {
     k.outer = own_outer(c, shape);
     s_.kernels.push_back(std::move(k));
     s_.steps.push_back({Schedule::Step::Kind::Kernel, static_cast<int>(s_.kernels.size()) - 1});
-    bool ok = try_join(static_cast<int>(s_.kernels.size()) - 1, static_cast<int>(s_.steps.size()) - 1, ci, shape);
+    bool ok = try_join(static_cast<int>(s_.kernels.size()) - 1, static_cast<int>(s_.steps.size()) - 1, ci, shape, true);
     (void)ok;  // a fresh kernel always accepts its first buffer
   }
 
-  bool try_join(int ki, int pos, int ci, const Shape& shape) {
+  // `fresh`: the kernel was made for this buffer (it always fits).
+  bool try_join(int ki, int pos, int ci, const Shape& shape, bool fresh = false) {
     Kernel& k = s_.kernels[ki];
     const ComputedBuffer& c = p_.computed[ci];
     // Loop shape.
@@ -161,7 +156,9 @@ class Fuser {
       if (shape.dims.size() < k.outer.size() || !std::equal(k.outer.begin(), k.outer.end(), shape.dims.begin())) return false;
       // A heuristic: sizes at their hints.
       int64_t rows = product(k.outer).hint();  // 0 for an empty tensor
-      if (rows > 0 && product(shape.dims).hint() / rows > kMaxSerialRowWork && rows < product(own_outer(c, shape)).hint())
+      // Long rows do not join a kernel of few rows (FuseOptions::long_row_work).
+      if (!fresh && rows > 0 && rows <= opts_.few_rows && product(shape.dims).hint() / rows > opts_.long_row_work &&
+          (opts_.elementwise_alone || rows < product(own_outer(c, shape)).hint()))
         return false;
       for (size_t i = 0; i < shape.dims.size(); ++i) {
         if (i < k.outer.size()) sub[shape.vars[i]] = var(outer_var(static_cast<int>(i)));

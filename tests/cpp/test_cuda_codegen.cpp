@@ -493,8 +493,9 @@ TEST(cuda_odd_rows_keep_scalars_in_registers) {
 
 // Rows too long for registers: 65,536 f32 on 1,024 threads is 64 values a thread, more
 // than kRowTileValues; the stages loop over 16-byte chunks, reading memory each time.
+// (512 rows: enough to fill the GPU, so that split_long_reductions leaves them whole.)
 TEST(cuda_huge_rows_stream_chunks_from_memory) {
-  ember::CudaCode code = cuda_of(sized(kSoftmaxRows, {{"{R}", "4"}, {"{C}", "65536"}, {"{T}", "f32"}}));
+  ember::CudaCode code = cuda_of(sized(kSoftmaxRows, {{"{R}", "512"}, {"{C}", "65536"}, {"{T}", "f32"}}));
   const CudaKernelInfo& k = code.kernels[0];
   CHECK(k.shape == CudaKernelInfo::Shape::RowBlock);
   CHECK_EQ(k.block, 1024u);
@@ -502,6 +503,23 @@ TEST(cuda_huge_rows_stream_chunks_from_memory) {
   CHECK_EQ(k.row_slots, 0u);
   CHECK(k.row_cached.empty());
   CHECK(has(code, "for (int c = tid; c < 16384; c += 1024) {"));
+  check_compiles(code);
+}
+
+// Few rows that long (4 of 65,536) would leave most SMs idle on a block each:
+// split_long_reductions cuts the max and the sum into 16 chunks a row, 64 blocks of
+// partials each, then a warp per row combines them; exp(x - max), which the sum and the
+// division both read, and the division are elementwise kernels (FuseOptions::cuda: they
+// do not join the 4-row kernels).
+TEST(cuda_few_long_rows_reduce_in_chunks_across_blocks) {
+  ember::CudaCode code = cuda_of(sized(kSoftmaxRows, {{"{R}", "4"}, {"{C}", "65536"}, {"{T}", "f32"}}));
+  CHECK_EQ(code.kernels.size(), 6u);
+  for (int k : {0, 3}) {
+    CHECK(code.kernels[k].shape == CudaKernelInfo::Shape::RowBlock);
+    CHECK_EQ(code.kernels[k].grid, 64u);
+  }
+  for (int k : {1, 4}) CHECK(code.kernels[k].shape == CudaKernelInfo::Shape::RowWarp);
+  for (int k : {2, 5}) CHECK(code.kernels[k].shape == CudaKernelInfo::Shape::Elementwise);
   check_compiles(code);
 }
 

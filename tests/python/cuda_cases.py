@@ -309,6 +309,32 @@ def _attention_args(device):
     return q, k, v, torch.rand(2, 64, device=device) > 0.2
 
 
+def _group_norm(x, w, b):
+    """poolformer's GroupNorm(1, C) over a channels-last activation: a row of 65,536 per
+    image, its statistics read in memory order and split across blocks."""
+    return F.group_norm(x, 1, w, b)
+
+
+def _group_norm_args(device):
+    x = _rand(4, 64, 32, 32, device=device, dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    return x, _rand(64, device=device, dtype=torch.bfloat16), _rand(64, device=device, dtype=torch.bfloat16)
+
+
+def _mean_square(x):
+    """A training step's loss over a whole output: one result."""
+    return x.float().square().mean()
+
+
+def _amax_rows(x):
+    return torch.amax(x, 1)
+
+
+def _with_nan(x):
+    """A NaN in one chunk of row 1: the partials must carry it to the row's max."""
+    x[1, 40000] = float("nan")
+    return x
+
+
 def _rand(*shape, device, dtype=torch.float32):
     return torch.randn(*shape, device=device).to(dtype)
 
@@ -459,6 +485,11 @@ CASES = {
     "argmax_outer": lambda d: (_argmax_outer, (_ties(d, torch.float32),)),
     "max_dim": lambda d: (_max_dim, (_ties(d, torch.float32),)),
     "tiny_gpt2_greedy": _greedy,
+    # Long reductions into few results (lower/split_long_reductions.h): partials over
+    # chunks on many blocks, then a reduction of the partials.
+    "group_norm_channels_last_bf16": lambda d: (_group_norm, _group_norm_args(d)),
+    "mean_square_loss_bf16": lambda d: (_mean_square, (_rand(4, 256, 1024, device=d, dtype=torch.bfloat16),)),
+    "amax_long_rows_nan": lambda d: (_amax_rows, (_with_nan(_rand(3, 65536, device=d)),)),
 }
 
 # Graphs the CUDA printer refuses, by the words of its refusal (none of CASES now; the

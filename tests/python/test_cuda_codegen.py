@@ -126,9 +126,13 @@ def test_row_tiles(tmp_path, monkeypatch):
     assert (k["row_lanes"], k["row_slots"], len(k["row_cached"])) == (4, 6, 2)
     tile = source[:source.index("} else {")]
     assert "float kept" in tile and "__syncwarp" not in tile
-    # Too long for registers, or not a multiple of a chunk and too long: no registers.
-    [(k, _)] = _row_kernels("softmax_65536")
-    assert (k["row_lanes"], k["row_slots"]) == (4, 0)
+    # Four rows of 65,536: split across blocks (lower/split_long_reductions.h), partials of
+    # 4,096 a block kept in registers, a warp a row combining them. (Rows too long for
+    # registers that fill the GPU: tests/cpp cuda_huge_rows_stream_chunks_from_memory.)
+    kernels = [k for k, _ in _row_kernels("softmax_65536")]
+    assert [(k["shape"], k["grid"], k["row_lanes"], k["row_slots"]) for k in kernels] == \
+        [("row_block", 64, 4, 4), ("row_warp", 1, 4, 1)] * 2
+    # Not a multiple of a chunk and too long: no registers.
     [(k, _)] = _row_kernels("softmax_50257_bf16")
     assert k["row_lanes"] == 0
     # A training step's backward graph: its LayerNorm rows take the tile.
