@@ -78,3 +78,29 @@ def test_the_checks_can_fail(tmp_path):
         "JSON in `benchmarks/results/a_{1,2}.json`, (`bench_*`), c.jsonl; `*.json` cites none.\n")
     (tmp_path / "README.md").write_text("see benchmarks/results/d.json\n")
     assert uncited_results(str(tmp_path)) == ["e_old.json"]
+
+
+def pipeline_passes(root: str) -> list[str]:
+    """The passes of run_pipeline (csrc/pipeline.cpp), in order."""
+    with open(os.path.join(root, "csrc", "pipeline.cpp")) as f:
+        return re.findall(r'\bpass\("(\w+)"', f.read())
+
+
+def documented_passes(root: str) -> list[str]:
+    """The passes of the list docs/architecture.md opens with (its first code block after
+    "## The pipeline"; a pass line starts at the margin, after its [target] guard if any)."""
+    with open(os.path.join(root, "docs", "architecture.md")) as f:
+        text = f.read()
+    block = text.split("## The pipeline", 1)[1].split("```", 2)[1]
+    names = []
+    for line in block.splitlines()[1:]:
+        m = re.match(r"(?:\[[^\]]*\]\s*)?(\w+)", line)
+        if m and not line[:1].isspace() and m.group(1) != "pass":
+            names.append(m.group(1))
+    return names
+
+
+def test_architecture_opens_with_the_pipeline_list():
+    assert "## The pipeline" in open(os.path.join(ROOT, "docs", "architecture.md")).read()[:1500]
+    assert len(pipeline_passes(ROOT)) >= 10
+    assert documented_passes(ROOT) == pipeline_passes(ROOT)
