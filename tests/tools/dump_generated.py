@@ -264,7 +264,8 @@ def _generate(text: str, options: dict, short_names: bool = False) -> dict:
     from ember import _core
 
     out = {}
-    if short_names:
+    if short_names and "descriptive_names" in (_core.compile.__doc__ or ""):
+        # A core older than descriptive names has only the short ones (and no such option).
         options = dict(options, descriptive_names=False)
     cpu = {k: v for k, v in options.items() if k in CPU_OPTIONS}
     try:

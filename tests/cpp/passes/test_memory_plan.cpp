@@ -1,4 +1,6 @@
-// plan_arena: program and schedule text in, the memory plan out.
+// plan_arena: program and schedule text in, the memory plan out. The pass alone: it
+// reads the kernels' arguments from the C printer's output (CPU) or the CUDA schedule,
+// and makes them itself when the state has none (run_passes.cpp).
 #include "check.h"
 #include "pipeline_util.h"
 
@@ -29,7 +31,7 @@ extern %5 aten.mm.default  # matmul: ATen (BLAS)
 kernel ember_k2 outer=[4]
   stage 0 inner=[8]: buf6
     buf6[((o0 * 8) + i0)] = exp(buf5[((o0 * 8) + i0)])
-)IR", {"generate_c", "plan_arena"}),
+)IR", {"plan_arena"}),
            "arena 128 bytes\n"
            "  buf2 at 0\n"
            "  buf4 at 0\n");
@@ -45,7 +47,7 @@ schedule
 kernel ember_k0 outer=[]
   stage 0 vector inner=[768,4096]: buf1(sum)
     reduce buf1[i0] = buf0[((i1 * 768) + i0)]
-)IR", {"schedule_cuda", "plan_arena"}, ember::PipelineOptions::cuda()),
+)IR", {"plan_arena"}, ember::PipelineOptions::cuda()),
            "arena 393216 bytes\n"
            "  buf2 at 0\n"
            "ember_k0: row_block grid 1 block 1024 (column split: partials on grid 128 block 768)\n");

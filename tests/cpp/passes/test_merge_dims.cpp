@@ -51,6 +51,23 @@ std::string outer_after_merge(const char* graph) {
 
 }  // namespace
 
+TEST(merge_symbolic_outer_dims_of_a_contiguous_pointwise_kernel) {
+  // [s0, s1] rows of 3072, contiguous: o0 * 3072*s1 + o1 * 3072 walks them as one dim
+  // of s0*s1 rows, whose index is o0 * 3072. The pass alone, on program and schedule text.
+  CHECK_EQ(schedule_part(after(R"IR(program(s0=3, s1=4; vars=3)
+buf0 = input(2) : f32[s0,s1,3072]{3072*s1,3072,1}
+buf1 : f32[s0,s1,3072]{3072*s1,3072,1} for [v0, v1, v2] = reciprocal(tanh(buf0[(((v0 * (3072 * s1)) + (v1 * 3072)) + v2)]))  from %4 %3
+return buf1
+schedule
+kernel ember_k0 outer=[s0,s1]
+  stage 0 inner=[3072]: buf1
+    buf1[(((o0 * (3072 * s1)) + (o1 * 3072)) + i0)] = reciprocal(tanh(buf0[(((o0 * (3072 * s1)) + (o1 * 3072)) + i0)]))
+)IR", {"merge_symbolic_outer_dims"}, ember::PipelineOptions::cuda())),
+           "kernel ember_k0 outer=[s0*s1]\n"
+           "  stage 0 inner=[3072]: buf1\n"
+           "    buf1[((o0 * 3072) + i0)] = reciprocal(tanh(buf0[((o0 * 3072) + i0)]))\n");
+}
+
 TEST(merge_symbolic_outer_dims_when_indices_walk_them_as_one) {
   // GELU over [s0, s1, 3072]: its outer dims [s0, s1] are one dim of s0*s1 rows for
   // every index (coefficients 3072*s1 and 3072), symbolically.
