@@ -9,7 +9,11 @@ namespace ember {
 namespace {
 
 // -x of an integer x of type t, wrapping: modulo 2^64, then converted to t (modulo).
+// int16 through the prelude's ember_neg_i16: ptxas (NVRTC 13.0's) compiles PTX's neg.s16 and
+// abs.s16 as 32-bit negations of the sign-extended value and never narrows the result,
+// so -(-32768) compared greater than 0 (GPU fuzz seed 25141, codegen/cuda/prelude.cpp).
 std::string wrapping_neg(const std::string& x, DType t) {
+  if (t == DType::I16) return "ember_neg_i16(" + x + ")";
   return "(" + CEmitter::c_type(t) + ")(0ull - (unsigned long long)(" + x + "))";
 }
 
@@ -225,8 +229,12 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
     case ExprOp::Ceil: return fn("ceil");
     case ExprOp::Round: return fn("nearbyint");
     case ExprOp::Trunc: return fn("trunc");
+    // Integers as selects: LLVM turns (x > 0) - (x < 0) into (x > 0) + (x >> 63), and
+    // ptxas (NVRTC 13.0's) takes 2x + (x >> 63) for a rotate, so sign(x) + 2x was
+    // rotl(x, 1) = -127 for x = -64 (GPU fuzz seed 11677).
     case ExprOp::Sign:
       if (is_bool(t)) return a[0];
+      if (!flt) return "(" + a[0] + " > 0 ? (" + c_type(t) + ")1 : " + a[0] + " < 0 ? (" + c_type(t) + ")-1 : (" + c_type(t) + ")0)";
       return "(" + c_type(t) + ")((" + a[0] + " > 0) - (" + a[0] + " < 0))";
     case ExprOp::Reciprocal: return one + " / " + a[0];
     case ExprOp::IsNan: return "(" + a[0] + " != " + a[0] + ")";

@@ -55,6 +55,9 @@ static inline double ember_exp(double x, double lo) { return exp(x < lo ? lo : x
 
 #define EMBER_FN static inline
 
+/* -x of an int16, wrapping; the CUDA prelude has its own (a ptxas bug). */
+EMBER_FN int16_t ember_neg_i16(int16_t x) { return (int16_t)(0u - (uint32_t)x); }
+
 )C") + prelude_minmax_f32() + prelude_minmax2_f32() + prelude_minmax_f64() + prelude_arithmetic();
   return text;
 }

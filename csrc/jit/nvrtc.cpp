@@ -104,7 +104,12 @@ const Nvrtc* Nvrtc::load(const std::vector<std::string>& dirs, std::string* why)
 
 std::vector<std::string> Nvrtc::options() {
   // No fast math: NaN and signed-zero semantics must match eager (as on CPU).
-  return {"--std=c++17", "-default-device", "--ftz=false", "--prec-div=true", "--prec-sqrt=true", "--fmad=true"};
+  // No contraction either (--fmad=false; the C dialect's -std=c11 means -ffp-contract=off):
+  // eager rounds each op's result to memory, and a fused x * y - m computed as
+  // fma(x, y, -m) is the product's rounding error where eager has 0, which var and
+  // layer_norm then divide by 0 or multiply by 1 / sqrt(eps) (GPU fuzz seeds 1703,
+  // 24099, 25939). NVVM leaves mul.f32 and sub.f32 apart in the PTX; ptxas fuses them.
+  return {"--std=c++17", "-default-device", "--ftz=false", "--prec-div=true", "--prec-sqrt=true", "--fmad=false"};
 }
 
 std::string Nvrtc::identity() const {

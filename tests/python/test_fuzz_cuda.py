@@ -78,6 +78,39 @@ def test_seed_lists_round_trip():
     assert fuzz.parse_seeds(fuzz.seed_ranges(range(7, 19))) == list(range(7, 19))
 
 
+def test_summaries_of_campaigns_side_by_side_merge(tmp_path):
+    """scripts/gpu-fuzz-campaign runs one campaign a GPU; `--merge` makes one summary."""
+    from ember.fuzz.campaign import _Tally, merge_summaries
+
+    def part(seeds, results, seconds):
+        tally = _Tally(list(seeds), fuzz.Settings(device=None, dtypes=GPU), 4, False)
+        tally.add(results)
+        return dict(tally.summary(), seconds=seconds)
+
+    a = part(range(0, 4), [{"seed": 0, "status": "ok", "ops": 3, "kernels": 1, "dtype": "f32"},
+                           {"seed": 1, "status": "mismatch", "ops": 2, "kernels": 1, "dtype": "bf16",
+                            "detail": "x", "eager_graphs": 1, "eager_reasons": ["why"]}], 10.0)
+    b = part(range(4, 7), [{"seed": 4, "status": "ok", "ops": 5, "kernels": 2, "dtype": "f32"},
+                           {"seed": 5, "status": "crash", "detail": "y"}], 20.0)
+    m = merge_summaries([a, b])
+    assert m["graphs"] == 7 and m["graphs_done"] == 4 and not m["finished"]
+    assert m["counts"] == {"ok": 2, "mismatch": 1, "crash": 1} and m["by_dtype"]["f32"] == {"ok": 2}
+    assert m["mismatches"] == 1 and m["crashes"] == 1 and m["failures_total"] == 2
+    assert m["ops"] == 10 and m["kernels"] == 4 and m["eager_graphs"] == 1 and m["eager_reasons"] == {"why": 1}
+    assert [f["seed"] for f in m["failures"]] == [1, 5] and m["jobs"] == 8
+    assert fuzz.parse_seeds(m["not_run"]) == [2, 3, 6] and m["seconds"] == 20.0 and m["graphs_per_second"] == 0.2
+    assert [p["seeds"] for p in m["parts"]] == ["0:4", "4:7"]
+    paths = []
+    for i, s in enumerate((a, b)):
+        paths.append(str(tmp_path / f"gpu{i}.json"))
+        with open(paths[-1], "w") as f:
+            json.dump(s, f)
+    out = tmp_path / "gpu.json"
+    r = subprocess.run([sys.executable, "-m", "ember.fuzz", "--merge", *paths, "--out", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and json.loads(out.read_text())["counts"] == m["counts"]  # 1: it has failures
+
+
 def test_repro_files_round_trip(tmp_path):
     prog = fuzz.generate(1234, GPU)
     path = tmp_path / "seed_1234.py"

@@ -56,6 +56,14 @@ EMBER_FN uint16_t ember_f2bf(float x) {
 EMBER_FN float ember_round_h(float x) { return ember_h2f(ember_f2h(x)); }
 EMBER_FN float ember_round_bf(float x) { return ember_bf2f(ember_f2bf(x)); }
 
+/* -x of an int16, wrapping (-(-32768) is -32768). ptxas (NVRTC 13.0's) compiles PTX's neg.s16
+   and abs.s16 as a 32-bit negation of the sign-extended value and treats the result as
+   still sign-extended, so -(-32768) compared greater than 0 and divided as +32768 (GPU
+   fuzz seed 25141); add, sub and mul are narrowed after the op. Here the negation is
+   32-bit and the narrowing an explicit byte permute (0x9910: the low half, its sign bit
+   replicated above), which ptxas cannot skip. */
+EMBER_FN int16_t ember_neg_i16(int16_t x) { return (int16_t)__byte_perm(0u - (uint32_t)x, 0u, 0x9910); }
+
 /* The CPU dialect clamps exp's argument for libmvec's sake; the GPU's expf needs no help. */
 #define exp_lo_f32 0.0f
 #define exp_lo_f64 0.0

@@ -8,7 +8,7 @@ import sys
 import tempfile
 
 from . import __doc__ as DOC
-from .campaign import GPU_DTYPES, Settings, _run_worker, campaign, parse_seeds
+from .campaign import GPU_DTYPES, Settings, _run_worker, campaign, merge_summaries, parse_seeds
 from .generator import generate
 from .judge import check
 from .minimize import read_repro
@@ -43,6 +43,8 @@ def main(argv=None) -> int:
     p.add_argument("--nvrtc", action="store_true",
                    help="no GPU needed: compile the CUDA of each seed's graphs with NVRTC (sm_90) and report "
                         "errors; nothing runs")
+    p.add_argument("--merge", nargs="+", metavar="SUMMARY_JSON",
+                   help="merge the summaries of campaigns run side by side (one a GPU) into --out")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--worker-settings", help=argparse.SUPPRESS)
     p.add_argument("--worker-out", help=argparse.SUPPRESS)
@@ -53,6 +55,17 @@ def main(argv=None) -> int:
     if args.worker:
         return _run_worker([int(x) for x in args.worker.split(",")], Settings.from_json(args.worker_settings),
                            args.worker_out)
+    if args.merge:
+        summaries = []
+        for path in args.merge:
+            with open(path) as f:
+                summaries.append(json.load(f))
+        merged = merge_summaries(summaries)
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(merged, f, indent=1)
+        print(json.dumps({k: v for k, v in merged.items() if k != "failures"}, indent=1))
+        return 1 if merged["failures_total"] else 0
     device = None if args.device == "cpu" else args.device
     dtypes = tuple(args.dtypes.split(",")) if args.dtypes else (GPU_DTYPES if device or args.nvrtc else None)
     if dtypes and not set(dtypes) <= {"f32", "f16", "bf16", "f64"}:

@@ -342,6 +342,48 @@ class _Tally:
         }
 
 
+def merge_summaries(parts: list) -> dict:
+    """One summary of campaigns run side by side over disjoint seeds (one process a GPU):
+    counts and totals added, failures and not_run joined, time the longest part's;
+    `parts` keeps what each ran (seeds, jobs, graphs done, seconds, device)."""
+    if not parts:
+        raise ValueError("no summaries to merge")
+    merged = dict(parts[0])
+    done = sum(p["graphs_done"] for p in parts)
+    seconds = max(p["seconds"] for p in parts)
+
+    def added(key: str) -> dict:
+        total: dict = {}
+        for p in parts:
+            for k, v in p[key].items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+    by_dtype: dict = {}
+    for p in parts:
+        for dt, counts in p["by_dtype"].items():
+            d = by_dtype.setdefault(dt, {})
+            for k, v in counts.items():
+                d[k] = d.get(k, 0) + v
+    merged.update({
+        "command": " & ".join(p["command"] for p in parts if p.get("command")),
+        "seeds": ",".join(p["seeds"] for p in parts if p["seeds"]),
+        "not_run": ",".join(p["not_run"] for p in parts if p["not_run"]),
+        "finished": all(p["finished"] for p in parts),
+        "by_dtype": by_dtype,
+        "eager_reasons": dict(sorted(added("eager_reasons").items(), key=lambda kv: -kv[1])[:30]),
+        "counts": added("counts"),
+        "seconds": seconds,
+        "graphs_done": done,
+        "graphs_per_second": round(done / max(seconds, 1e-9), 2),
+        "failures": sorted((f for p in parts for f in p["failures"]), key=lambda r: r["seed"]),
+        "parts": [{k: p[k] for k in ("seeds", "jobs", "graphs_done", "seconds", "device")} for p in parts],
+    })
+    for key in ("graphs", "mismatches", "crashes", "failures_total", "ops", "kernels", "eager_graphs", "jobs"):
+        merged[key] = sum(p[key] for p in parts)
+    return merged
+
+
 def _device_name(device: str | None) -> str:
     if device is None or not str(device).startswith("cuda"):
         return "cpu"

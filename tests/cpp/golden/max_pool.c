@@ -50,6 +50,9 @@ static inline double ember_exp(double x, double lo) { return exp(x < lo ? lo : x
 
 #define EMBER_FN static inline
 
+/* -x of an int16, wrapping; the CUDA prelude has its own (a ptxas bug). */
+EMBER_FN int16_t ember_neg_i16(int16_t x) { return (int16_t)(0u - (uint32_t)x); }
+
 /* NaN-propagating max/min (torch.maximum): a NaN operand wins. Two plain selects,
    because GCC's vectorizer gives up on the `||` form (and on fmaxf). On a tie the
    first operand wins, as in ATen's std::max(a, b) and clamp: relu(-0.0) is -0.0. */
