@@ -227,9 +227,17 @@ def table(rows: list[dict]) -> str:
             geo = geomean([s["dynamic_over_static"] for s in inter["shapes"]])
             geo_min = geomean([s.get("dynamic_over_static_min") for s in inter["shapes"]])
             lines.append(f"  {'dyn, inter':11} {'':>8} " + " ".join(cells) + f"  {_f(geo, '.3f'):>10}"
-                         f"  (eager, static and dynamic timed call by call, {inter['shapes'][0]['rounds']} rounds, "
+                         f"  (eager, static, dynamic{' and dynamic-sf' if 'dynamic_sf_ms' in inter['shapes'][0] else ''} timed call by call, "
+                         f"{inter['shapes'][0]['rounds']} rounds, "
                          f"{inter.get('clock', 'wall')} clock; "
                          f"fastest calls: {_f(geo_min, '.3f')}x)")
+            if all("dynamic_sf_ms" in s for s in inter["shapes"]):
+                cells = [f"{per[sh]['dynamic_sf_ms']:>9.3f} {per[sh]['dynamic_sf_over_static']:>5.2f}x" if sh in per
+                         else f"{'-':>16}" for sh in shapes]
+                geo_sf = geomean([s["dynamic_sf_over_static"] for s in inter["shapes"]])
+                lines.append(f"  {'dyn-sf, int':11} {'':>8} " + " ".join(cells) + f"  {_f(geo_sf, '.3f'):>10}"
+                             "  (dynamic=True traced with Dynamo's specialize_float: no per-call tensor per float "
+                             "attribute)")
         for key in ("ro", "inductor-ro"):
             per = _per_shape(g.get(key))
             if per and g[key].get("device") == "cuda":
@@ -274,6 +282,7 @@ def acceptance(rows: list[dict]) -> str:
     outputs, ops left to ATen by the dynamic compile only."""
     out = []
     ratios = {"dynamic/static": [], "dynamic/static, interleaved": [], "dynamic/static, interleaved, fastest calls": [],
+              "dynamic/static, interleaved, floats specialized": [],
               "dynamic/inductor": [], "dynamic/eager": [], "ro/static": [], "ro/inductor-ro": []}
     worst = {}
     new_code, fallbacks, wrong, aten, generic = [], [], [], [], []
@@ -291,6 +300,8 @@ def acceptance(rows: list[dict]) -> str:
         for sh, s in inter.items():
             ratios["dynamic/static, interleaved"].append(s["dynamic_over_static"])
             ratios["dynamic/static, interleaved, fastest calls"].append(s.get("dynamic_over_static_min"))
+            if "dynamic_sf_over_static" in s:
+                ratios["dynamic/static, interleaved, floats specialized"].append(s["dynamic_sf_over_static"])
             if s["dynamic_over_static"] > worst.get("dynamic/static, interleaved", (0, ""))[0]:
                 worst["dynamic/static, interleaved"] = (s["dynamic_over_static"], f"{model} {sh[0]}x{sh[1]}")
         for sh, s in dyn.items():
@@ -364,7 +375,8 @@ def main(argv):
     p.add_argument("--no-paired", action="store_true",
                    help="no eager call timed beside each compiled one (halves the timed calls)")
     p.add_argument("--interleaved", type=int, choices=(0, 1),
-                   help="1: after the variants, eager, ember static and dynamic timed call by call in rounds "
+                   help="1: after the variants, eager, ember static, dynamic and dynamic traced with specialize_float "
+                        "timed call by call in rounds "
                         "(default on the CPU, whose load drifts)")
     p.add_argument("--clock", choices=("wall", "cpu"),
                    help="the interleaved timing's clock: cpu times the calling thread's CPU time (time.thread_time; "

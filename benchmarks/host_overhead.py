@@ -2,8 +2,8 @@
 Inductor and ember side by side, per call and per step.
 
     python benchmarks/host_overhead.py [--device cpu|cuda] [--models gpt2-tiny,mlp50,gpt2]
-        [--backends eager,inductor,ember,ember-dynamic] [--rounds 15] [--calls 20]
-        [--threads 1] [--out FILE.json]
+        [--backends eager,inductor,ember,ember-dynamic] [--shapes 1] [--rounds 15] [--calls 20]
+        [--threads 1] [--clock wall|cpu] [--out FILE.json]
 
 Models (random weights, inference under torch.no_grad):
 
@@ -13,12 +13,21 @@ Models (random weights, inference under torch.no_grad):
     gpt2       GPT-2 124M, batch 4 x 128 (bf16 on cuda): the lead's host-bound case
 
 Backends: eager, inductor (torch.compile's default), ember, ember-dynamic (ember with
-dynamic=True, the symbolic plans' path). Every variant is compiled in this one process
+dynamic=True, the symbolic plans' path), inductor-dynamic (Inductor with dynamic=True),
+ember-dynamic-sf (ember with dynamic=True, traced with Dynamo's specialize_float on:
+dynamic=True otherwise makes Dynamo pass every float attribute of the model -- a
+decoder's eps, dropout p, attention scale -- as a 0-d tensor it makes and guards on every
+call, a cost of Dynamo's that every backend pays; this variant shows how much). The
+static variants compile with dynamic=False. With --shapes N every variant is called at
+the model's first N shapes (the static ones compile once per shape, the dynamic ones
+once), and each (variant, shape) is a row. Every variant is compiled in this one process
 on its own copy of the model, then timed in rounds that interleave the variants (the
 order rotating), so that a machine whose speed drifts affects all alike. Each call is
 timed alone: on CUDA, `host` is the time until the call returns (what the host spends
 issuing it, nothing synchronizes) and `wall` the time until the device is done; on the
-CPU both are the call's time. Figures are medians over all calls.
+CPU both are the call's time, on the wall clock or (--clock cpu, one thread) on the
+calling thread's CPU clock, which leaves out the time a loaded machine gives other
+processes. Figures are medians over all calls.
 
 Per ember variant the compiled graphs' steps are counted on one call (kernel steps:
 one C++ call each, launching its kernels; extern steps: one ATen call each), and
@@ -44,35 +53,44 @@ import time
 import torch
 
 BACKENDS = "eager,inductor,ember,ember-dynamic"
+DYNAMIC = ("ember-dynamic", "inductor-dynamic", "ember-dynamic-sf")
+
+# (batch, sequence) per model, the first the one --shapes 1 times; batch and sequence above 1
+# (Dynamo specializes sizes 0 and 1).
+SHAPES = {"gpt2-tiny": [(2, 16), (3, 24), (4, 12)], "gpt2": [(4, 128), (3, 200), (8, 64)],
+          "mlp50": [(4,), (6,), (8,)]}
 
 
 # ----------------------------------------------------------------------------- models
 
-def build(name: str, device: str):
-    """(model, example inputs as kwargs)."""
+def build(name: str, device: str, shapes: int = 1):
+    """(model, example inputs as kwargs, one dict per shape: the model's first `shapes`)."""
     torch.manual_seed(0)
+    if name not in SHAPES:
+        raise SystemExit(f"unknown model {name!r}")
+    sizes = SHAPES[name][:shapes]
     if name in ("gpt2-tiny", "gpt2"):
         import transformers
 
         if name == "gpt2":
             cfg = transformers.GPT2Config(use_cache=False)
-            batch, seq = 4, 128
             dtype = torch.bfloat16 if device == "cuda" else torch.float32
         else:
             cfg = transformers.GPT2Config(n_layer=12, n_embd=64, n_head=4, n_positions=128, vocab_size=1024,
                                           use_cache=False, bos_token_id=1, eos_token_id=2)
-            batch, seq, dtype = 2, 16, torch.float32
+            dtype = torch.float32
         cfg._attn_implementation = "sdpa"
         model = transformers.GPT2LMHeadModel(cfg).eval().to(device=device, dtype=dtype)
-        ids = torch.randint(0, cfg.vocab_size, (batch, seq), device=device)
-        return model, {"input_ids": ids}
-    if name == "mlp50":
-        layers = []
-        for _ in range(50):
-            layers += [torch.nn.Linear(64, 64), torch.nn.ReLU()]
-        model = torch.nn.Sequential(*layers).eval().to(device)
-        return _KwargsModel(model), {"x": torch.randn(4, 64, device=device)}
-    raise SystemExit(f"unknown model {name!r}")
+        return model, [{"input_ids": torch.randint(0, cfg.vocab_size, size, device=device)} for size in sizes]
+    layers = []
+    for _ in range(50):
+        layers += [torch.nn.Linear(64, 64), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers).eval().to(device)
+    return _KwargsModel(model), [{"x": torch.randn(batch, 64, device=device)} for batch, in sizes]
+
+
+def shape_label(inputs: dict) -> str:
+    return "x".join(str(n) for n in next(iter(inputs.values())).shape)
 
 
 class _KwargsModel(torch.nn.Module):
@@ -101,11 +119,12 @@ def compiled(model, backend: str):
     if backend == "eager":
         return model
     m = copy.deepcopy(model)
-    if backend == "inductor":
-        return torch.compile(m)
+    dynamic = backend in DYNAMIC
+    if backend.startswith("inductor"):
+        return torch.compile(m, dynamic=dynamic)
     import ember
 
-    return ember.compile(m, dynamic=backend == "ember-dynamic")
+    return ember.compile(m, dynamic=dynamic)
 
 
 def ember_steps(call):
@@ -136,7 +155,7 @@ def ember_steps(call):
     return {"graphs": len(seen), "kernel_steps": kernel_steps, "kernels": kernels, "extern_steps": externs}
 
 
-def runner_share_us(call, calls: int) -> float:
+def runner_share_us(call, calls: int, clock=time.perf_counter) -> float:
     """Median host time per call spent inside ember's runners (what Dynamo calls: the
     runner's __call__), the rest of a call being Dynamo's guards and the model's own
     Python around the compiled graphs."""
@@ -148,11 +167,11 @@ def runner_share_us(call, calls: int) -> float:
 
     def timed(original):
         def __call__(self, args):
-            t0 = time.perf_counter()
+            t0 = clock()
             try:
                 return original(self, args)
             finally:
-                spent[0] += time.perf_counter() - t0
+                spent[0] += clock() - t0
         return __call__
 
     for c, original in originals.items():
@@ -183,7 +202,7 @@ def device_kernels(call) -> int:
 
 # ----------------------------------------------------------------------------- timing
 
-def time_rounds(calls: dict, rounds: int, per_round: int, cuda: bool) -> dict:
+def time_rounds(calls: dict, rounds: int, per_round: int, cuda: bool, clock=time.perf_counter) -> dict:
     """name -> (host times, wall times) in microseconds, one per call."""
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     names = list(calls)
@@ -195,11 +214,11 @@ def time_rounds(calls: dict, rounds: int, per_round: int, cuda: bool) -> dict:
             host, wall = out[n]
             for _ in range(per_round):
                 sync()
-                t0 = time.perf_counter()
+                t0 = clock()
                 fn()
-                t1 = time.perf_counter()
+                t1 = clock()
                 sync()
-                t2 = time.perf_counter()
+                t2 = clock()
                 host.append((t1 - t0) * 1e6)
                 wall.append((t2 - t0) * 1e6)
     return out
@@ -207,34 +226,40 @@ def time_rounds(calls: dict, rounds: int, per_round: int, cuda: bool) -> dict:
 
 def measure_model(name: str, args) -> list[dict]:
     device = args.device
-    model, inputs = build(name, device)
+    model, shapes = build(name, device, args.shapes)
     rows, calls = [], {}
     with torch.no_grad():
-        ref = first_tensor(model(**inputs)).float()
+        refs = [first_tensor(model(**inputs)).float() for inputs in shapes]
         for backend in args.backends.split(","):
             t0 = time.perf_counter()
             fn = compiled(model, backend)
-            call = (lambda fn=fn: fn(**inputs))
-            out = first_tensor(call()).float()
+            # Every shape's first call traces (Dynamo recompiles a static variant per shape):
+            # ember-dynamic-sf's traces see Dynamo's floats as constants.
+            with torch._dynamo.config.patch(specialize_float=backend == "ember-dynamic-sf" or
+                                            torch._dynamo.config.specialize_float):
+                outs = [first_tensor(fn(**inputs)).float() for inputs in shapes]
             first = time.perf_counter() - t0
-            for _ in range(args.warmup):
-                call()
-            err = (out - ref).abs().max().item()
-            row = {"model": name, "backend": backend, "device": device, "first_call_s": round(first, 3),
-                   "max_abs_err": err}
-            if backend.startswith("ember"):
-                row.update(ember_steps(call))
-            if device == "cuda":
-                row["device_kernels"] = device_kernels(call)
-            rows.append(row)
-            calls[backend] = call
-            print(f"  {name} {backend}: compiled, first call {first:.2f} s", flush=True)
-        times = time_rounds(calls, args.rounds, args.calls, device == "cuda")
+            for inputs, out, ref in zip(shapes, outs, refs):
+                call = (lambda fn=fn, inputs=inputs: fn(**inputs))
+                for _ in range(args.warmup):
+                    call()
+                row = {"model": name, "backend": backend, "shape": shape_label(inputs), "device": device,
+                       "first_calls_s": round(first, 3), "max_abs_err": (out - ref).abs().max().item()}
+                if backend.startswith("ember"):
+                    row.update(ember_steps(call))
+                if device == "cuda":
+                    row["device_kernels"] = device_kernels(call)
+                rows.append(row)
+                calls[(backend, row["shape"])] = call
+            print(f"  {name} {backend}: compiled, first calls (every shape) {first:.2f} s", flush=True)
+        clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+        times = time_rounds(calls, args.rounds, args.calls, device == "cuda", clock)
         for row in rows:
             if row["backend"].startswith("ember"):
-                row["in_runners_us"] = round(runner_share_us(calls[row["backend"]], args.rounds * args.calls), 2)
+                row["in_runners_us"] = round(runner_share_us(calls[(row["backend"], row["shape"])],
+                                                             args.rounds * args.calls, clock), 2)
     for row in rows:
-        host, wall = times[row["backend"]]
+        host, wall = times[(row["backend"], row["shape"])]
         row["host_us"] = round(statistics.median(host), 2)
         row["wall_us"] = round(statistics.median(wall), 2)
         row["host_us_min"] = round(min(host), 2)
@@ -247,14 +272,15 @@ def measure_model(name: str, args) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'model':<10} {'backend':<14} {'wall us':>9} {'host us':>9} {'runners':>9} {'vs eager':>8} "
+    head = (f"{'model':<10} {'backend':<17} {'shape':>7} {'wall us':>9} {'host us':>9} {'runners':>9} {'vs eager':>8} "
             f"{'steps':>11} {'us/step':>8} {'kernels':>8} {'us/kern':>8}")
     lines = [head, "-" * len(head)]
-    eager = {r["model"]: r["wall_us"] for r in rows if r["backend"] == "eager"}
+    eager = {(r["model"], r["shape"]): r["wall_us"] for r in rows if r["backend"] == "eager"}
     for r in rows:
         steps = f"{r['kernel_steps']}+{r['extern_steps']}" if "kernel_steps" in r else "-"
-        ratio = f"{eager[r['model']] / r['wall_us']:.2f}x" if r["model"] in eager else "-"
-        lines.append(f"{r['model']:<10} {r['backend']:<14} {r['wall_us']:>9.1f} {r['host_us']:>9.1f} "
+        at = (r["model"], r["shape"])
+        ratio = f"{eager[at] / r['wall_us']:.2f}x" if at in eager else "-"
+        lines.append(f"{r['model']:<10} {r['backend']:<17} {r['shape']:>7} {r['wall_us']:>9.1f} {r['host_us']:>9.1f} "
                      f"{r.get('in_runners_us', '-'):>9} {ratio:>8} "
                      f"{steps:>11} {r.get('host_us_per_step', '-'):>8} {r.get('device_kernels', '-'):>8} "
                      f"{r.get('host_us_per_kernel', '-'):>8}")
@@ -270,11 +296,17 @@ def main(argv=None):
     p.add_argument("--calls", type=int, default=20, help="calls per variant per round")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: 1 on the CPU)")
+    p.add_argument("--shapes", type=int, default=1, choices=(1, 2, 3),
+                   help="call every variant at each of the model's first N shapes (rows per shape)")
+    p.add_argument("--clock", default="wall", choices=("wall", "cpu"),
+                   help="cpu: the calling thread's CPU time (the CPU with one thread only)")
     p.add_argument("--out", default=None, help="write the rows as JSON here")
     args = p.parse_args(argv)
     if args.models is None:
         args.models = "gpt2-tiny,mlp50" + (",gpt2" if args.device == "cuda" else "")
     threads = args.threads or (1 if args.device == "cpu" else None)
+    if args.clock == "cpu" and (args.device != "cpu" or threads != 1):
+        raise SystemExit("--clock cpu times the calling thread: use it on the CPU with one thread")
     if threads:
         torch.set_num_threads(threads)
     # Every variant compiles the same forward code objects, each with its own backend.
@@ -286,7 +318,7 @@ def main(argv=None):
     print(table(rows))
     meta = {"device": args.device, "device_name": torch.cuda.get_device_name() if args.device == "cuda"
             else platform.processor() or platform.machine(), "torch": torch.__version__, "threads": threads,
-            "rounds": args.rounds, "calls": args.calls, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "rounds": args.rounds, "calls": args.calls, "shapes": args.shapes, "clock": args.clock, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
     try:
         import subprocess
 

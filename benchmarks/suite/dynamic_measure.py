@@ -310,7 +310,11 @@ def run_variant(spec, backend, variant, model, entry, shapes, checker, sync, row
 def interleaved(spec, model, entry, shapes, sync, base) -> dict:
     """Eager, ember static and ember dynamic=True timed call by call in rounds (each round: at
     every shape, one call of each), so that all three see the same load: on a loaded machine
-    (the CPU of a shared VM) the only comparison of variants that holds. Each compiled
+    (the CPU of a shared VM) the only comparison of variants that holds. A fourth,
+    dynamic_sf, is dynamic=True traced with Dynamo's specialize_float: dynamic=True
+    otherwise makes Dynamo pass every float attribute of the model (eps, dropout p,
+    attention scale) as a 0-d tensor it makes and guards per call, for every backend;
+    dynamic_sf over static is what the symbolic sizes cost without that. Each compiled
     variant is a copy of the model (Dynamo keeps a cache entry per instance); ember's kernel
     cache makes the compiles after the variants' own cheap. Shapes with batch 1 are left out.
     spec["clock"] "cpu" times the calling thread's CPU time (with one thread, all of a
@@ -325,15 +329,19 @@ def interleaved(spec, model, entry, shapes, sync, base) -> dict:
     inputs = {sh: make_inputs(entry, sh, spec["device"], spec["size"]) for sh in shapes}
     fns = {("eager", sh): model for sh in shapes}
     dynamic = _compile("ember", "dynamic", copy.deepcopy(model))
+    dynamic_sf = _compile("ember", "dynamic", copy.deepcopy(model))
     for sh in shapes:
         fns[("static", sh)] = _compile("ember", "static", copy.deepcopy(model))
         fns[("dynamic", sh)] = dynamic
+        fns[("dynamic_sf", sh)] = dynamic_sf
     times = {k: [] for k in fns}
-    t_end = time.perf_counter() + spec["max_shape_s"] * 3 * len(shapes)
+    t_end = time.perf_counter() + spec["max_shape_s"] * 4 * len(shapes)
     with torch.no_grad():
         for k, fn in fns.items():
-            for _ in range(max(spec["warmup"], 1)):
-                registry.call(fn, inputs[k[1]])
+            with torch._dynamo.config.patch(specialize_float=k[0] == "dynamic_sf" or
+                                            torch._dynamo.config.specialize_float):
+                for _ in range(max(spec["warmup"], 1)):  # the first call traces
+                    registry.call(fn, inputs[k[1]])
         sync()
         done = times[next(iter(fns))]
         while len(done) < 2 * spec["iters"] and (time.perf_counter() < t_end or len(done) < 3):
@@ -345,13 +353,14 @@ def interleaved(spec, model, entry, shapes, sync, base) -> dict:
     row = {**base, "backend": "ember", "variant": "interleaved", "shapes": [], "status": "ok",
            "clock": spec.get("clock") or "wall"}
     for sh in shapes:
-        med = {v: statistics.median(times[(v, sh)]) for v in ("eager", "static", "dynamic")}
-        low = {v: min(times[(v, sh)]) for v in ("eager", "static", "dynamic")}
+        med = {v: statistics.median(times[(v, sh)]) for v in ("eager", "static", "dynamic", "dynamic_sf")}
+        low = {v: min(times[(v, sh)]) for v in ("eager", "static", "dynamic", "dynamic_sf")}
         row["shapes"].append({"batch": sh[0], "seq": sh[1], "rounds": len(times[("eager", sh)]),
                               **{f"{v}_ms": round(m, 4) for v, m in med.items()},
                               **{f"{v}_min_ms": round(m, 4) for v, m in low.items()},
                               "dynamic_over_static": round(med["dynamic"] / med["static"], 4),
-                              "dynamic_over_static_min": round(low["dynamic"] / low["static"], 4)})
+                              "dynamic_over_static_min": round(low["dynamic"] / low["static"], 4),
+                              "dynamic_sf_over_static": round(med["dynamic_sf"] / med["static"], 4)})
     measure.emit(row)
     return row
 

@@ -293,13 +293,13 @@ TEST(cuda_transpose_plan_takes_the_small_channel_dim_whole) {
   auto t = transpose_plan_of(kImageToChannelsLast);
   CHECK(t.has_value());
   if (!t) return;
-  CHECK_EQ(t->store.extent, int64_t{3});      // C
-  CHECK_EQ(t->load.extent, int64_t{64 * 64});  // H and W: one dim to both accesses
+  CHECK_EQ(t->store.extent.hint(), int64_t{3});      // C
+  CHECK_EQ(t->load.extent.hint(), int64_t{64 * 64});  // H and W: one dim to both accesses
   CHECK_EQ(t->store.tile, int64_t{3});
-  CHECK_EQ(t->load.tile, int64_t{672});        // 2,048 / 3 elements, whole warps
+  CHECK_EQ(t->load.tile, int64_t{672});               // 2,048 / 3 elements, whole warps
   CHECK_EQ(t->staged.size(), size_t{1});
-  CHECK_EQ(t->tiles(), int64_t{2 * 7});        // batch x ceil(4096 / 672)
-  CHECK(!t->wide);
+  CHECK_EQ(t->tiles().hint(), int64_t{2 * 7});        // batch x ceil(4096 / 672)
+  CHECK(!t->wide && !t->symbolic && t->tiles().is_static());
   CHECK_EQ(t->load_lanes, 8);   // runs of 672 pixels per channel
   CHECK_EQ(t->store_lanes, 8);  // the tile's 3 x 672 values: one run
 }
@@ -308,11 +308,11 @@ TEST(cuda_transpose_plan_of_odd_sizes) {
   auto t = transpose_plan_of(kTransposeOdd);
   CHECK(t.has_value());
   if (!t) return;
-  CHECK_EQ(t->load.extent, int64_t{37});
-  CHECK_EQ(t->store.extent, int64_t{1000});
-  CHECK_EQ(t->load.tile, int64_t{37});   // the short side whole
-  CHECK_EQ(t->store.tile, int64_t{32});  // a line of f32
-  CHECK_EQ(t->tiles(), int64_t{32});     // ceil(1000 / 32), the last one partial
+  CHECK_EQ(t->load.extent.hint(), int64_t{37});
+  CHECK_EQ(t->store.extent.hint(), int64_t{1000});
+  CHECK_EQ(t->load.tile, int64_t{37});      // the short side whole
+  CHECK_EQ(t->store.tile, int64_t{32});     // a line of f32
+  CHECK_EQ(t->tiles().hint(), int64_t{32});  // ceil(1000 / 32), the last one partial
   CHECK_EQ(t->load_lanes, 4);            // rows of 37 are not whole words, but a tile's 32 rows are one run
   CHECK_EQ(t->store_lanes, 4);           // runs of 32 outputs, each starting at a multiple of 4
   // [333, 517] -> [517, 333]: runs of 517 (and 333) elements start at any multiple of
@@ -328,6 +328,41 @@ TEST(cuda_transpose_plan_of_odd_sizes) {
   if (!odd) return;
   CHECK_EQ(odd->load_lanes, 0);
   CHECK_EQ(odd->store_lanes, 0);
+}
+
+// Falcon's keys under dynamic=True: [s0, s1, 32] -> [s0, 32, s1]. The tile the hints give
+// (the static side whole, a line along the symbolic one), the tile count per call, the
+// symbolic side's bounds checked; 16-byte loads along the static side (rows of 32 floats),
+// scalar stores along s1 (not known to be a multiple of 4).
+TEST(cuda_transpose_over_symbolic_sizes) {
+  const char* text = R"(graph(s0=2, s1=64) {
+  %0 = sym_input(0, s0) : none
+  %1 = sym_input(1, s1) : none
+  %2 = input(2) : f32[s0,s1,32]{32*s1,32,1}
+  %3 = aten.permute.default(%2, [0, 2, 1]) : f32[s0,32,s1]{32*s1,1,32}
+  %4 = aten.clone.default(%3, "contiguous_format") : f32[s0,32,s1]{32*s1,s1,1}
+  return (%4)
+}
+)";
+  auto t = transpose_plan_of(text);
+  CHECK(t.has_value());
+  if (!t) return;
+  CHECK(t->symbolic && t->wide);
+  CHECK(t->load.extent.is_static() && !t->store.extent.is_static());
+  CHECK_EQ(t->load.extent.hint(), int64_t{32});
+  CHECK_EQ(t->load.tile, int64_t{32});
+  CHECK_EQ(t->store.tile, int64_t{32});
+  CHECK_EQ(ember::eval_dim(t->tiles(), {5, 100}), int64_t{5 * 4});  // batch x ceil(100 / 32)
+  CHECK_EQ(t->load_lanes, 4);
+  CHECK_EQ(t->store_lanes, 0);
+  ember::CudaCode code = cuda_of(text);
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::Transpose);
+  CHECK_EQ(code.kernels[0].grid_per_block, int64_t{1});
+  CHECK_EQ(ember::eval_dim(code.kernels[0].grid_units, {5, 100}), int64_t{20});
+  CHECK(has(code, "if (sg < (sym[1])) {"));
+  CHECK(has(code, "const uint4 raw"));
+  check_compiles(code);
 }
 
 TEST(cuda_transposing_kernels_get_the_transpose_shape) {

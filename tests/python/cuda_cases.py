@@ -138,6 +138,21 @@ def _t_contiguous(x):
     return x.t().contiguous()
 
 
+def _transpose_inner(x):
+    """[b, m, n] -> [b, n, m], contiguous: with dynamic=True every side of the tile symbolic."""
+    return x.transpose(1, 2).contiguous()
+
+
+def _rope_keys_transposed(k, cos, sin):
+    """Falcon's keys: one KV head, rotated (RoPE), scaled, broadcast over 4 query heads and
+    stored transposed ([b, h, d, s]) for the attention's matmul: loads contiguous along the
+    head dim (static), the store along the sequence (symbolic), the batch symbolic."""
+    half = k.shape[-1] // 2
+    rotated = torch.cat((-k[..., half:], k[..., :half]), dim=-1)
+    r = (k * cos + rotated * sin) * 0.42
+    return r[:, None].expand(-1, 4, -1, -1).transpose(-1, -2).contiguous()
+
+
 def _permute_scale_relu(x, y):
     """NCHW x permuted to NHWC, scaled, added to an NHWC y, relu, widened to f32: a
     transposing read fused with pointwise work, one operand in each layout."""
@@ -532,7 +547,8 @@ EXACT = ("transpose_image_bf16", "transpose_image_f32", "transpose_to_nhwc_64_bf
 # bf16 rounding in an f32 output.
 TOLERANCE = {**{name: (0.0, 0.0) for name in EXACT}, "column_stats": (1e-5, 1e-4), "ln_gelu_block_bf16": (1.6e-2, 1e-2),
              "tiny_gpt2_bf16": (1.6e-2, 2e-2), "gpt2_2layer_bf16": (1.6e-2, 5e-2), "small_cnn": (1e-3, 1e-4),
-             "transpose_fused_bf16": (8e-3, 1e-5)}
+             "transpose_fused_bf16": (8e-3, 1e-5), "transpose_inner_f32": (0.0, 0.0),
+             "transpose_rope_keys_bf16": (1.6e-2, 2e-2)}
 
 
 def _gpt2_ids(device, shapes):
@@ -571,4 +587,13 @@ DYNAMIC = {
     "column_sum": _per_shape(lambda d, s: (_column_sum, (_rand(*s, device=d),)), [(64, 100), (20000, 3), (5, 7)]),
     "cumsum": _per_shape(lambda d, s: (_cumsum, (_rand(*s, device=d),)), [(16, 50), (3, 700)]),
     "gpt2_2layer_bf16": lambda d: _gpt2_ids(d, [(2, 128), (3, 77), (4, 200)]),
+    # Tiled transposes over symbolic sizes (schedule/cuda/transpose_plan.h): tiles chosen at
+    # the hints, partial last tiles at other sizes.
+    "transpose_inner_f32": _per_shape(lambda d, s: (_transpose_inner, (_rand(*s, device=d),)),
+                                      [(2, 64, 96), (3, 50, 130), (4, 33, 7)]),
+    "transpose_rope_keys_bf16": _per_shape(
+        lambda d, s: (_rope_keys_transposed, (_rand(s[0], s[1], 64, device=d, dtype=torch.bfloat16),
+                                              _rand(s[1], 64, device=d, dtype=torch.bfloat16),
+                                              _rand(s[1], 64, device=d, dtype=torch.bfloat16))),
+        [(2, 128), (3, 77), (5, 200)]),
 }

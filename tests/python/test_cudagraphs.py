@@ -91,6 +91,9 @@ class _FakeRunner:
     def symbol_values(self, args):
         return (args[0].shape[0],)
 
+    def inputs_read(self):
+        return frozenset({0, 1})  # a third argument, if given, is one no step reads
+
     def plan_of(self, args):
         return ("plan", self.symbol_values(args))
 
@@ -98,7 +101,7 @@ class _FakeRunner:
         self.dropped.append(plan)
 
     def run(self, args):
-        x, w = args
+        x, w = args[:2]
         out = x * w + 1
         if self.cuda.capturing is not None:
             self.cuda.capturing.work.append(lambda: torch.mul(x, w, out=out).add_(1))
@@ -158,6 +161,21 @@ def test_each_recording_reports_its_memory(replay):
     ]
     assert replay.pool_usage() == (42 * MiB, 10 * MiB)
     assert ember.stats()["cuda_graph_bytes"] - before == 42 * MiB + x_bytes(4) + x_bytes(6)
+
+
+def test_an_input_no_step_reads_is_not_copied_per_replay(replay):
+    """dynamic=True: Dynamo passes each float attribute as a 0-d CPU tensor made per call,
+    which the graph does not read (runner.inputs_read): a replay copies only x."""
+    replay, runner, fake = replay
+    w = torch.randn(8)
+    for _ in range(3):
+        x = torch.randn(4, 8)
+        (out,) = replay([x, w, torch.tensor(1e-5, dtype=torch.float64)])
+        torch.testing.assert_close(out, x * w + 1)
+    assert replay.recorded == 1 and replay.replays == 2  # the recording call replays too
+    (rec,) = replay._recordings.values()
+    assert rec.copied == [0]
+    assert replay.recordings()[0]["static_inputs"] == 4 * 8 * 4
 
 
 def test_a_moved_parameter_records_again_in_the_same_pool(replay):

@@ -330,3 +330,46 @@ def test_explain_and_stats_name_symbols_and_generic_paths():
     assert s["symbolic_graphs"] == 1 and s["generic_paths"] == 1 and s["codegen_runs"] == 1
     static = ember.explain(lambda x: x.sum(0) * 2.0, torch.randn(64, 16), graph_breaks=False)
     assert static.to_dict()["graphs"][0]["symbols"] == [] and "sizes: static" in str(static)
+
+
+def test_float_attributes_dynamo_passes_per_call_are_not_stored():
+    """dynamic=True makes Dynamo pass each float attribute (eps, dropout p) as a 0-d tensor
+    made per call; the traced graph specializes them and no step reads them, so a call
+    neither stores them nor (on a GPU) copies them to the device (runner.inputs_read)."""
+    from ember.runtime import runner
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(8)
+            self.drop = torch.nn.Dropout(0.1)
+            self.scale = 0.5
+
+        def forward(self, x):
+            return self.drop(self.norm(x)) * self.scale
+
+    model = Block().eval()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="ember", dynamic=True)
+    calls = []
+    orig = runner.GraphRunner.run
+
+    def spy(self, args, step_names=None):
+        calls.append((self, list(args)))
+        return orig(self, args, step_names)
+
+    runner.GraphRunner.run = spy
+    try:
+        with torch.no_grad():
+            for n in (3, 5, 3):
+                x = torch.randn(n, 4, 8)
+                torch.testing.assert_close(compiled(x), model(x))
+    finally:
+        runner.GraphRunner.run = orig
+    r, args = calls[-1]
+    scalars = {i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.dim() == 0}
+    assert scalars, "Dynamo passed no float attribute as a tensor: the test no longer tests anything"
+    assert not scalars & r.inputs_read()
+    assert len(r._plans) == 2
+    for plan in r._plans.values():
+        assert not scalars & {i for _, i in plan.inputs}

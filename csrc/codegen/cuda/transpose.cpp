@@ -14,15 +14,20 @@ std::string var_name(int v) {
   return v >= kInnerVarBase ? "i" + std::to_string(v - kInnerVarBase) : "o" + std::to_string(v - kOuterVarBase);
 }
 
+// A size as C: its value, or its expression over the symbols (sym[k]).
+std::string size_text(const Dim& d, CEmitter& em) {
+  return d.is_static() ? std::to_string(d.hint()) : "(" + em.emit(d.expr()) + ")";
+}
+
 // `const int64_t <var> = ...;` for each var of `vars` (innermost first), splitting `flat`
 // (less than the product of `sizes`).
-std::vector<std::string> coordinates(const std::string& flat, const std::vector<int>& vars,
-                                     const std::vector<int64_t>& sizes) {
+std::vector<std::string> coordinates(const std::string& flat, const std::vector<int>& vars, const Dims& sizes,
+                                     CEmitter& em) {
   std::vector<std::string> lines;
-  int64_t stride = 1;
+  Dim stride = 1;
   for (size_t d = 0; d < vars.size(); ++d) {
-    std::string q = stride == 1 ? flat : "(" + flat + " / " + std::to_string(stride) + ")";
-    if (d + 1 < vars.size()) q += " % " + std::to_string(sizes[d]);
+    std::string q = stride == Dim(1) ? flat : "(" + flat + " / " + size_text(stride, em) + ")";
+    if (d + 1 < vars.size()) q += " % " + size_text(sizes[d], em);
     lines.push_back("const int64_t " + var_name(vars[d]) + " = (int64_t)(" + q + ");");
     stride *= sizes[d];
   }
@@ -30,6 +35,7 @@ std::vector<std::string> coordinates(const std::string& flat, const std::vector<
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+Dim ceil_div(const Dim& a, int64_t b) { return floordiv(a + Dim(b - 1), Dim(b)); }
 
 // Var ids for a tile element's flat coordinates along each side (named lg and sg).
 constexpr int kLoadSideVar = kInnerVarBase + (1 << 21);
@@ -40,16 +46,18 @@ constexpr int kStoreSideVar = kLoadSideVar + 1;
 // const + rest terms + c_S * sg + c_L * lg, with no division or modulo per element.
 // Otherwise `index` unchanged (it reads the coordinates).
 Expr side_linear(const Expr& index, const TransposePlan& t) {
-  auto f = affine_form(index);
+  auto f = index_form(index);
   if (!f) return index;
   const auto cl = side_coef(*f, t.load), cs = side_coef(*f, t.store);
   if (!cl || !cs) return index;
   Expr out = int_const(0);
-  for (int v : t.rest_vars)
-    if (int64_t c = f->coef_of(v)) out = add(out, mul(var(v), c));
-  out = add(out, f->constant);
-  out = add(out, mul(var(kStoreSideVar), *cs));
-  return add(out, mul(var(kLoadSideVar), *cl));
+  for (int v : t.rest_vars) {
+    const Dim c = coef_of(*f, v);
+    if (c != Dim(0)) out = add(out, mul(var(v), c.expr()));
+  }
+  out = add(out, f->constant.expr());
+  out = add(out, mul(var(kStoreSideVar), cs->expr()));
+  return add(out, mul(var(kLoadSideVar), cl->expr()));
 }
 
 }  // namespace
@@ -59,7 +67,7 @@ std::vector<std::string> transpose_body(const TransposePlan& t, const Program& p
   const Stage& stage = k.stages[0];
   const std::string I = t.wide ? "int64_t" : "int";
   const TileLayout layout(t);
-  const int64_t load_tiles = ceil_div(t.load.extent, t.load.tile), store_tiles = ceil_div(t.store.extent, t.store.tile);
+  const Dim load_tiles = ceil_div(t.load.extent, t.load.tile), store_tiles = ceil_div(t.store.extent, t.store.tile);
   const int64_t elems = t.load.tile * t.store.tile;
   const std::string TL = std::to_string(t.load.tile), TS = std::to_string(t.store.tile);
   const std::string threads = std::to_string(kTransposeThreads);
@@ -75,8 +83,8 @@ std::vector<std::string> transpose_body(const TransposePlan& t, const Program& p
   for (int v : t.store.vars) side_vars.push_back({v, var_name(v)});
   // The element's coordinates, in the current scope.
   auto coordinate_lines = [&] {
-    for (const auto& l : coordinates("lg", t.load.vars, t.load.sizes)) em.line(l);
-    for (const auto& l : coordinates("sg", t.store.vars, t.store.sizes)) em.line(l);
+    for (const auto& l : coordinates("lg", t.load.vars, t.load.sizes, em)) em.line(l);
+    for (const auto& l : coordinates("sg", t.store.vars, t.store.sizes, em)) em.line(l);
   };
   // One phase's loop over the tile, `lanes` elements a thread per step (1: scalar). Group
   // q0 of the block starts at element (ql, qs), ql fastest in the load phase and qs in
@@ -99,8 +107,9 @@ std::vector<std::string> transpose_body(const TransposePlan& t, const Program& p
     em.line("  const " + I + " lg = l0 + ql, sg = s0 + qs;");
     std::vector<std::string> checks;
     if (groups % kTransposeThreads) checks.push_back(q + " < " + std::to_string(elems));
-    if (t.load.extent % t.load.tile) checks.push_back("lg < " + std::to_string(t.load.extent));
-    if (t.store.extent % t.store.tile) checks.push_back("sg < " + std::to_string(t.store.extent));
+    // A symbolic side's last tile may be partial at any size.
+    if (!known_multiple(t.load.extent, t.load.tile)) checks.push_back("lg < " + size_text(t.load.extent, em));
+    if (!known_multiple(t.store.extent, t.store.tile)) checks.push_back("sg < " + size_text(t.store.extent, em));
     std::string cond;
     for (const auto& c : checks) cond += (cond.empty() ? "" : " && ") + c;
     const std::string pad = checks.empty() ? "  " : "    ";
@@ -192,23 +201,25 @@ std::vector<std::string> transpose_body(const TransposePlan& t, const Program& p
   auto tile_loop = [&](int load_lanes, int store_lanes) {
     em.open_scope(rest_vars);
     // Tile index: rest dims outermost, then load tiles, then store tiles.
-    const std::string per_rest = std::to_string(load_tiles * store_tiles);
+    const std::string per_rest = size_text(load_tiles * store_tiles, em);
     if (!t.rest_vars.empty()) {
       em.line("const " + I + " r = tile / " + per_rest + ";");
       std::vector<int> vars(t.rest_vars.rbegin(), t.rest_vars.rend());
-      std::vector<int64_t> sizes(t.rest_sizes.rbegin(), t.rest_sizes.rend());
-      for (const auto& l : coordinates("r", vars, sizes)) em.line(l);
+      Dims sizes(t.rest_sizes.rbegin(), t.rest_sizes.rend());
+      for (const auto& l : coordinates("r", vars, sizes, em)) em.line(l);
     }
-    const std::string by_load = store_tiles == 1 ? "tile" : "(tile / " + std::to_string(store_tiles) + ")";
-    em.line("const " + I + " l0 = " + (load_tiles == 1 ? "0" : by_load + " % " + std::to_string(load_tiles) + " * " + TL) + ";");
-    em.line("const " + I + " s0 = " + (store_tiles == 1 ? "0" : "tile % " + std::to_string(store_tiles) + " * " + TS) + ";");
+    const std::string LT = size_text(load_tiles, em), ST = size_text(store_tiles, em);
+    const std::string by_load = store_tiles == Dim(1) ? "tile" : "(tile / " + ST + ")";
+    em.line("const " + I + " l0 = " + (load_tiles == Dim(1) ? "0" : by_load + " % " + LT + " * " + TL) + ";");
+    em.line("const " + I + " s0 = " + (store_tiles == Dim(1) ? "0" : "tile % " + ST + " * " + TS) + ";");
     load_phase(load_lanes);
     em.line("__syncthreads();");
     store_phase(store_lanes);
-    const bool loops = t.tiles() > static_cast<int64_t>(t.grid());
+    // With symbols the grid is capped per call (kMaxTransposeGrid): blocks may loop.
+    const bool loops = t.symbolic || t.tiles().hint() > static_cast<int64_t>(t.grid());
     if (loops) em.line("__syncthreads();  /* the next tile reuses shared memory */");
     std::vector<std::string> out;
-    out.push_back("for (" + I + " tile = blockIdx.x; tile < " + std::to_string(t.tiles()) + "; tile += gridDim.x) {");
+    out.push_back("for (" + I + " tile = blockIdx.x; tile < " + size_text(t.tiles(), em) + "; tile += gridDim.x) {");
     for (const auto& l : em.close_scope()) out.push_back("  " + l);
     out.push_back("}");
     return out;

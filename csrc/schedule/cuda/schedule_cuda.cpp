@@ -83,14 +83,14 @@ void launch_text(std::ostream& os, const CudaKernelSchedule& ks) {
 void transpose_text(std::ostream& os, const TransposePlan& t) {
   auto side = [&](const char* name, const TransposePlan::Side& s) {
     os << " " << name << " [";
-    for (size_t d = 0; d < s.vars.size(); ++d) os << (d ? " " : "") << var_text(s.vars[d]) << "=" << s.sizes[d];
+    for (size_t d = 0; d < s.vars.size(); ++d) os << (d ? " " : "") << var_text(s.vars[d]) << "=" << print_dim(s.sizes[d]);
     os << "] tile " << s.tile << ";";
   };
   os << "  transpose:";
   side("load", t.load);
   side("store", t.store);
   os << " rest [";
-  for (size_t d = 0; d < t.rest_vars.size(); ++d) os << (d ? " " : "") << var_text(t.rest_vars[d]) << "=" << t.rest_sizes[d];
+  for (size_t d = 0; d < t.rest_vars.size(); ++d) os << (d ? " " : "") << var_text(t.rest_vars[d]) << "=" << print_dim(t.rest_sizes[d]);
   os << "]; staged " << list(t.staged, "buf") << "; lanes " << t.load_lanes << "/" << t.store_lanes
      << (t.wide ? "; 64-bit" : "") << "\n";
 }

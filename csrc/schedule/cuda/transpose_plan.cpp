@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "ir/affine.h"
 #include "schedule/cuda/vector_access.h"
 
 namespace ember {
@@ -13,35 +14,62 @@ namespace {
 constexpr int64_t kLineBytes = 128;  // a warp's coalesced access: one 128-byte line
 constexpr int64_t kInt32Limit = int64_t{1} << 31;
 
+using Sizes = std::map<int, Dim>;  // loop var id -> its extent
+
 // The one loop var (of size > 1) with coefficient 1, or -1 when there is none or several.
-int unit_var(const AffineForm& f, const std::map<int, int64_t>& size) {
+int unit_var(const SymbolicAffine& f, const Sizes& size) {
   int found = -1;
   for (const auto& [v, c] : f.coef) {
-    if (c != 1 || size.at(v) == 1) continue;
+    if (c != Dim(1) || size.at(v) == Dim(1)) continue;
     if (found >= 0) return -1;
     found = v;
   }
   return found;
 }
 
-// Whether the index stays inside [0, extent) over the whole loop space.
-bool in_bounds(const AffineForm& f, const std::map<int, int64_t>& size, int64_t extent) {
-  int64_t lo = f.constant, hi = f.constant;
-  for (const auto& [v, c] : f.coef) (c < 0 ? lo : hi) += c * (size.at(v) - 1);
-  return lo >= 0 && hi < extent;
+// Whether a size expression is >= 0 at every value of its symbols, as its form shows:
+// sums and products of symbols and non-negative constants (index coefficients and
+// extents are made of tensor sizes).
+bool known_nonnegative(const Expr& e) {
+  switch (e->op) {
+    case ExprOp::Const: return e->ival >= 0;
+    case ExprOp::Sym: return true;
+    case ExprOp::Add:
+    case ExprOp::Mul: return known_nonnegative(e->args[0]) && known_nonnegative(e->args[1]);
+    default: return false;
+  }
+}
+
+bool known_nonnegative(const Dim& d) { return d.is_static() ? d.hint() >= 0 : known_nonnegative(d.expr()); }
+
+// Whether the index stays inside [0, extent) over the whole loop space (at every value of
+// the symbols).
+bool in_bounds(const SymbolicAffine& f, const Sizes& size, const Dim& extent) {
+  Dim lo = f.constant, hi = f.constant;
+  for (const auto& [v, c] : f.coef) {
+    const Dim span = c * (size.at(v) - Dim(1));
+    if (known_nonnegative(c)) {
+      hi += span;
+    } else if (c.is_static()) {
+      lo += span;
+    } else {
+      return false;  // a coefficient of unknown sign
+    }
+  }
+  return known_nonnegative(lo) && known_nonnegative(extent - hi - Dim(1));
 }
 
 // Grows `side` (starting at its unit-stride var) by loop dims that both accesses see as
 // continuing it: a dim whose stride in `a` is the side's extent so far, and whose stride
 // in `b` is the last dim's stride in `b` times that dim's size.
-void grow_side(TransposePlan::Side& side, const AffineForm& a, const AffineForm& b, const std::map<int, int64_t>& size,
+void grow_side(TransposePlan::Side& side, const SymbolicAffine& a, const SymbolicAffine& b, const Sizes& size,
                const std::set<int>& taken) {
   for (bool grew = true; grew;) {
     grew = false;
     const int last = side.vars.back();
     for (const auto& [v, n] : size) {
-      if (n == 1 || taken.count(v) || std::count(side.vars.begin(), side.vars.end(), v)) continue;
-      if (a.coef_of(v) != side.extent || b.coef_of(v) != b.coef_of(last) * size.at(last)) continue;
+      if (n == Dim(1) || taken.count(v) || std::count(side.vars.begin(), side.vars.end(), v)) continue;
+      if (coef_of(a, v) != side.extent || coef_of(b, v) != coef_of(b, last) * size.at(last)) continue;
       side.vars.push_back(v);
       side.sizes.push_back(n);
       side.extent *= n;
@@ -75,30 +103,29 @@ int64_t staged_bytes(DType t) {
   }
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // Lanes of a phase's vector accesses (TransposePlan::load_lanes, store_lanes): the
 // elements of a 16-byte word of `dtype`, when each of `indices` reads (or writes) groups
 // of that many consecutive elements of the phase's order (`fast` side fastest) as
 // consecutive, aligned elements; else 0. Each index must see the fast side as one dim of
 // stride 1 and the slow side as one dim, with every other term a multiple of the lanes.
+// With symbolic sizes each divisibility must hold at every size (known_multiple).
 int phase_lanes(const std::vector<Expr>& indices, DType dtype, const TransposePlan::Side& fast,
-                const TransposePlan::Side& slow, const std::map<int, int64_t>& size) {
+                const TransposePlan::Side& slow, const Sizes& size) {
   const int lanes = dtype_size(dtype) <= 4 ? 16 / static_cast<int>(dtype_size(dtype)) : 0;
   if (lanes == 0 || vector_bytes(dtype, lanes) != 16 || indices.empty()) return 0;
   for (const Expr& index : indices) {
-    auto f = affine_form(index);
-    if (!f || f->constant % lanes) return 0;
+    auto f = index_form(index);
+    if (!f || !known_multiple(f->constant, lanes)) return 0;
     const auto cf = side_coef(*f, fast), cs = side_coef(*f, slow);
-    if (cf != 1 || !cs) return 0;
+    if (!cf || *cf != Dim(1) || !cs) return 0;
     for (const auto& [v, c] : f->coef) {
       const bool on_side = std::count(fast.vars.begin(), fast.vars.end(), v) || std::count(slow.vars.begin(), slow.vars.end(), v);
-      if (!on_side && size.at(v) > 1 && c % lanes) return 0;
+      if (!on_side && size.at(v) != Dim(1) && !known_multiple(c, lanes)) return 0;
     }
     // A group inside one run of the fast side, or the tile one run of memory.
-    const bool in_run = fast.tile % lanes == 0 && fast.extent % lanes == 0 && *cs % lanes == 0;
-    const bool one_run = fast.tile == fast.extent && *cs == fast.extent && fast.extent * slow.tile % lanes == 0 &&
-                         fast.extent * slow.extent % lanes == 0;
+    const bool in_run = fast.tile % lanes == 0 && known_multiple(fast.extent, lanes) && known_multiple(*cs, lanes);
+    const bool one_run = fast.extent == Dim(fast.tile) && *cs == fast.extent &&
+                         known_multiple(fast.extent * Dim(slow.tile), lanes) && known_multiple(fast.extent * slow.extent, lanes);
     if (!in_run && !one_run) return 0;
   }
   return lanes;
@@ -117,42 +144,59 @@ std::string TileLayout::at(const std::string& l, const std::string& s) const {
   return spread ? "(" + e + ") * 9 / 8" : e;
 }
 
-std::optional<int64_t> side_coef(const AffineForm& f, const TransposePlan::Side& side) {
-  const int64_t c = f.coef_of(side.vars[0]);
-  int64_t stride = 1;
+std::optional<SymbolicAffine> index_form(const Expr& index) {
+  if (auto f = affine_form(index)) {
+    SymbolicAffine out;
+    for (const auto& [v, c] : f->coef) out.coef.emplace(v, Dim(c));
+    out.constant = f->constant;
+    return out;
+  }
+  return symbolic_affine_form(index);
+}
+
+Dim coef_of(const SymbolicAffine& f, int var) {
+  auto it = f.coef.find(var);
+  return it == f.coef.end() ? Dim(0) : it->second;
+}
+
+std::optional<Dim> side_coef(const SymbolicAffine& f, const TransposePlan::Side& side) {
+  const Dim c = coef_of(f, side.vars[0]);
+  Dim stride = 1;
   for (size_t d = 0; d < side.vars.size(); ++d) {
-    if (f.coef_of(side.vars[d]) != c * stride) return std::nullopt;
+    if (coef_of(f, side.vars[d]) != c * stride) return std::nullopt;
     stride *= side.sizes[d];
   }
   return c;
 }
 
-int64_t TransposePlan::tiles() const {
-  int64_t rest = 1;
-  for (int64_t n : rest_sizes) rest *= n;
-  return rest * ceil_div(load.extent, load.tile) * ceil_div(store.extent, store.tile);
+Dim TransposePlan::tiles() const {
+  Dim rest = 1;
+  for (const Dim& n : rest_sizes) rest *= n;
+  auto count = [](const Side& s) { return floordiv(s.extent + Dim(s.tile - 1), Dim(s.tile)); };
+  return rest * count(load) * count(store);
 }
 
-uint32_t TransposePlan::grid() const { return static_cast<uint32_t>(std::min(kMaxTransposeGrid, tiles())); }
+uint32_t TransposePlan::grid() const { return static_cast<uint32_t>(std::min(kMaxTransposeGrid, tiles().hint())); }
 
 std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, const std::vector<bool>& in_memory) {
   if (k.stages.size() != 1) return std::nullopt;
   const Stage& stage = k.stages[0];
-  std::map<int, int64_t> size;
+  Sizes size;
   std::vector<int> order;  // loop order, outermost first
   for (size_t d = 0; d < k.outer.size(); ++d) order.push_back(outer_var(static_cast<int>(d)));
   for (size_t d = 0; d < stage.inner.size(); ++d) order.push_back(inner_var(static_cast<int>(d)));
-  int64_t total = 1;
+  Dim total = 1;
+  bool symbolic = false;
   for (size_t d = 0; d < order.size(); ++d) {
     const Dim& n = d < k.outer.size() ? k.outer[d] : stage.inner[d - k.outer.size()];
-    if (!n.is_static()) return std::nullopt;
-    size[order[d]] = n.hint();
-    total *= n.hint();
+    symbolic |= !n.is_static();
+    size[order[d]] = n;
+    total *= n;
   }
-  if (total == 0) return std::nullopt;
+  if (total.hint() == 0) return std::nullopt;
 
   // The store: one affine layout for every stored buffer (constants may differ).
-  std::optional<AffineForm> store;
+  std::optional<SymbolicAffine> store;
   std::set<int> own;
   DType store_dtype = DType::F32;
   for (const auto& item : stage.items) {
@@ -160,9 +204,9 @@ std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, c
     if (c.is_reduction || item.is_scan) return std::nullopt;
     own.insert(c.buffer);
     if (!in_memory[c.buffer]) continue;
-    auto f = affine_form(item.store_index);
+    auto f = index_form(item.store_index);
     if (!f) return std::nullopt;
-    for (auto it = f->coef.begin(); it != f->coef.end();) it = size.at(it->first) == 1 ? f->coef.erase(it) : std::next(it);
+    for (auto it = f->coef.begin(); it != f->coef.end();) it = size.at(it->first) == Dim(1) ? f->coef.erase(it) : std::next(it);
     if (store && store->coef != f->coef) return std::nullopt;
     store = f;
     store_dtype = p.buffers[c.buffer].dtype;
@@ -182,18 +226,18 @@ std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, c
     });
   struct Candidate {
     int buffer, unit;
-    int64_t extent;
-    AffineForm form;
+    int64_t extent;  // at the hints: it orders the candidates
+    SymbolicAffine form;
   };
   std::vector<Candidate> candidates;
   for (const auto& [b, idx] : index) {
     if (mixed.count(b) || own.count(b)) continue;
-    auto f = affine_form(idx);
+    auto f = index_form(idx);
     if (!f) continue;
-    const int64_t extent = p.buffers[b].extent().hint();
+    const Dim extent = p.buffers[b].extent();
     const int unit = unit_var(*f, size);
-    if (unit < 0 || unit == s_var || f->coef_of(s_var) == 0 || !in_bounds(*f, size, extent)) continue;
-    candidates.push_back({b, unit, extent, *f});
+    if (unit < 0 || unit == s_var || coef_of(*f, s_var) == Dim(0) || !in_bounds(*f, size, extent)) continue;
+    candidates.push_back({b, unit, extent.hint(), *f});
   }
   if (candidates.empty()) return std::nullopt;
   std::stable_sort(candidates.begin(), candidates.end(),
@@ -201,6 +245,7 @@ std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, c
   const Candidate& first = candidates.front();
 
   TransposePlan t;
+  t.symbolic = symbolic;
   t.load = {{first.unit}, {size.at(first.unit)}, size.at(first.unit), 1};
   grow_side(t.load, first.form, *store, size, {s_var});
   t.store = {{s_var}, {size.at(s_var)}, size.at(s_var), 1};
@@ -213,20 +258,23 @@ std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, c
 
   // Tile lengths. A side no longer than two lines is taken whole (3 channels: a 3 x 672
   // tile); the other side fills the tile up to the elementwise shape's elements per block
-  // (8 or 4 a thread); two long sides get a line each way, at least.
+  // (8 or 4 a thread); two long sides get a line each way, at least. A symbolic side is
+  // never whole, and counts as at least a line long (its hint may be short).
   const int64_t load_line = kLineBytes / dtype_size(p.buffers[first.buffer].dtype);
   const int64_t store_line = kLineBytes / dtype_size(store_dtype);
   const bool narrow = dtype_size(p.buffers[first.buffer].dtype) <= 2 && dtype_size(store_dtype) <= 2;
   const int64_t elems = int64_t{kTransposeThreads} * (narrow ? 8 : 4);
-  if (t.store.extent <= 2 * store_line) {
-    t.store.tile = t.store.extent;
-    t.load.tile = fill(t.load.extent, elems, t.store.tile, load_line);
-  } else if (t.load.extent <= 2 * load_line) {
-    t.load.tile = t.load.extent;
-    t.store.tile = fill(t.store.extent, elems, t.load.tile, store_line);
+  const int64_t load_n = t.load.extent.is_static() ? t.load.extent.hint() : std::max(t.load.extent.hint(), load_line);
+  const int64_t store_n = t.store.extent.is_static() ? t.store.extent.hint() : std::max(t.store.extent.hint(), store_line);
+  if (t.store.extent.is_static() && store_n <= 2 * store_line) {
+    t.store.tile = store_n;
+    t.load.tile = fill(load_n, elems, t.store.tile, load_line);
+  } else if (t.load.extent.is_static() && load_n <= 2 * load_line) {
+    t.load.tile = load_n;
+    t.store.tile = fill(store_n, elems, t.load.tile, store_line);
   } else {
     t.store.tile = store_line;
-    t.load.tile = fill(t.load.extent, elems, t.store.tile, load_line);
+    t.load.tile = fill(load_n, elems, t.store.tile, load_line);
   }
   if (t.load.tile * t.store.tile < kTransposeThreads) return std::nullopt;  // too small to pay for a barrier
 
@@ -256,9 +304,10 @@ std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, c
   if (staged_sizes.size() == 1)
     t.load_lanes = phase_lanes(staged_indices, p.buffers[t.staged[0]].dtype, t.load, t.store, size);
   if (store_sizes.size() == 1) t.store_lanes = phase_lanes(store_indices, store_dtype, t.store, t.load, size);
-  // A block's last tile index reaches tiles + grid; a coordinate, extent + tile.
-  t.wide = t.tiles() + kMaxTransposeGrid >= kInt32Limit || t.load.extent + t.load.tile >= kInt32Limit ||
-           t.store.extent + t.store.tile >= kInt32Limit;
+  // A block's last tile index reaches tiles + grid; a coordinate, extent + tile. Sizes
+  // that grow at run time may reach anything.
+  t.wide = t.symbolic || t.tiles().hint() + kMaxTransposeGrid >= kInt32Limit ||
+           t.load.extent.hint() + t.load.tile >= kInt32Limit || t.store.extent.hint() + t.store.tile >= kInt32Limit;
   return t;
 }
 

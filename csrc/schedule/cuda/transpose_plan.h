@@ -21,13 +21,20 @@
 // side is whole and the tile is one run of memory (a 3-channel image's channels-last
 // copy stores 3 x 672 consecutive elements; a [C, C, 3, 3] weight's copy loads 9 x 256).
 // The vector code runs when the pointers are 16-byte aligned, the scalar code otherwise.
+//
+// With symbolic sizes (a dynamic batch or sequence) the plan is the one the hints give:
+// tile lengths are static, chosen at the hints (a symbolic side is never taken whole);
+// extents, the tile count and the grid are evaluated per call; a symbolic side always
+// checks its last tile's bounds; vector accesses need every divisibility they rely on
+// proved for all sizes (known_multiple), else that phase stays scalar.
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "ir/affine.h"
+#include "ir/dim.h"
+#include "ir/symbolic_affine.h"
 #include "lower/program.h"
 #include "schedule/kernel.h"
 
@@ -41,22 +48,23 @@ struct TransposePlan {
   // Loop dims that every access sees as one dim (each dim's stride is the previous one's
   // times its size, in the store and in the first staged load), innermost first.
   struct Side {
-    std::vector<int> vars;       // kernel loop var ids (outer_var / inner_var)
-    std::vector<int64_t> sizes;  // parallel to vars
-    int64_t extent = 1;          // product of sizes
-    int64_t tile = 1;            // tile length along this side
+    std::vector<int> vars;  // kernel loop var ids (outer_var / inner_var)
+    Dims sizes;             // parallel to vars
+    Dim extent = 1;         // product of sizes
+    int64_t tile = 1;       // tile length along this side (static, chosen at the hints)
   };
   Side load;   // L: the staged loads' unit-stride side
   Side store;  // S: the store's unit-stride side
   std::vector<int> rest_vars;  // the other loop dims, outermost first (a block's tile walks none)
-  std::vector<int64_t> rest_sizes;
+  Dims rest_sizes;
   std::vector<int> staged;     // buffers read through shared memory, largest first
-  bool wide = false;           // 64-bit tile and coordinate arithmetic
+  bool wide = false;           // 64-bit tile and coordinate arithmetic (always with symbols)
+  bool symbolic = false;       // a size is symbolic: tile count, bounds and grid per call
   int load_lanes = 0;          // staged loads as vector words of this many elements (0: scalar)
   int store_lanes = 0;         // stores likewise
 
-  int64_t tiles() const;
-  uint32_t grid() const;
+  Dim tiles() const;     // per call when symbolic
+  uint32_t grid() const;  // at the hints
 };
 
 // The plan for kernel `k`, or nullopt when the elementwise shape stays: the kernel has
@@ -81,8 +89,13 @@ struct TileLayout {
   std::string at(const std::string& l, const std::string& s) const;  // the element's index, as C
 };
 
+// The affine form of an index whose coefficients may be sizes over the symbols
+// (affine_form's, as Dims, where it has one).
+std::optional<SymbolicAffine> index_form(const Expr& index);
+Dim coef_of(const SymbolicAffine& f, int var);
+
 // The coefficient c of `side` in `f` when f sees the side as one dim (each of the side's
 // dims at c times the product of the sizes before it), else nullopt.
-std::optional<int64_t> side_coef(const AffineForm& f, const TransposePlan::Side& side);
+std::optional<Dim> side_coef(const SymbolicAffine& f, const TransposePlan::Side& side);
 
 }  // namespace ember

@@ -135,10 +135,12 @@ class CudaGraphRunner(GraphRunner):
     def run(self, args, step_names=None):
         """One call of the graph's kernels and ATen calls, never a recording's replay."""
         if self._host_inputs is None:
-            # The 0-d CPU inputs fx_import typed as device values (not opaque ones).
+            # The 0-d CPU inputs fx_import typed as device values (not opaque ones) that the
+            # graph reads (Dynamo's per-call tensors of float attributes mostly are not).
             opaque = {b["input_index"] for b in self.cg.buffers if b["kind"] == "input" and b["opaque"]}
+            read = self.inputs_read()
             self._host_inputs = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and
-                                 a.device.type == "cpu" and a.dim() == 0 and i not in opaque]
+                                 a.device.type == "cpu" and a.dim() == 0 and i not in opaque and i in read]
         if self._host_inputs:
             args = self._inputs_to_device(args)
         if self._tuning is not None:

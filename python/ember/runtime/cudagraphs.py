@@ -134,8 +134,9 @@ class CudaGraphReplay:
         device = self._runner.device
         in_place, copied, static_args = [], [], list(args)
         static_bytes = 0
+        read = self._runner.inputs_read()
         for i, a in enumerate(args):
-            if not isinstance(a, torch.Tensor):
+            if not isinstance(a, torch.Tensor) or i not in read:  # an input no step reads: no copy per replay
                 continue
             if self._static_inputs is not None:
                 stays = i in self._static_inputs

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import operator
 import threading
 import weakref
 
@@ -202,8 +203,10 @@ class _Plan:
         buffers = layout["buffers"]
         self.num_buffers = len(buffers)
         layout_of = {b["id"]: (tuple(b["sizes"]), tuple(b["strides"])) for b in buffers}
-        self.inputs = [(b["id"], b["input_index"]) for b in buffers if b["kind"] == "input"]
-        input_ids = {b for b, _ in self.inputs}
+        input_ids = {b["id"] for b in buffers if b["kind"] == "input"}
+        # Inputs no step reads are not stored (see GraphRunner.inputs_read).
+        read = runner.inputs_read()
+        self.inputs = [(b["id"], b["input_index"]) for b in buffers if b["kind"] == "input" and b["input_index"] in read]
         # Intermediates live in an arena planned by C++ and reused across calls;
         # only graph outputs are allocated per call.
         self.arena_bytes = layout["arena_bytes"]
@@ -327,6 +330,7 @@ class GraphRunner:
         # A static graph has one plan; a graph with symbols one per set of symbol
         # values, made on its first call (the kernels are the same for all of them).
         self._symbol_args = imported.symbol_args
+        self.symbol_values = _symbol_reader(imported.symbol_args)
         self._plans = collections.OrderedDict()  # symbol values -> plan, most recent last
         self._plan = None
         if not self._symbol_args:
@@ -357,10 +361,21 @@ class GraphRunner:
                 self._eager = self._finish_compile()
                 self._finish_compile = None
 
-    def symbol_values(self, args) -> tuple:
-        """The values of the graph's symbols at a call with `args`, in the compiled graph's
-        order (() for a static graph)."""
-        return tuple((int(args[i]) - const) * coef for i, coef, const in self._symbol_args)
+    def inputs_read(self) -> frozenset:
+        """The indices of the inputs a call reads: those a kernel step, an ATen call or an
+        output takes. Under dynamic=True Dynamo passes every float attribute of the model as
+        a 0-d tensor made per call (a decoder's eps, dropout p and attention scale: 65 in a
+        12-layer GPT-2), which the traced graph specializes and never reads; a call does not
+        store them, and on a GPU does not copy them to the device."""
+        read = getattr(self, "_inputs_read", None)
+        if read is None:
+            cg = self.cg
+            ids = {b for kind, _, args in cg.steps if kind == "kernels" for b in args}
+            ids.update(view[0] for e in cg.externs for _, _, view in e["tensor_args"])
+            ids.update(spec[0] for spec in cg.outputs if spec is not None)
+            read = self._inputs_read = frozenset(b["input_index"] for b in cg.buffers
+                                                 if b["kind"] == "input" and b["id"] in ids)
+        return read
 
     def _plan_for(self, args):
         key = self.symbol_values(args)
@@ -440,6 +455,20 @@ class GraphRunner:
             logs.logger("fallback").warning("a compiled graph runs eagerly from now on: %s", e)
             self._eager = EagerReplay(self.imported, self.attr_tensors)
             return self._eager(*args)
+
+
+def _symbol_reader(symbol_args):
+    """A function args -> the values of the graph's symbols at a call with `args`, in the
+    compiled graph's order (() for a static graph): the plans' key, read on every call.
+    Where every symbol is a size input as it is (the usual case: Dynamo passes s0 as s0,
+    AOTAutograd's backward may pass -s0 + 1), the inputs themselves, taken in one C call."""
+    if not symbol_args or any(coef != 1 or const != 0 for _, coef, const in symbol_args):
+        return lambda args: tuple((int(args[i]) - const) * coef for i, coef, const in symbol_args)
+    indices = [i for i, _, _ in symbol_args]
+    if len(indices) == 1:
+        (i,) = indices
+        return lambda args: (args[i],)
+    return operator.itemgetter(*indices)
 
 
 def _ranged(launch, step_names: dict):
