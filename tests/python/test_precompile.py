@@ -127,6 +127,41 @@ def test_foreign_artifacts_are_refused(saved):
     _refused(_re_signed(part, lambda d: d.update(what="something else")), "not a precompiled artifact")
 
 
+def test_an_artifact_naming_kernels_outside_the_cache_is_refused(saved):
+    """The kernel list is checked when the artifact is loaded, before the graph's build
+    (on a thread) writes anything into the kernel cache."""
+    part = saved[1]
+    for bad in (["../../x" + "0" * 16, "so", 0], ["0" * 64, "py", 0], ["0" * 64, "so", 99], ["0" * 64, "so"]):
+        _refused(_re_signed(part, lambda d: d.update(kernels=[bad])), "malformed kernel list")
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_a_loaded_graph_builds_on_a_thread_and_its_first_call_waits(saved, monkeypatch, background):
+    """config.compile_in_background: the runner is built on a thread while torch rebuilds
+    the guards, or inside the load; the same bits either way, and a build that fails
+    raises at the first call (every check of the artifact ran before)."""
+    from ember import compiler, config
+
+    path, _, model, x, expected = saved
+    monkeypatch.setattr(config, "compile_in_background", background)
+    torch._dynamo.reset()
+    loaded = deploy._load(path)
+    assert (loaded._artifacts.compiled_fn._build is not None) == background
+    with torch.no_grad():
+        assert torch.equal(loaded(model, x), expected)
+    if not background:
+        return
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("forced build failure")
+
+    monkeypatch.setattr(compiler, "build_runner", failing)
+    loaded = deploy._load(path)
+    for _ in range(2):  # and again at the next call
+        with torch.no_grad(), pytest.raises(RuntimeError, match="forced build failure"):
+            loaded(model, x)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_wrong_device_artifact_is_refused(saved):
     _refused(_re_signed(saved[1], lambda d: d.update(device="cuda:0", arch="sm_90")), "no CUDA device")

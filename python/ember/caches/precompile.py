@@ -23,7 +23,9 @@ compiler), the options that change compiled code, and the graphs. Kernels are na
 the generated source, ember's version and the compiler) and, with
 `ember.config.precompile_kernels = "embed"` (the default, what deployment wants), carried
 in the artifact; a loader installs them into its kernel cache (csrc/runtime/disk_cache.h,
-which verifies them on every load) before building the graph, so no compiler runs. With
+which verifies them on every load) before building the graph, so no compiler runs. The
+install and the build run on a thread while torch rebuilds Dynamo's guards (_RunnerBuild;
+config.compile_in_background), and the graph's first call waits for them. With
 "reference" the artifact holds the keys only and the loader's kernel cache must have them
 (a missing one is compiled, and logged).
 
@@ -39,6 +41,7 @@ full model. Its integrity is checked; its author is not.
 from __future__ import annotations
 
 import functools
+import re
 
 import torch
 
@@ -126,15 +129,30 @@ class _EmberSerializable(_SerializableBase):
 
 
 class EmberCompiledGraph(_EmberSerializable):
-    """A graph ember's front end traced and compiled, as torch's precompile API holds it."""
+    """A graph ember's front end traced and compiled, as torch's precompile API holds it.
+    A loaded one may still be building its runner (_RunnerBuild): the first call, or
+    `runner`, waits for it."""
 
-    def __init__(self, runner, cfg, static_inputs=None):
-        self.runner = runner
+    def __init__(self, runner, cfg, static_inputs=None, build=None):
+        self._runner = runner
+        self._build = build
         self._cfg = cfg
         self._static_inputs = static_inputs
 
+    @property
+    def runner(self):
+        if self._build is not None:
+            self._finish_build()
+        return self._runner
+
+    def _finish_build(self):
+        self._runner = self._build.result()  # a failed build raises again at every call
+        self._build = None
+
     def __call__(self, *args):
-        return self.runner(args)
+        if self._build is not None:
+            self._finish_build()
+        return self._runner(args)
 
     def _artifact(self) -> bytes:
         _wait(self.runner)
@@ -247,13 +265,15 @@ def load_artifact(data: bytes):
     from ..config import config
 
     cfg = config.update(doc.get("options") or {}).with_mode(doc.get("mode"))
-    _install_kernels(cfg, doc.get("kernels") or [], blobs)
+    kernels = _kernel_entries(doc.get("kernels") or [], len(blobs))
+    install = functools.partial(_install_kernels, cfg, kernels, blobs)
     graph = doc.get("graph") or {}
     parts = [bytes(blobs[i]) for i in doc.get("parts", [])]
     try:
         if graph.get("front") == "ember":
-            return _load_ember_graph(parts[0], cfg, graph.get("static_inputs"))
+            return _load_ember_graph(parts[0], cfg, graph.get("static_inputs"), install)
         if graph.get("front") == "AOTAutograd":
+            install()
             return _load_aot_graph(parts[0], cfg)
     except graph_format.FormatError as e:
         raise PrecompileRefused(f"ember: refusing a precompiled artifact's graph: {e}") from None
@@ -311,20 +331,28 @@ def _identity_lines(identity: str):
         yield key.strip(), value.strip()
 
 
+_KERNEL_KEY = re.compile(r"[0-9a-f]{16,128}")
+
+
+def _kernel_entries(kernels, num_blobs: int) -> list:
+    """The artifact's kernel list, [key, suffix, blob index or -1] each, checked before
+    anything is written (the names the disk cache takes, blobs that exist)."""
+    ok = isinstance(kernels, list) and all(
+        isinstance(e, list) and len(e) == 3 and isinstance(e[0], str) and _KERNEL_KEY.fullmatch(e[0])
+        and e[1] in ("so", "cubin") and isinstance(e[2], int) and -1 <= e[2] < num_blobs for e in kernels)
+    if not ok:
+        raise PrecompileRefused("ember: a precompiled artifact with a malformed kernel list")
+    return kernels
+
+
 def _install_kernels(cfg, kernels: list, blobs) -> None:
     """Embedded kernels into this machine's kernel cache, which verifies them when loading.
     A kernel the artifact only names must be there already; if not, it is compiled."""
     cache_dir = cfg.cache_dir or _core.default_cache_dir()
-    for entry in kernels:
-        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], int)):
-            raise PrecompileRefused("ember: a precompiled artifact with a malformed kernel list")
-        key, suffix, blob = entry
+    for key, suffix, blob in kernels:
         if blob < 0:
             continue
-        try:
-            ok = cfg.disk_cache and _core.cache_write(cache_dir, key, suffix, bytes(blobs[blob]))
-        except (ValueError, IndexError) as e:  # a key or suffix the disk cache refuses
-            raise PrecompileRefused(f"ember: a precompiled artifact with a malformed kernel ({e})") from None
+        ok = cfg.disk_cache and _core.cache_write(cache_dir, key, suffix, bytes(blobs[blob]))
         if not ok:
             logs.logger("cache").warning("precompiled kernels not installed (the kernel cache %s is off or not usable:"
                                          " `ember cache info` says why); they are compiled again", cache_dir)
@@ -334,12 +362,56 @@ def _install_kernels(cfg, kernels: list, blobs) -> None:
         stats.count_precompile("kernels_installed", installed)
 
 
-def _load_ember_graph(state_bytes: bytes, cfg, static_inputs):
+def _load_ember_graph(state_bytes: bytes, cfg, static_inputs, install_kernels):
     state = graph_format.decode_state(state_bytes, cache_tag(cfg))
-    runner = load_graph(state, cfg, static_inputs, "precompiled artifact")
-    _note_missing_kernels(runner)
+
+    def build():
+        install_kernels()  # file writes and an fsync per kernel: I/O the thread waits for
+        runner = load_graph(state, cfg, static_inputs, "precompiled artifact")
+        _note_missing_kernels(runner)
+        return runner
+
     stats.count_precompile("loaded")
-    return EmberCompiledGraph(runner, cfg, static_inputs)
+    if not cfg.compile_in_background:
+        return EmberCompiledGraph(build(), cfg, static_inputs)
+    return EmberCompiledGraph(None, cfg, static_inputs, _RunnerBuild(build, state["device"]))
+
+
+class _RunnerBuild:
+    """A loaded graph's runner, built on a thread of its own: torch rebuilds Dynamo's guards
+    after the backend's part of a load returns (torch._dynamo.aot_compile), and what ember
+    does next runs with the GIL released, so it overlaps with that: writing the embedded
+    kernels into the kernel cache (an fsync per kernel), the C++ pipeline, loading NVRTC
+    and the kernels (dlopen, or the CUDA modules). Every check of the artifact has run
+    before: what can still fail here is what would fail compiling the graph (its C
+    compiler, the CUDA driver); result() raises it, at the first call."""
+
+    def __init__(self, build, device: str):
+        import threading
+
+        self._result = self._error = None
+        # A CUDA graph's constants are copied on the stream current at load, as they would
+        # be without the thread (a new thread starts on the default stream).
+        stream = torch.cuda.current_stream(torch.device(device)) if device.startswith("cuda") else None
+        self._thread = threading.Thread(target=self._run, args=(build, stream), name="ember precompiled load",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, build, stream):
+        try:
+            if stream is None:
+                self._result = build()
+            else:
+                with torch.cuda.stream(stream):
+                    self._result = build()
+        except BaseException as e:  # noqa: BLE001 (raised again by result(), in the caller's thread)
+            self._error = e
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result
 
 
 def _load_aot_graph(entry: bytes, cfg):
