@@ -170,6 +170,7 @@ def instrument(phases, backend):
     phases.wrap(graph_format, "decode", "ember: container decode (digest)")
     phases.wrap(precompile, "_check_machine", "ember: check torch, device, compiler identity")
     phases.wrap(precompile, "_install_kernels", "ember: install kernels into the cache")
+    phases.wrap(precompile, "_seed_cubins", "ember: cubins into the process's memory cache")
     phases.wrap(graph_format, "decode_state", "ember: decode the graph state")
     phases.wrap(precompile._RunnerBuild, "result", "ember: wait for the graph's background build")
     phases.wrap(precompile, "load_graph", "ember: load_graph")

@@ -267,11 +267,12 @@ def load_artifact(data: bytes):
     cfg = config.update(doc.get("options") or {}).with_mode(doc.get("mode"))
     kernels = _kernel_entries(doc.get("kernels") or [], len(blobs))
     install = functools.partial(_install_kernels, cfg, kernels, blobs)
+    seed = functools.partial(_seed_cubins, kernels, blobs)
     graph = doc.get("graph") or {}
     parts = [bytes(blobs[i]) for i in doc.get("parts", [])]
     try:
         if graph.get("front") == "ember":
-            return _load_ember_graph(parts[0], cfg, graph.get("static_inputs"), install)
+            return _load_ember_graph(parts[0], cfg, graph.get("static_inputs"), install, seed)
         if graph.get("front") == "AOTAutograd":
             install()
             return _load_aot_graph(parts[0], cfg)
@@ -345,6 +346,18 @@ def _kernel_entries(kernels, num_blobs: int) -> list:
     return kernels
 
 
+def _seed_cubins(kernels: list, blobs) -> None:
+    """Embedded cubins into the process's memory cache (runtime/cubin_parts.h), where the
+    graph's build finds them with no disk read."""
+    seeded = 0
+    for key, suffix, blob in kernels:
+        if suffix == "cubin" and blob >= 0:
+            _core.seed_cubin(key, bytes(blobs[blob]))
+            seeded += 1
+    if seeded:
+        stats.count_precompile("cubins_seeded", seeded)
+
+
 def _install_kernels(cfg, kernels: list, blobs) -> None:
     """Embedded kernels into this machine's kernel cache, which verifies them when loading.
     A kernel the artifact only names must be there already; if not, it is compiled."""
@@ -362,31 +375,40 @@ def _install_kernels(cfg, kernels: list, blobs) -> None:
         stats.count_precompile("kernels_installed", installed)
 
 
-def _load_ember_graph(state_bytes: bytes, cfg, static_inputs, install_kernels):
+def _load_ember_graph(state_bytes: bytes, cfg, static_inputs, install_kernels, seed_cubins):
     state = graph_format.decode_state(state_bytes, cache_tag(cfg))
+    cuda = state["device"] != "cpu"
 
     def build():
-        install_kernels()  # file writes and an fsync per kernel: I/O the thread waits for
+        # A CPU graph's library is opened from the kernel cache: written there first (an
+        # fsync per file, I/O the thread waits for). A CUDA graph's cubins go to the
+        # process's memory cache, and to the disk cache once the runner is ready.
+        seed_cubins() if cuda else install_kernels()
         runner = load_graph(state, cfg, static_inputs, "precompiled artifact")
         _note_missing_kernels(runner)
         return runner
 
     stats.count_precompile("loaded")
     if not cfg.compile_in_background:
-        return EmberCompiledGraph(build(), cfg, static_inputs)
-    return EmberCompiledGraph(None, cfg, static_inputs, _RunnerBuild(build, state["device"]))
+        runner = build()
+        if cuda:
+            install_kernels()
+        return EmberCompiledGraph(runner, cfg, static_inputs)
+    return EmberCompiledGraph(None, cfg, static_inputs,
+                              _RunnerBuild(build, state["device"], then=install_kernels if cuda else None))
 
 
 class _RunnerBuild:
     """A loaded graph's runner, built on a thread of its own: torch rebuilds Dynamo's guards
     after the backend's part of a load returns (torch._dynamo.aot_compile), and what ember
-    does next runs with the GIL released, so it overlaps with that: writing the embedded
-    kernels into the kernel cache (an fsync per kernel), the C++ pipeline, loading NVRTC
-    and the kernels (dlopen, or the CUDA modules). Every check of the artifact has run
+    does next runs with the GIL released, so it overlaps with that: writing a CPU graph's
+    library into the kernel cache (fsynced), the C++ pipeline, loading NVRTC and the
+    kernels (dlopen, or the CUDA modules; a CUDA graph's cubins come from memory and are
+    written to the kernel cache by `then`, after the runner is ready). Every check of the artifact has run
     before: what can still fail here is what would fail compiling the graph (its C
     compiler, the CUDA driver); result() raises it, at the first call."""
 
-    def __init__(self, build, device: str):
+    def __init__(self, build, device: str, then=None):
         import _thread
         import threading
 
@@ -398,9 +420,9 @@ class _RunnerBuild:
         # Not threading.Thread: its start() waits until the new thread runs, and that thread
         # then holds the GIL for a switch interval (5 ms; up to 0.027 s on a 2-core VM at
         # load 15); start_new_thread returns at once (0.00001 s).
-        _thread.start_new_thread(self._run, (build, stream))
+        _thread.start_new_thread(self._run, (build, stream, then))
 
-    def _run(self, build, stream):
+    def _run(self, build, stream, then):
         try:
             if stream is None:
                 self._result = build()
@@ -411,6 +433,11 @@ class _RunnerBuild:
             self._error = e
         finally:
             self._done.set()
+        if then is not None and self._error is None:
+            try:  # after the first call may go on: for later processes, nothing here waits for it
+                then()
+            except Exception as e:  # noqa: BLE001 (no caller to raise to: the cache only misses later)
+                logs.logger("cache").warning("precompiled kernels not written to the kernel cache: %s", e)
 
     def result(self):
         self._done.wait()
