@@ -189,8 +189,8 @@ def instrument(phases, backend):
 
 def apply_variant(variant):
     """The "before" variant: ember's load as it was before the load was cut (2026-11-27):
-    a loaded graph's runner built inside torch's call to ember, on the main thread, before
-    torch rebuilds Dynamo's guards."""
+    the kernels written to the kernel cache, then the graph's runner built from it, inside
+    torch's call to ember, on the main thread, before torch rebuilds Dynamo's guards."""
     import ember
 
     if variant == "before":

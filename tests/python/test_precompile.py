@@ -164,6 +164,29 @@ def test_a_loaded_graph_builds_on_a_thread_and_its_first_call_waits(saved, monke
             loaded(model, x)
 
 
+def test_the_loading_threads_last_work_runs_after_the_runner_is_ready():
+    """A CUDA graph's cubins are written to the kernel cache after its runner is ready
+    (`then`): the first call does not wait for it, and its failure is only logged."""
+    import threading
+
+    done = threading.Event()
+    order = []
+
+    def then():
+        done.wait(30)
+        order.append("then")
+        raise OSError("disk full")
+
+    build = precompile._RunnerBuild(lambda: order.append("build") or "runner", "cpu", then=then)
+    assert build.result() == "runner" and order == ["build"]  # result() did not wait for `then`
+    done.set()
+    for _ in range(300):
+        if order == ["build", "then"]:
+            break
+        threading.Event().wait(0.01)
+    assert order == ["build", "then"]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_wrong_device_artifact_is_refused(saved):
     _refused(_re_signed(saved[1], lambda d: d.update(device="cuda:0", arch="sm_90")), "no CUDA device")

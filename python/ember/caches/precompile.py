@@ -23,9 +23,11 @@ compiler), the options that change compiled code, and the graphs. Kernels are na
 the generated source, ember's version and the compiler) and, with
 `ember.config.precompile_kernels = "embed"` (the default, what deployment wants), carried
 in the artifact; a loader installs them into its kernel cache (csrc/runtime/disk_cache.h,
-which verifies them on every load) before building the graph, so no compiler runs. The
-install and the build run on a thread while torch rebuilds Dynamo's guards (_RunnerBuild;
-config.compile_in_background), and the graph's first call waits for them. With
+which verifies them on every load), so no compiler runs: a CPU graph's library before the
+graph is built (it is opened from there), a CUDA graph's cubins after (its build takes
+them from the process's memory). Both run on a thread while torch rebuilds Dynamo's
+guards (_RunnerBuild; config.compile_in_background), and the graph's first call waits for
+the build. With
 "reference" the artifact holds the keys only and the loader's kernel cache must have them
 (a missing one is compiled, and logged).
 
@@ -377,25 +379,32 @@ def _install_kernels(cfg, kernels: list, blobs) -> None:
 
 def _load_ember_graph(state_bytes: bytes, cfg, static_inputs, install_kernels, seed_cubins):
     state = graph_format.decode_state(state_bytes, cache_tag(cfg))
-    cuda = state["device"] != "cpu"
+    stats.count_precompile("loaded")
 
     def build():
-        # A CPU graph's library is opened from the kernel cache: written there first (an
-        # fsync per file, I/O the thread waits for). A CUDA graph's cubins go to the
-        # process's memory cache, and to the disk cache once the runner is ready.
-        seed_cubins() if cuda else install_kernels()
         runner = load_graph(state, cfg, static_inputs, "precompiled artifact")
         _note_missing_kernels(runner)
         return runner
 
-    stats.count_precompile("loaded")
-    if not cfg.compile_in_background:
-        runner = build()
-        if cuda:
+    if not cfg.compile_in_background:  # inside the load: the kernels written to the cache, then read back
+        install_kernels()
+        return EmberCompiledGraph(build(), cfg, static_inputs)
+    if state["device"] == "cpu":
+        # A CPU graph's library is opened from the kernel cache: written there first (an
+        # fsync per file, I/O the thread waits for).
+        def build_cpu():
             install_kernels()
-        return EmberCompiledGraph(runner, cfg, static_inputs)
-    return EmberCompiledGraph(None, cfg, static_inputs,
-                              _RunnerBuild(build, state["device"], then=install_kernels if cuda else None))
+            return build()
+
+        return EmberCompiledGraph(None, cfg, static_inputs, _RunnerBuild(build_cpu, "cpu"))
+
+    # A CUDA graph's cubins are taken from memory; the kernel cache gets them once the
+    # runner is ready, for later processes.
+    def build_cuda():
+        seed_cubins()
+        return build()
+
+    return EmberCompiledGraph(None, cfg, static_inputs, _RunnerBuild(build_cuda, state["device"], then=install_kernels))
 
 
 class _RunnerBuild:
