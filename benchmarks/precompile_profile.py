@@ -172,9 +172,11 @@ def instrument(phases, backend):
     phases.wrap(precompile, "_install_kernels", "ember: install kernels into the cache")
     phases.wrap(precompile, "_seed_cubins", "ember: cubins into the process's memory cache")
     phases.wrap(graph_format, "decode_state", "ember: decode the graph state")
-    phases.wrap(precompile._RunnerBuild, "result", "ember: wait for the graph's background build")
+    phases.wrap(precompile._RunnerBuild, "result", "ember: wait for the graph's build, make its runner")
+    phases.wrap(precompile, "run_pipeline", "ember: C++ pipeline + kernels (run_pipeline)",
+                note=lambda cg: "C++ s: " + " ".join(f"{k} {v:.4f}" for k, v in cg.times.items()))
     phases.wrap(precompile, "load_graph", "ember: load_graph")
-    phases.wrap(compiler, "build_runner", "ember: build_runner (C++ pipeline + kernels + runner)",
+    phases.wrap(compiler, "build_runner", "ember: build_runner (C++ pipeline if not run yet + runner)",
                 note=lambda r: "C++ s: " + " ".join(f"{k} {v:.4f}" for k, v in r[0].times.items()))
     phases.wrap(compiler, "compile_cuda_graph", "ember: compile_cuda_graph")
     phases.wrap(compiler, "_use_cuda_graphs", "ember: CUDA graphs setup")

@@ -177,8 +177,8 @@ def test_the_loading_threads_last_work_runs_after_the_runner_is_ready():
         order.append("then")
         raise OSError("disk full")
 
-    build = precompile._RunnerBuild(lambda: order.append("build") or "runner", "cpu", then=then)
-    assert build.result() == "runner" and order == ["build"]  # result() did not wait for `then`
+    build = precompile._RunnerBuild(lambda: order.append("build") or "compiled", lambda c: c + " runner", then=then)
+    assert build.result() == "compiled runner" and order == ["build"]  # result() did not wait for `then`
     done.set()
     for _ in range(300):
         if order == ["build", "then"]:

@@ -48,7 +48,7 @@ import re
 import torch
 
 from .. import _core, counters as stats, logs
-from ..compiler import load_graph
+from ..compiler import load_graph, run_pipeline
 from . import aot_cache, graph_format
 from .tags import artifact_tag, cache_tag
 
@@ -381,78 +381,85 @@ def _load_ember_graph(state_bytes: bytes, cfg, static_inputs, install_kernels, s
     state = graph_format.decode_state(state_bytes, cache_tag(cfg))
     stats.count_precompile("loaded")
 
-    def build():
-        runner = load_graph(state, cfg, static_inputs, "precompiled artifact")
+    def finish(compiled=None):
+        runner = load_graph(state, cfg, static_inputs, "precompiled artifact", compiled)
         _note_missing_kernels(runner)
         return runner
 
     if not cfg.compile_in_background:  # inside the load: the kernels written to the cache, then read back
         install_kernels()
-        return EmberCompiledGraph(build(), cfg, static_inputs)
+        return EmberCompiledGraph(finish(), cfg, static_inputs)
+    imported, kind = state["imported"], state["kind"]
     if state["device"] == "cpu":
         # A CPU graph's library is opened from the kernel cache: written there first (an
         # fsync per file, I/O the thread waits for).
-        def build_cpu():
+        def prepare():
             install_kernels()
-            return build()
+            return run_pipeline(imported, None, cfg, kind)
 
-        return EmberCompiledGraph(None, cfg, static_inputs, _RunnerBuild(build_cpu, "cpu"))
+        return EmberCompiledGraph(None, cfg, static_inputs, _RunnerBuild(prepare, finish))
 
     # A CUDA graph's cubins are taken from memory; the kernel cache gets them once the
-    # runner is ready, for later processes.
-    def build_cuda():
-        seed_cubins()
-        return build()
+    # compiled graph is ready, for later processes.
+    device = torch.device(state["device"])
 
-    return EmberCompiledGraph(None, cfg, static_inputs, _RunnerBuild(build_cuda, state["device"], then=install_kernels))
+    def prepare_cuda():
+        seed_cubins()
+        return run_pipeline(imported, device, cfg, kind)
+
+    return EmberCompiledGraph(None, cfg, static_inputs, _RunnerBuild(prepare_cuda, finish, then=install_kernels))
 
 
 class _RunnerBuild:
-    """A loaded graph's runner, built on a thread of its own: torch rebuilds Dynamo's guards
-    after the backend's part of a load returns (torch._dynamo.aot_compile), and what ember
-    does next runs with the GIL released, so it overlaps with that: writing a CPU graph's
-    library into the kernel cache (fsynced), the C++ pipeline, loading NVRTC and the
-    kernels (dlopen, or the CUDA modules; a CUDA graph's cubins come from memory and are
-    written to the kernel cache by `then`, after the runner is ready). Every check of the artifact has run
-    before: what can still fail here is what would fail compiling the graph (its C
-    compiler, the CUDA driver); result() raises it, at the first call."""
+    """A loaded graph's runner, its C++ part built on a thread of its own: torch rebuilds
+    Dynamo's guards after the backend's part of a load returns (torch._dynamo.aot_compile),
+    and `prepare` runs with the GIL released, so it overlaps with that: writing a CPU
+    graph's library into the kernel cache (fsynced), the C++ pipeline, loading NVRTC and
+    the kernels (dlopen, or the CUDA modules). The Python part, `finish` (the runner and
+    its plan), runs at the first call, on the caller's thread: on the build's thread it
+    would take the GIL from the guards' rebuild (on a loaded 2-core machine the guards then
+    took 0.03-0.09 s longer). `then` (writing a CUDA graph's cubins to the kernel cache)
+    runs on the thread once `prepare` is done. Every check of the artifact has run before:
+    what can still fail is what would fail compiling the graph (its C compiler, the CUDA
+    driver); result() raises it, at the first call and every call after."""
 
-    def __init__(self, build, device: str, then=None):
+    def __init__(self, prepare, finish, then=None):
         import _thread
         import threading
 
-        self._result = self._error = None
+        self._compiled = self._runner = self._error = None
+        self._finish = finish
         self._done = threading.Event()
-        # A CUDA graph's constants are copied on the stream current at load, as they would
-        # be without the thread (a new thread starts on the default stream).
-        stream = torch.cuda.current_stream(torch.device(device)) if device.startswith("cuda") else None
+        self._lock = threading.Lock()
         # Not threading.Thread: its start() waits until the new thread runs, and that thread
         # then holds the GIL for a switch interval (5 ms; up to 0.027 s on a 2-core VM at
         # load 15); start_new_thread returns at once (0.00001 s).
-        _thread.start_new_thread(self._run, (build, stream, then))
+        _thread.start_new_thread(self._run, (prepare, then))
 
-    def _run(self, build, stream, then):
+    def _run(self, prepare, then):
         try:
-            if stream is None:
-                self._result = build()
-            else:
-                with torch.cuda.stream(stream):
-                    self._result = build()
+            self._compiled = prepare()
         except BaseException as e:  # noqa: BLE001 (raised again by result(), in the caller's thread)
             self._error = e
         finally:
             self._done.set()
         if then is not None and self._error is None:
-            try:  # after the first call may go on: for later processes, nothing here waits for it
+            try:  # for later processes: nothing in this one waits for it
                 then()
             except Exception as e:  # noqa: BLE001 (no caller to raise to: the cache only misses later)
                 logs.logger("cache").warning("precompiled kernels not written to the kernel cache: %s", e)
 
     def result(self):
         self._done.wait()
-        if self._error is not None:
-            raise self._error
-        return self._result
+        with self._lock:  # concurrent first calls: one finishes the runner, the others take it
+            if self._error is None and self._runner is None:
+                try:
+                    self._runner = self._finish(self._compiled)
+                except BaseException as e:  # noqa: BLE001
+                    self._error = e
+            if self._error is not None:
+                raise self._error
+            return self._runner
 
 
 def _load_aot_graph(entry: bytes, cfg):
