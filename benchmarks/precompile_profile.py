@@ -20,15 +20,17 @@ artifact) loads it and calls it twice, with:
 CPU seconds beside wall seconds tell waiting (a loaded machine, a child process, the GPU)
 from work. Imports, building the model and its inputs and (CUDA) creating the context are
 outside the timed span, as in benchmarks/precompile.py. --compare interleaves the loads of
-the "before" variant (ember as it was before this profile: guards saved with their user
-stacks, the C compiler probed at load) with the current one, and prints medians.
+the "before" variant (ember's load before it was cut: apply_variant) with the current one,
+and prints medians. cProfile slows the Python it sees (the main thread's: torch's guards,
+ember's decode) and not the C++ it does not: --no-profile times without it.
 
 Usage:
   python benchmarks/precompile_profile.py                                  # CPU: tiny_gpt2, mlp, tiny_bert
   python benchmarks/precompile_profile.py --device cuda --models gpt2,bert # GPU, bf16
           [--backend ember|inductor] [--warm-caches] [--top 30] [--variant after|before | --compare]
-          [--loads N] [--steps] [--json out.json]
-  python benchmarks/precompile_profile.py child save|profile MODEL BACKEND DEVICE DTYPE DIR TOP VARIANT STEPS  (internal)
+          [--loads N] [--steps] [--no-profile] [--json out.json]
+  python benchmarks/precompile_profile.py child save|profile MODEL BACKEND DEVICE DTYPE DIR TOP VARIANT STEPS  (internal;
+          TOP 0: no cProfile)
 """
 import argparse
 import cProfile
@@ -43,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 RESULT_TAG = "PRECOMPILE_PROFILE "
@@ -103,11 +106,14 @@ class GcTimes:
 
 
 class Phases:
-    """Nested (name, depth, wall s, CPU s) of the wrapped functions, in call order."""
+    """Nested (name, depth, wall s, CPU s) of the wrapped functions, in call order. A phase
+    on another thread than the main one (ember's background build of a loaded graph) is
+    marked so, nested among its thread's phases, with that thread's own CPU seconds; the
+    main thread's rows have the process's (the kernels' and ATen's worker threads too)."""
 
     def __init__(self, sync):
         self.rows = []
-        self.depth = 0
+        self.depths = {}
         self.sync = sync
 
     def wrap(self, owner, attr, name=None, note=None):
@@ -118,10 +124,14 @@ class Phases:
 
         @functools.wraps(original)
         def timed(*args, **kwargs):
-            row = [label, phases.depth, 0.0, 0.0, ""]
+            main = threading.current_thread() is threading.main_thread()
+            cpu_time = time.process_time if main else time.thread_time
+            thread = threading.get_ident()
+            depth = phases.depths.get(thread, 0)
+            row = [label if main else f"{label} [on its thread]", depth, 0.0, 0.0, ""]
             phases.rows.append(row)
-            phases.depth += 1
-            w0, c0 = time.perf_counter(), time.process_time()
+            phases.depths[thread] = depth + 1
+            w0, c0 = time.perf_counter(), cpu_time()
             try:
                 result = original(*args, **kwargs)
                 if note is not None:
@@ -129,8 +139,8 @@ class Phases:
                 return result
             finally:
                 phases.sync()
-                row[2], row[3] = time.perf_counter() - w0, time.process_time() - c0
-                phases.depth -= 1
+                row[2], row[3] = time.perf_counter() - w0, cpu_time() - c0
+                phases.depths[thread] = depth
 
         setattr(owner, attr, timed)
 
@@ -152,7 +162,7 @@ def instrument(phases, backend):
     phases.wrap(aot_compile.AOTCompiledFunction, "guard_check", "torch: guard check")
     if backend != "ember":
         return
-    from ember import backend as ember_backend
+    from ember import compiler
     from ember.caches import graph_format, precompile
     from ember.runtime import runner as runtime
 
@@ -160,12 +170,16 @@ def instrument(phases, backend):
     phases.wrap(graph_format, "decode", "ember: container decode (digest)")
     phases.wrap(precompile, "_check_machine", "ember: check torch, device, compiler identity")
     phases.wrap(precompile, "_install_kernels", "ember: install kernels into the cache")
+    phases.wrap(precompile, "_seed_cubins", "ember: cubins into the process's memory cache")
     phases.wrap(graph_format, "decode_state", "ember: decode the graph state")
-    phases.wrap(ember_backend, "load_graph", "ember: load_graph")
-    phases.wrap(ember_backend, "build_runner", "ember: build_runner (C++ pipeline + kernels + runner)",
+    phases.wrap(precompile._RunnerBuild, "result", "ember: wait for the graph's build, make its runner")
+    phases.wrap(precompile, "run_pipeline", "ember: C++ pipeline + kernels (run_pipeline)",
+                note=lambda cg: "C++ s: " + " ".join(f"{k} {v:.4f}" for k, v in cg.times.items()))
+    phases.wrap(precompile, "load_graph", "ember: load_graph")
+    phases.wrap(compiler, "build_runner", "ember: build_runner (C++ pipeline if not run yet + runner)",
                 note=lambda r: "C++ s: " + " ".join(f"{k} {v:.4f}" for k, v in r[0].times.items()))
-    phases.wrap(ember_backend, "compile_cuda_graph", "ember: compile_cuda_graph")
-    phases.wrap(ember_backend, "_use_cuda_graphs", "ember: CUDA graphs setup")
+    phases.wrap(compiler, "compile_cuda_graph", "ember: compile_cuda_graph")
+    phases.wrap(compiler, "_use_cuda_graphs", "ember: CUDA graphs setup")
     phases.wrap(runtime.GraphRunner, "__call__", "ember: graph run")
     try:
         from ember.runtime import cuda
@@ -175,21 +189,14 @@ def instrument(phases, backend):
         pass
 
 
-def guard_filter(variant):
-    """benchmarks/precompile.py's guard filter; for the "before" variant, the guards keep
-    the user stacks it drops."""
-    portable = _bench().portable_guards
-    if variant != "before":
-        return portable
+def apply_variant(variant):
+    """The "before" variant: ember's load as it was before the load was cut (2026-11-27):
+    the kernels written to the kernel cache, then the graph's runner built from it, inside
+    torch's call to ember, on the main thread, before torch rebuilds Dynamo's guards."""
+    import ember
 
-    def keep_stacks(entries):
-        stacks = [(e.orig_guard.user_stack, e.orig_guard.stack) for e in entries]
-        keep = portable(entries)
-        for e, (user_stack, stack) in zip(entries, stacks):
-            e.orig_guard.user_stack, e.orig_guard.stack = user_stack, stack
-        return keep
-
-    return keep_stacks
+    if variant == "before":
+        ember.config.compile_in_background = False
 
 
 class StepTimes:
@@ -284,7 +291,7 @@ def child(action, name, backend, device, dtype_name, directory, top, variant="af
             if hasattr(torch._dynamo.config, "enable_aot_compile"):
                 torch._dynamo.config.enable_aot_compile = True
             fn = torch.compile(call, fullgraph=True, backend=backend,
-                               options={"guard_filter_fn": guard_filter(variant)})
+                               options={"guard_filter_fn": _bench().portable_guards})
             compiled = fn.aot_compile(((model, *inputs), {}))
             out = compiled(model, *inputs)
             compiled.save_compiled_function(path)
@@ -292,8 +299,8 @@ def child(action, name, backend, device, dtype_name, directory, top, variant="af
             result["artifact_bytes"] = os.path.getsize(path)
             print(RESULT_TAG + json.dumps(result), flush=True)
             return
-        if variant == "before" and backend == "ember":
-            ember._core.seed_c_compiler = lambda *args: False  # the compiler is probed, as before
+        if backend == "ember":
+            apply_variant(variant)
         phases = Phases(sync)
         instrument(phases, backend)
         step_times = StepTimes(sync) if steps == "1" and backend == "ember" else None
@@ -302,18 +309,20 @@ def child(action, name, backend, device, dtype_name, directory, top, variant="af
             step_times.calls.append({})
         with open(path, "rb") as f:
             data = f.read()
-        profile = cProfile.Profile()
+        profile = cProfile.Profile() if int(top) > 0 else None
         gc_times = GcTimes()
         gc.callbacks.append(gc_times)
         w0, c0 = time.perf_counter(), time.process_time()
-        profile.enable()
+        if profile is not None:
+            profile.enable()
         compiled = torch.compiler.load_compiled_function(io.BytesIO(data))
         sync()
         w1, c1 = time.perf_counter(), time.process_time()
         out = compiled(model, *inputs)
         sync()
         w2, c2 = time.perf_counter(), time.process_time()
-        profile.disable()
+        if profile is not None:
+            profile.disable()
         gc.callbacks.remove(gc_times)
         first_rows = len(phases.rows)
         if step_times is not None:
@@ -339,11 +348,12 @@ def child(action, name, backend, device, dtype_name, directory, top, variant="af
           + "/".join(f"{x:.4f}" for x in gc_times.seconds) + " s)")
     if step_times is not None:
         print(step_times.table())
-    text = io.StringIO()
-    stats = pstats.Stats(profile, stream=text)
-    stats.sort_stats("cumulative").print_stats(int(top))
-    stats.sort_stats("tottime").print_stats(int(top))
-    print("\n".join(line for line in text.getvalue().splitlines() if line.strip()))
+    if profile is not None:
+        text = io.StringIO()
+        stats = pstats.Stats(profile, stream=text)
+        stats.sort_stats("cumulative").print_stats(int(top))
+        stats.sort_stats("tottime").print_stats(int(top))
+        print("\n".join(line for line in text.getvalue().splitlines() if line.strip()))
     print(RESULT_TAG + json.dumps(result), flush=True)
 
 
@@ -373,18 +383,19 @@ def main():
     parser.add_argument("--warm-caches", action="store_true", help="load with the saving process's caches")
     parser.add_argument("--top", type=int, default=25, help="cProfile rows per listing")
     parser.add_argument("--variant", default="after", choices=["after", "before"],
-                        help="before: as ember was before its load was profiled (guards saved with their user "
-                             "stacks, the C compiler probed at load instead of taking the artifact's probe)")
+                        help="before: as ember's load was before it was cut (apply_variant says how)")
     parser.add_argument("--compare", action="store_true",
                         help="both variants, their loads interleaved (--loads each); medians in the summary")
     parser.add_argument("--steps", action="store_true",
                         help="time each step of the first and second calls, synchronized (changes their totals)")
+    parser.add_argument("--no-profile", action="store_true", help="no cProfile (phases and times only)")
     parser.add_argument("--timeout", type=int, default=600)
     parser.add_argument("--json", help="write the loads' phases and times here")
     args = parser.parse_args()
     dtype = args.dtype or ("bf16" if args.device == "cuda" else "fp32")
     models = args.models.split(",") if args.models else (CUDA_MODELS if args.device == "cuda" else CPU_MODELS)
     variants = ["before", "after"] if args.compare else [args.variant]
+    top = str(0 if args.no_profile else args.top)
     results = []
     for name in models:
         work = tempfile.mkdtemp(prefix=f"precompile_profile_{name}_")
@@ -392,7 +403,7 @@ def main():
             saved = {}
             for v in variants:
                 os.makedirs(os.path.join(work, v))
-                common = [name, args.backend, args.device, dtype, os.path.join(work, v), str(args.top), v,
+                common = [name, args.backend, args.device, dtype, os.path.join(work, v), top, v,
                           "1" if args.steps else "0"]
                 saved[v], text = run_child(["save", *common], os.path.join(work, v, "save"), args.timeout)
                 if saved[v] is None:
@@ -401,7 +412,7 @@ def main():
                 for v in variants:
                     if saved[v] is None:
                         continue
-                    common = [name, args.backend, args.device, dtype, os.path.join(work, v), str(args.top), v,
+                    common = [name, args.backend, args.device, dtype, os.path.join(work, v), top, v,
                               "1" if args.steps else "0"]
                     caches = os.path.join(work, v, "save" if args.warm_caches else f"load-{i}")
                     loaded, text = run_child(["profile", *common], caches, args.timeout)

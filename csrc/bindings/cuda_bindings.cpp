@@ -8,6 +8,7 @@
 
 #include "bindings/program_views.h"
 #include "jit/nvrtc.h"
+#include "runtime/cubin_parts.h"
 #include "runtime/cuda_compiled_graph.h"
 #include "runtime/cuda_driver.h"
 
@@ -142,6 +143,11 @@ void define_cuda(nb::module_& m) {
         return d;
       },
       nb::arg("dirs") = std::vector<std::string>{}, "Load NVRTC (once per process) and say which one, or why not.");
+  m.def(
+      "seed_cubin",
+      [](const std::string& key, nb::bytes cubin) { ember::seed_cubin(key, std::string(cubin.c_str(), cubin.size())); },
+      nb::arg("key"), nb::arg("cubin"),
+      "Put a precompiled artifact's cubin in the process's memory cache as part `key` (runtime/cubin_parts.h).");
   m.def("cuda_compile_counts", [] { return counts_dict(ember::Target::CUDA, "nvrtc_runs"); },
         "What CudaCompiledGraph::compile and NVRTC did in this process.");
 }

@@ -140,6 +140,11 @@ CubinFetch fetch_cubins(std::vector<CubinPart*> parts, const Nvrtc& nvrtc, const
   return out;
 }
 
+void seed_cubin(const std::string& key, std::string cubin) {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  cubin_cache()[key] = std::move(cubin);
+}
+
 std::shared_ptr<CudaModule> load_module(const std::string& key, const std::string& cubin, int ordinal) {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
   auto& slot = module_cache()[{key, ordinal}];

@@ -44,6 +44,11 @@ struct CubinFetch {
 };
 CubinFetch fetch_cubins(std::vector<CubinPart*> parts, const Nvrtc& nvrtc, const std::string& arch, DiskCache* disk);
 
+// Puts `cubin` in the process's memory cache as part `key`: a precompiled artifact's
+// cubins (their integrity checked by its loader), so that its graph loads them with no
+// disk cache read, while they are written there too.
+void seed_cubin(const std::string& key, std::string cubin);
+
 // The module of part `key` on device `ordinal`, loaded once per process.
 std::shared_ptr<CudaModule> load_module(const std::string& key, const std::string& cubin, int ordinal);
 

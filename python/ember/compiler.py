@@ -22,19 +22,30 @@ from .caches import cache_dirs, mega_cache
 from .config import Config
 from .frontend import graph_source
 from .frontend.fx_import import UnsupportedGraph, import_graph
-from .runtime.cuda import CudaGraphRunner, compile_cuda_graph, graph_device
+from .runtime.cuda import CudaGraphRunner, compile_cuda_code, compile_cuda_graph, graph_device
 from .runtime.runner import GraphRunner
 
 
 def build_runner(imported, attr_tensors: list, device: torch.device | None, cfg: Config, kind: str,
-                 debug_dir: str = "", background: bool = False):
+                 debug_dir: str = "", background: bool = False, compiled=None):
     """(compiled graph, runner) for an imported graph of `kind`: the C++ pipeline, its kernel
     cache, and the runner of the graph's device (None: the CPU). A freshly compiled graph
     and one loaded from a cache (load_graph) both come from here. With `background` a CPU
-    graph's C compiler may still be running when this returns (cg.kernels_ready)."""
+    graph's C compiler may still be running when this returns (cg.kernels_ready).
+    `compiled`: run_pipeline's result, made already (on a thread: caches/precompile.py)."""
+    cg = compiled or run_pipeline(imported, device, cfg, kind, debug_dir, background)
     if device is not None:
-        return compile_cuda_graph(imported, attr_tensors, device, cfg, debug_dir)
-    cg = _core.compile(
+        return compile_cuda_graph(imported, attr_tensors, device, cfg, debug_dir, compiled=cg)
+    return cg, GraphRunner(cg, imported, attr_tensors, prepare_weights=cfg.prepare_weights)
+
+
+def run_pipeline(imported, device: torch.device | None, cfg: Config, kind: str, debug_dir: str = "",
+                 background: bool = False):
+    """The C++ pipeline's compiled graph for an imported graph, its kernels built or loaded
+    (None: the CPU), with no runner; C++ runs it with the GIL released."""
+    if device is not None:
+        return compile_cuda_code(imported, device, cfg, debug_dir)
+    return _core.compile(
         imported.text,
         fuse=cfg.fuse,
         emulate_precision_casts=cfg.emulate_precision_casts,
@@ -49,7 +60,6 @@ def build_runner(imported, attr_tensors: list, device: torch.device | None, cfg:
         debug_dir=debug_dir,
         background=background,
     )
-    return cg, GraphRunner(cg, imported, attr_tensors, prepare_weights=cfg.prepare_weights)
 
 
 class RunAsUserCode(Exception):
@@ -184,7 +194,8 @@ def _use_cuda_graphs(runner, kind: str, cfg: Config, name: str, static_inputs: l
                                      "copied out of the recording on every call)", name, kind, cfg.mode)
 
 
-def load_graph(payload: dict, cfg: Config, static_inputs: list[int] | None = None, source: str = "AOTAutograd cache"):
+def load_graph(payload: dict, cfg: Config, static_inputs: list[int] | None = None, source: str = "AOTAutograd cache",
+               compiled=None):
     """The runner of a graph from a cache entry (graph_format.decode_state's result, from
     torch's AOTAutogradCache or ember's graph cache): no tracing and no import, only the
     C++ pipeline from the stored text, whose libraries come from ember's disk cache (or
@@ -197,7 +208,7 @@ def load_graph(payload: dict, cfg: Config, static_inputs: list[int] | None = Non
     imported = payload["imported"]
     device = None if payload["device"] == "cpu" else torch.device(payload["device"])
     attrs = [t.to(device) if device is not None else t for t in payload["attrs"]]
-    cg, runner = build_runner(imported, attrs, device, cfg, kind)
+    cg, runner = build_runner(imported, attrs, device, cfg, kind, compiled=compiled)
     runner.profile_name = f"ember {record.title()}"
     record.imported, record.cg = imported, cg
     record.prepared = getattr(runner, "prepared", [])

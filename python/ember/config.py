@@ -45,6 +45,8 @@ class Config:
     # Run the C compiler on a thread while AOTAutograd and Dynamo go on (the backward is
     # traced and lowered, the next frame traced); a graph waits for its kernels at its
     # first call, where a failed compile falls back (or raises) as it would have here.
+    # A precompiled artifact's graphs (caches/precompile.py) are built on a thread too,
+    # while torch rebuilds Dynamo's guards; their first call waits for them.
     compile_in_background: bool = True
     # CUDA graphs: at each graph's first call, time a few launch configurations of every
     # kernel that has some (block sizes, rows per block, threads per row) on the call's

@@ -81,7 +81,7 @@ def count_graph_cache(outcome: str) -> None:
 
 
 def count_precompile(outcome: str, n: int = 1) -> None:
-    """'saved', 'loaded' or 'kernels_installed'."""
+    """'saved', 'loaded', 'kernels_installed' or 'cubins_seeded'."""
     with _lock:
         _precompile[outcome] = _precompile.get(outcome, 0) + n
 
@@ -187,7 +187,8 @@ def stats() -> dict:
                          timing at the first call ("timed") or taken from the cache ("cached")
     autotune_seconds     time the first calls spent timing launch variants
     precompile           torch's precompile API: artifacts "saved", graphs "loaded" from one,
-                         and "kernels_installed" into the kernel cache from one
+                         "kernels_installed" into the kernel cache from one, and its
+                         "cubins_seeded" into the process's memory (a CUDA graph's)
     """
     core = _core.compile_counts()
     with _lock:

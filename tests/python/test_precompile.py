@@ -52,8 +52,10 @@ def test_cuda_artifact_loads_with_its_cubins_and_no_nvrtc(tmp_path):
     run_child(tmp_path, "save", "cuda")
     loaded, _ = run_child(tmp_path, "load", "cuda", cache="fresh")
     assert loaded["graphs_compiled"] == 0 and loaded["dynamo_compiles"] == 0, loaded
-    assert loaded["precompile"]["loaded"] == 1 and loaded["precompile"]["kernels_installed"] >= 1, loaded
-    assert loaded["cuda_compile_counts"]["nvrtc_runs"] == 0, loaded  # the cubins came from the artifact
+    # The cubins came from the artifact, through the process's memory (and, after the
+    # runner was ready, into the kernel cache, on the loading thread).
+    assert loaded["precompile"]["loaded"] == 1 and loaded["precompile"]["cubins_seeded"] >= 1, loaded
+    assert loaded["cuda_compile_counts"]["nvrtc_runs"] == 0, loaded
 
 
 def test_artifact_by_reference_uses_the_kernel_cache_or_compiles(tmp_path):
@@ -125,6 +127,64 @@ def test_foreign_artifacts_are_refused(saved):
     _refused(_re_signed(part, lambda d: d.update(compiler=d["compiler"].replace("-march=", "-march=other"))),
              "another C compiler or for another CPU")
     _refused(_re_signed(part, lambda d: d.update(what="something else")), "not a precompiled artifact")
+
+
+def test_an_artifact_naming_kernels_outside_the_cache_is_refused(saved):
+    """The kernel list is checked when the artifact is loaded, before the graph's build
+    (on a thread) writes anything into the kernel cache."""
+    part = saved[1]
+    for bad in (["../../x" + "0" * 16, "so", 0], ["0" * 64, "py", 0], ["0" * 64, "so", 99], ["0" * 64, "so"]):
+        _refused(_re_signed(part, lambda d: d.update(kernels=[bad])), "malformed kernel list")
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_a_loaded_graph_builds_on_a_thread_and_its_first_call_waits(saved, monkeypatch, background):
+    """config.compile_in_background: the runner is built on a thread while torch rebuilds
+    the guards, or inside the load; the same bits either way, and a build that fails
+    raises at the first call (every check of the artifact ran before)."""
+    from ember import compiler, config
+
+    path, _, model, x, expected = saved
+    monkeypatch.setattr(config, "compile_in_background", background)
+    torch._dynamo.reset()
+    loaded = deploy._load(path)
+    assert (loaded._artifacts.compiled_fn._build is not None) == background
+    with torch.no_grad():
+        assert torch.equal(loaded(model, x), expected)
+    if not background:
+        return
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("forced build failure")
+
+    monkeypatch.setattr(compiler, "build_runner", failing)
+    loaded = deploy._load(path)
+    for _ in range(2):  # and again at the next call
+        with torch.no_grad(), pytest.raises(RuntimeError, match="forced build failure"):
+            loaded(model, x)
+
+
+def test_the_loading_threads_last_work_runs_after_the_runner_is_ready():
+    """A CUDA graph's cubins are written to the kernel cache after its runner is ready
+    (`then`): the first call does not wait for it, and its failure is only logged."""
+    import threading
+
+    done = threading.Event()
+    order = []
+
+    def then():
+        done.wait(30)
+        order.append("then")
+        raise OSError("disk full")
+
+    build = precompile._RunnerBuild(lambda: order.append("build") or "compiled", lambda c: c + " runner", then=then)
+    assert build.result() == "compiled runner" and order == ["build"]  # result() did not wait for `then`
+    done.set()
+    for _ in range(300):
+        if order == ["build", "then"]:
+            break
+        threading.Event().wait(0.01)
+    assert order == ["build", "then"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
@@ -249,3 +309,40 @@ assert _core.seed_c_compiler({fingerprint!r}, {planted!r})
 print(_core.c_compiler_identity(disk_cache=False))
 """)
     assert "version: planted " in out
+
+
+def test_seeded_cubins_serve_a_cuda_graph_with_no_nvrtc_run(tmp_path):
+    """A CUDA artifact's loader puts its cubins in the process's memory cache
+    (_core.seed_cubin): a graph with those parts takes them from there, with no NVRTC run
+    and no disk cache (compiled with no GPU: device None)."""
+    from ember.runtime import cuda
+
+    if not cuda.nvrtc_info()["available"]:
+        pytest.skip("no NVRTC")
+    code = """
+import json, sys
+from ember import _core
+from ember.config import Config
+from ember.runtime import cuda
+text = "graph {\\n  %0 = input(0) : f32[64]{1}\\n  %1 = aten.exp.default(%0) : f32[64]{1}\\n  return (%1)\\n}\\n"
+cfg = Config(disk_cache=False)
+if sys.argv[1] == "compile":
+    cg = cuda.compile_cuda(text, None, cfg, arch="sm_90")
+    print(json.dumps([[k, c.hex()] for (k, _), c in zip(cg.cache_entries, cg.cubins)]))
+else:
+    for key, cubin in json.loads(open(sys.argv[2]).read()):
+        _core.seed_cubin(key, bytes.fromhex(cubin))
+    cg = cuda.compile_cuda(text, None, cfg, arch="sm_90")
+    print(json.dumps([cg.cache_status, _core.cuda_compile_counts()["nvrtc_runs"]]))
+"""
+
+    def run(*args):
+        r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "EMBER_CACHE_DIR": str(tmp_path / "cache")})
+        assert r.returncode == 0, r.stderr[-3000:]
+        return r.stdout.strip().splitlines()[-1]
+
+    parts = tmp_path / "parts.json"
+    parts.write_text(run("compile"))
+    assert json.loads(parts.read_text()), "a graph with a kernel has a cubin"
+    assert json.loads(run("seed", str(parts))) == ["memory", 0]

@@ -23,7 +23,11 @@ compiler), the options that change compiled code, and the graphs. Kernels are na
 the generated source, ember's version and the compiler) and, with
 `ember.config.precompile_kernels = "embed"` (the default, what deployment wants), carried
 in the artifact; a loader installs them into its kernel cache (csrc/runtime/disk_cache.h,
-which verifies them on every load) before building the graph, so no compiler runs. With
+which verifies them on every load), so no compiler runs: a CPU graph's library before the
+graph is built (it is opened from there), a CUDA graph's cubins after (its build takes
+them from the process's memory). Both run on a thread while torch rebuilds Dynamo's
+guards (_RunnerBuild; config.compile_in_background), and the graph's first call waits for
+the build. With
 "reference" the artifact holds the keys only and the loader's kernel cache must have them
 (a missing one is compiled, and logged).
 
@@ -39,11 +43,12 @@ full model. Its integrity is checked; its author is not.
 from __future__ import annotations
 
 import functools
+import re
 
 import torch
 
 from .. import _core, counters as stats, logs
-from ..compiler import load_graph
+from ..compiler import load_graph, run_pipeline
 from . import aot_cache, graph_format
 from .tags import artifact_tag, cache_tag
 
@@ -126,15 +131,30 @@ class _EmberSerializable(_SerializableBase):
 
 
 class EmberCompiledGraph(_EmberSerializable):
-    """A graph ember's front end traced and compiled, as torch's precompile API holds it."""
+    """A graph ember's front end traced and compiled, as torch's precompile API holds it.
+    A loaded one may still be building its runner (_RunnerBuild): the first call, or
+    `runner`, waits for it."""
 
-    def __init__(self, runner, cfg, static_inputs=None):
-        self.runner = runner
+    def __init__(self, runner, cfg, static_inputs=None, build=None):
+        self._runner = runner
+        self._build = build
         self._cfg = cfg
         self._static_inputs = static_inputs
 
+    @property
+    def runner(self):
+        if self._build is not None:
+            self._finish_build()
+        return self._runner
+
+    def _finish_build(self):
+        self._runner = self._build.result()  # a failed build raises again at every call
+        self._build = None
+
     def __call__(self, *args):
-        return self.runner(args)
+        if self._build is not None:
+            self._finish_build()
+        return self._runner(args)
 
     def _artifact(self) -> bytes:
         _wait(self.runner)
@@ -247,13 +267,16 @@ def load_artifact(data: bytes):
     from ..config import config
 
     cfg = config.update(doc.get("options") or {}).with_mode(doc.get("mode"))
-    _install_kernels(cfg, doc.get("kernels") or [], blobs)
+    kernels = _kernel_entries(doc.get("kernels") or [], len(blobs))
+    install = functools.partial(_install_kernels, cfg, kernels, blobs)
+    seed = functools.partial(_seed_cubins, kernels, blobs)
     graph = doc.get("graph") or {}
     parts = [bytes(blobs[i]) for i in doc.get("parts", [])]
     try:
         if graph.get("front") == "ember":
-            return _load_ember_graph(parts[0], cfg, graph.get("static_inputs"))
+            return _load_ember_graph(parts[0], cfg, graph.get("static_inputs"), install, seed)
         if graph.get("front") == "AOTAutograd":
+            install()
             return _load_aot_graph(parts[0], cfg)
     except graph_format.FormatError as e:
         raise PrecompileRefused(f"ember: refusing a precompiled artifact's graph: {e}") from None
@@ -311,20 +334,40 @@ def _identity_lines(identity: str):
         yield key.strip(), value.strip()
 
 
+_KERNEL_KEY = re.compile(r"[0-9a-f]{16,128}")
+
+
+def _kernel_entries(kernels, num_blobs: int) -> list:
+    """The artifact's kernel list, [key, suffix, blob index or -1] each, checked before
+    anything is written (the names the disk cache takes, blobs that exist)."""
+    ok = isinstance(kernels, list) and all(
+        isinstance(e, list) and len(e) == 3 and isinstance(e[0], str) and _KERNEL_KEY.fullmatch(e[0])
+        and e[1] in ("so", "cubin") and isinstance(e[2], int) and -1 <= e[2] < num_blobs for e in kernels)
+    if not ok:
+        raise PrecompileRefused("ember: a precompiled artifact with a malformed kernel list")
+    return kernels
+
+
+def _seed_cubins(kernels: list, blobs) -> None:
+    """Embedded cubins into the process's memory cache (runtime/cubin_parts.h), where the
+    graph's build finds them with no disk read."""
+    seeded = 0
+    for key, suffix, blob in kernels:
+        if suffix == "cubin" and blob >= 0:
+            _core.seed_cubin(key, bytes(blobs[blob]))
+            seeded += 1
+    if seeded:
+        stats.count_precompile("cubins_seeded", seeded)
+
+
 def _install_kernels(cfg, kernels: list, blobs) -> None:
     """Embedded kernels into this machine's kernel cache, which verifies them when loading.
     A kernel the artifact only names must be there already; if not, it is compiled."""
     cache_dir = cfg.cache_dir or _core.default_cache_dir()
-    for entry in kernels:
-        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], int)):
-            raise PrecompileRefused("ember: a precompiled artifact with a malformed kernel list")
-        key, suffix, blob = entry
+    for key, suffix, blob in kernels:
         if blob < 0:
             continue
-        try:
-            ok = cfg.disk_cache and _core.cache_write(cache_dir, key, suffix, bytes(blobs[blob]))
-        except (ValueError, IndexError) as e:  # a key or suffix the disk cache refuses
-            raise PrecompileRefused(f"ember: a precompiled artifact with a malformed kernel ({e})") from None
+        ok = cfg.disk_cache and _core.cache_write(cache_dir, key, suffix, bytes(blobs[blob]))
         if not ok:
             logs.logger("cache").warning("precompiled kernels not installed (the kernel cache %s is off or not usable:"
                                          " `ember cache info` says why); they are compiled again", cache_dir)
@@ -334,12 +377,89 @@ def _install_kernels(cfg, kernels: list, blobs) -> None:
         stats.count_precompile("kernels_installed", installed)
 
 
-def _load_ember_graph(state_bytes: bytes, cfg, static_inputs):
+def _load_ember_graph(state_bytes: bytes, cfg, static_inputs, install_kernels, seed_cubins):
     state = graph_format.decode_state(state_bytes, cache_tag(cfg))
-    runner = load_graph(state, cfg, static_inputs, "precompiled artifact")
-    _note_missing_kernels(runner)
     stats.count_precompile("loaded")
-    return EmberCompiledGraph(runner, cfg, static_inputs)
+
+    def finish(compiled=None):
+        runner = load_graph(state, cfg, static_inputs, "precompiled artifact", compiled)
+        _note_missing_kernels(runner)
+        return runner
+
+    if not cfg.compile_in_background:  # inside the load: the kernels written to the cache, then read back
+        install_kernels()
+        return EmberCompiledGraph(finish(), cfg, static_inputs)
+    imported, kind = state["imported"], state["kind"]
+    if state["device"] == "cpu":
+        # A CPU graph's library is opened from the kernel cache: written there first (an
+        # fsync per file, I/O the thread waits for).
+        def prepare():
+            install_kernels()
+            return run_pipeline(imported, None, cfg, kind)
+
+        return EmberCompiledGraph(None, cfg, static_inputs, _RunnerBuild(prepare, finish))
+
+    # A CUDA graph's cubins are taken from memory; the kernel cache gets them once the
+    # compiled graph is ready, for later processes.
+    device = torch.device(state["device"])
+
+    def prepare_cuda():
+        seed_cubins()
+        return run_pipeline(imported, device, cfg, kind)
+
+    return EmberCompiledGraph(None, cfg, static_inputs, _RunnerBuild(prepare_cuda, finish, then=install_kernels))
+
+
+class _RunnerBuild:
+    """A loaded graph's runner, its C++ part built on a thread of its own: torch rebuilds
+    Dynamo's guards after the backend's part of a load returns (torch._dynamo.aot_compile),
+    and `prepare` runs with the GIL released, so it overlaps with that: writing a CPU
+    graph's library into the kernel cache (fsynced), the C++ pipeline, loading NVRTC and
+    the kernels (dlopen, or the CUDA modules). The Python part, `finish` (the runner and
+    its plan), runs at the first call, on the caller's thread: on the build's thread it
+    would take the GIL from the guards' rebuild (on a loaded 2-core machine the guards then
+    took 0.03-0.09 s longer). `then` (writing a CUDA graph's cubins to the kernel cache)
+    runs on the thread once `prepare` is done. Every check of the artifact has run before:
+    what can still fail is what would fail compiling the graph (its C compiler, the CUDA
+    driver); result() raises it, at the first call and every call after."""
+
+    def __init__(self, prepare, finish, then=None):
+        import _thread
+        import threading
+
+        self._compiled = self._runner = self._error = None
+        self._finish = finish
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        # Not threading.Thread: its start() waits until the new thread runs, and that thread
+        # then holds the GIL for a switch interval (5 ms; up to 0.027 s on a 2-core VM at
+        # load 15); start_new_thread returns at once (0.00001 s).
+        _thread.start_new_thread(self._run, (prepare, then))
+
+    def _run(self, prepare, then):
+        try:
+            self._compiled = prepare()
+        except BaseException as e:  # noqa: BLE001 (raised again by result(), in the caller's thread)
+            self._error = e
+        finally:
+            self._done.set()
+        if then is not None and self._error is None:
+            try:  # for later processes: nothing in this one waits for it
+                then()
+            except Exception as e:  # noqa: BLE001 (no caller to raise to: the cache only misses later)
+                logs.logger("cache").warning("precompiled kernels not written to the kernel cache: %s", e)
+
+    def result(self):
+        self._done.wait()
+        with self._lock:  # concurrent first calls: one finishes the runner, the others take it
+            if self._error is None and self._runner is None:
+                try:
+                    self._runner = self._finish(self._compiled)
+                except BaseException as e:  # noqa: BLE001
+                    self._error = e
+            if self._error is not None:
+                raise self._error
+            return self._runner
 
 
 def _load_aot_graph(entry: bytes, cfg):

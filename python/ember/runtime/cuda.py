@@ -213,19 +213,25 @@ class CudaGraphRunner(GraphRunner):
         return free, self.cg.run_step, (stream, plan.symbols)
 
 
-def compile_cuda_graph(imported, attr_tensors: list, device: torch.device, cfg, debug_dir: str = ""):
-    """(CudaCompiledGraph, CudaGraphRunner) for an imported graph on `device`. What the
-    CUDA path cannot do yet raises UnsupportedGraph (the graph runs eagerly, with the
-    reason in the fallback log and in explain); an NVRTC or driver failure raises."""
+def compile_cuda_code(imported, device: torch.device, cfg, debug_dir: str = ""):
+    """The CudaCompiledGraph of an imported graph on `device`, loaded there. What the CUDA
+    path cannot do yet raises UnsupportedGraph (the graph runs eagerly, with the reason in
+    the fallback log and in explain); an NVRTC or driver failure raises."""
     from ..frontend.fx_import import UnsupportedGraph
 
     info = nvrtc_info()
     if not info["available"]:
         raise UnsupportedGraph(info["reason"].splitlines()[0] if info["reason"] else "NVRTC is not available")
     try:
-        cg = compile_cuda(imported.text, device, cfg, debug_dir)
+        return compile_cuda(imported.text, device, cfg, debug_dir)
     except _core.CudaUnsupported as e:
         raise UnsupportedGraph(str(e)) from None
+
+
+def compile_cuda_graph(imported, attr_tensors: list, device: torch.device, cfg, debug_dir: str = "", compiled=None):
+    """(CudaCompiledGraph, CudaGraphRunner) for an imported graph on `device`; `compiled`:
+    compile_cuda_code's result, made already."""
+    cg = compiled or compile_cuda_code(imported, device, cfg, debug_dir)
     runner = CudaGraphRunner(cg, imported, attr_tensors, device)
     if cfg.max_autotune:
         runner.prepare_autotune()
