@@ -12,6 +12,7 @@ Values are checked against eager (bf16: the tolerances of torch.testing for bf16
     python benchmarks/gpu_rows.py [--only ln,softmax] [--json out.json]
     python benchmarks/gpu_rows.py --only short     # short rows: 96..768 channels, 49-wide softmax
     python benchmarks/gpu_rows.py --only long      # long reductions into few results: GroupNorm, losses
+    python benchmarks/gpu_rows.py --only operand   # softmax with a mask or bias: BLOOM, DeBERTa, Falcon, Swin
 """
 import argparse
 import datetime
@@ -94,7 +95,7 @@ class Forward:
         return call(0)
 
     def reference(self):
-        return self.fn(*(a.double() for a in self.sets[0]))
+        return self.fn(*(a.double() if a.is_floating_point() else a for a in self.sets[0]))
 
 
 class Backward:
@@ -154,7 +155,7 @@ def workloads():
         Forward("softmax 4096x4096 bf16", _softmax, lambda: (_rand(4096, 4096, dtype=bf16),), 4096, 4096, bf16),
         Forward("softmax 4096x50257 bf16", _softmax, lambda: (_rand(4096, 50257, dtype=bf16),), 4096, 50257, bf16),
         Backward("layer_norm backward 8192x768 bf16", 8192, 768, bf16),
-    ] + short_rows() + long_rows()
+    ] + short_rows() + long_rows() + operand_rows()
 
 
 def short_rows():
@@ -201,6 +202,73 @@ def long_rows():
         out.append(Forward(f"long mean square {'x'.join(map(str, shape))} bf16", _mean_square,
                            lambda shape=shape: (_rand(*shape, dtype=bf16),), 1, numel, bf16))
     return out
+
+
+def _masked_softmax(scores, mask):
+    """BLOOM's: scores plus an additive causal mask broadcast over the heads, softmax in
+    f32, back to the scores' dtype."""
+    return torch.softmax(scores + mask, -1, dtype=torch.float32).to(scores.dtype)
+
+
+def _filled_softmax(scores, mask):
+    """DeBERTa's: a padding mask (b, s) as the outer product of itself, masked_fill of
+    the scores where it is 0, softmax."""
+    keep = (mask[:, None, :, None] * mask[:, None, None, :]).bool()
+    return torch.softmax(scores.masked_fill(~keep, torch.finfo(scores.dtype).min), -1)
+
+
+def _safe_softmax(scores, mask):
+    """Falcon's, through SDPA's math path: f32 scores plus a causal mask, a softmax that
+    gives 0 on fully masked rows."""
+    return torch.ops.aten._safe_softmax.default(scores + mask, -1)
+
+
+def _biased_softmax(scores, table, index):
+    """Swin's window attention: a relative-position bias gathered from a table through an
+    index, broadcast over the windows."""
+    n = scores.shape[-1]
+    bias = table[index].view(n, n, -1).permute(2, 0, 1).contiguous().unsqueeze(0)
+    return torch.softmax(scores + bias, -1)
+
+
+def _causal(s, dtype):
+    return torch.full((s, s), torch.finfo(dtype).min, device="cuda", dtype=dtype).triu(1)
+
+
+def _swin_index(win=7):
+    c = torch.stack(torch.meshgrid(torch.arange(win), torch.arange(win), indexing="ij")).flatten(1)
+    r = (c[:, :, None] - c[:, None, :]).permute(1, 2, 0).contiguous()
+    r[:, :, 0] += win - 1
+    r[:, :, 1] += win - 1
+    r[:, :, 0] *= 2 * win - 1
+    return r.sum(-1).view(-1).cuda()
+
+
+def operand_rows():
+    """Softmax rows with a broadcast operand, as the suite's models have them (issue 23):
+    BLOOM-560M's causal mask over [4,16,512,512] bf16 scores, DeBERTa-v3's padding mask
+    over [16,12,512,512], Falcon-7B's safe softmax over [4,71,512,512] f32 scores, and
+    Swin-T's relative-position bias over [4096,3,49,49] (stage 1 at batch 64).
+    `--only operand` runs these alone."""
+    bf16, f32 = torch.bfloat16, torch.float32
+
+    def padding(b, s):
+        m = torch.ones(b, s, dtype=torch.long, device="cuda")
+        m[b // 2:, s - s // 8:] = 0
+        return m
+
+    return [
+        Forward("operand bloom mask 4x16x512x512 bf16", _masked_softmax,
+                lambda: (_rand(4, 16, 512, 512, dtype=bf16), _causal(512, bf16).expand(4, 1, 512, 512).contiguous()),
+                4 * 16 * 512, 512, bf16),
+        Forward("operand deberta mask 16x12x512x512 bf16", _filled_softmax,
+                lambda: (_rand(16, 12, 512, 512, dtype=bf16), padding(16, 512)), 16 * 12 * 512, 512, bf16),
+        Forward("operand falcon safe 4x71x512x512 f32", _safe_softmax,
+                lambda: (_rand(4, 71, 512, 512, dtype=f32), _causal(512, f32)[None, None]), 4 * 71 * 512, 512, f32),
+        Forward("operand swin bias 4096x3x49x49 bf16", _biased_softmax,
+                lambda: (_rand(4096, 3, 49, 49, dtype=bf16), _rand(169, 3, dtype=bf16), _swin_index()),
+                4096 * 3 * 49, 49, bf16),
+    ]
 
 
 def sleep_cycles_per_ms():

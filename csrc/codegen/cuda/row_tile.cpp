@@ -40,6 +40,9 @@ void declare_tile_registers(CudaPrinter& pr, const RowTile& tile, ChunkAccess ac
   for (int b : tile.kept)
     pr.em->line(CEmitter::c_type(pr.p.buffers[b].dtype) + " kept" + std::to_string(b) + "[" +
                 std::to_string(tile.slots * tile.lanes) + "];");
+  for (size_t k = 0; k < tile.values.size(); ++k)
+    pr.em->line(CEmitter::c_type(tile.values[k].value->dtype) + " value" + std::to_string(k) + "[" +
+                std::to_string(tile.slots * tile.lanes) + "];");
 }
 
 bool print_tile_stage(CudaPrinter& pr, const RowTile& tile, int st, ChunkAccess access) {
@@ -99,6 +102,9 @@ bool print_tile_stage(CudaPrinter& pr, const RowTile& tile, int st, ChunkAccess 
   em.open_scope({{v, L == 1 ? "iv" : "(iv + l)"}});
   for (int b : read) bind_lane(pr, b, word[b], lane);
   for (int b : kept_read) em.bind_local(b, "kept" + std::to_string(b) + kept_at, em.depth());
+  // Values an earlier stage computed stand in for computing them again.
+  for (size_t k = 0; k < tile.values.size(); ++k)
+    if (tile.values[k].stage < st) em.bind_value(tile.values[k].value, "value" + std::to_string(k) + kept_at);
   bool stored = false;
   for (size_t i = 0; i < stage.items.size(); ++i) {
     const KernelItem& item = stage.items[i];
@@ -117,6 +123,8 @@ bool print_tile_stage(CudaPrinter& pr, const RowTile& tile, int st, ChunkAccess 
     if (tile.kept.count(c.buffer)) em.line("kept" + std::to_string(c.buffer) + kept_at + " = " + val + ";");
     em.bind_local(c.buffer, val, em.depth());
   }
+  for (size_t k = 0; k < tile.values.size(); ++k)
+    if (tile.values[k].stage == st) em.line("value" + std::to_string(k) + kept_at + " = " + em.emit(tile.values[k].value) + ";");
   std::vector<std::string> lanes = em.close_scope();
   if (L == 1) {
     for (const auto& l : lanes) em.line(l);

@@ -1,9 +1,11 @@
 #include "schedule/cuda/row_tile.h"
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/affine.h"
 #include "schedule/cuda/vector_access.h"
@@ -29,7 +31,12 @@ void even_row_block(CudaLaunch& launch, CudaKernelInfo& info, int64_t chunks, in
 // idle: a 96-wide bf16 row as 12 chunks of 8 kept 12 of a warp's 32 lanes busy; 4
 // threads of 3 slots keep all busy, 8 rows a warp), with at most kRowTileValues
 // elements a thread. A row's lanes read at least kRowSegmentBytes of it together, so
-// that each warp-wide access still moves whole sectors. Ties go to wider chunks, then
+// that each warp-wide access still moves whole sectors; half that for a row read element
+// by element (an odd length: its neighbours in the warp end and start in the sectors it
+// touches, which its next slots read from the L1), as a short row's per-row work (index
+// arithmetic, shuffles) is paid once a warp-wide instruction for all of the warp's rows:
+// Swin's 49-wide bf16 softmax rows took a warp each, 2 slots of 64 for 49 elements,
+// instruction-bound; 8 threads of 7 keep 4 rows a warp. Ties go to wider chunks, then
 // more threads (fewer slots in sequence). Zero lanes when no choice fits registers.
 struct WarpRowFit {
   int lanes = 0;
@@ -43,7 +50,8 @@ WarpRowFit fit_warp_row(int64_t elems, int64_t last, int max_lanes, int64_t elem
   for (int lanes = max_lanes; lanes >= 1; lanes /= 2) {
     if (last % lanes != 0) continue;
     const int64_t chunks = elems / lanes;
-    const int64_t segment = std::min(chunks, (kRowSegmentBytes + lanes * elem_bytes - 1) / (lanes * elem_bytes));
+    const int64_t bytes = lanes == 1 ? kRowSegmentBytes / 2 : kRowSegmentBytes;
+    const int64_t segment = std::min(chunks, (bytes + lanes * elem_bytes - 1) / (lanes * elem_bytes));
     for (int threads = 32; threads >= 1 && threads >= segment; threads /= 2) {
       const int64_t slots = (chunks + threads - 1) / threads;
       if (slots * lanes > kRowTileValues) continue;
@@ -53,6 +61,67 @@ WarpRowFit fit_warp_row(int64_t elems, int64_t last, int max_lanes, int64_t elem
     }
   }
   return best;
+}
+
+// Whether a per-element value is worth a register across stages: it reads memory that
+// no register holds (a mask, a gathered bias), or calls a transcendental, or takes at
+// least 4 operations an element (a LayerNorm's x - mean, one subtraction, is not).
+bool worth_keeping(const Expr& e, int v, const RowTile& t) {
+  int ops = 0;
+  bool reads = false, transcendental = false;
+  std::function<void(const Expr&)> walk = [&](const Expr& x) {
+    if (!depends_on(x, v)) return;
+    if (x->op == ExprOp::Load) {
+      const int b = static_cast<int>(x->ival);
+      reads |= !t.cached.count(b) && !t.kept.count(b);
+      return;
+    }
+    if (x->op != ExprOp::Cast && !x->args.empty()) ++ops;
+    transcendental |= is_transcendental(x->op);
+    for (const auto& a : x->args) walk(a);
+  };
+  walk(e);
+  return reads || transcendental || ops >= 4;
+}
+
+// The tile's values (RowTile::values): in each tiled stage, the largest per-element
+// values (they vary along the row's last dim `v`) that an earlier tiled stage computes
+// too, within `take`'s bytes; not in load indices (address arithmetic, which the chunk's
+// accesses compute once). Stage 1 of a softmax finds its masked input in stage 0's
+// max; stage 2 finds exp(x - max) in stage 1's sum.
+void plan_values(const Kernel& k, RowTile& t, int v, const std::function<bool(int64_t)>& take) {
+  std::unordered_map<Expr, int, ExprHash, ExprEqual> first;  // subexpression -> the first stage computing it
+  std::unordered_set<Expr, ExprHash, ExprEqual> chosen;
+  for (size_t st = 0; st < k.stages.size(); ++st) {
+    if (!t.tiled[st]) continue;
+    const int here = static_cast<int>(st);
+    std::unordered_set<const ExprNode*> seen;
+    std::function<void(const Expr&)> pick = [&](const Expr& e) {
+      if (e->args.empty() || !seen.insert(e.get()).second) return;
+      if (e->op != ExprOp::Load && e->op != ExprOp::Cast && depends_on(e, v) && worth_keeping(e, v, t)) {
+        if (chosen.count(e)) return;
+        auto it = first.find(e);
+        const DType dt = e->dtype;
+        if (it != first.end() && it->second < here &&
+            take(t.slots * t.lanes * (dt == DType::I64 || dt == DType::F64 ? 8 : 4))) {
+          chosen.insert(e);
+          t.values.push_back({e, it->second});
+          return;
+        }
+      }
+      if (e->op != ExprOp::Load)
+        for (const auto& a : e->args) pick(a);
+    };
+    for (const auto& item : k.stages[st].items) pick(item.value);
+    seen.clear();
+    std::function<void(const Expr&)> note = [&](const Expr& e) {
+      if (e->args.empty() || !seen.insert(e.get()).second) return;
+      first.emplace(e, here);  // the earliest stays
+      if (e->op != ExprOp::Load)
+        for (const auto& a : e->args) note(a);
+    };
+    for (const auto& item : k.stages[st].items) note(item.value);
+  }
 }
 
 }  // namespace
@@ -190,6 +259,7 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
         const DType dt = p.buffers[b].dtype;
         if (take(t.slots * t.lanes * (dt == DType::I64 || dt == DType::F64 ? 8 : 4))) t.kept.insert(b);
       }
+    plan_values(k, t, v, take);
     cache(false);
   }
   for (int b : t.kept) {
@@ -200,7 +270,8 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
     it = t.cached.count(it->first) ? std::next(it) : t.first_read.erase(it);
   // Scalar accesses and no registers kept: the per-element loop is the same (but for
   // values no memory holds, which only registers do).
-  if ((t.loads.empty() && t.stores.empty() && t.unstored.empty()) || (t.lanes == 1 && t.slots == 0)) return {};
+  if ((t.loads.empty() && t.stores.empty() && t.unstored.empty() && t.values.empty()) || (t.lanes == 1 && t.slots == 0))
+    return {};
   if (t.lanes > 1) {
     for (const auto& [b, e] : t.loads) t.align = std::max(t.align, vector_bytes(p.buffers[b].dtype, t.lanes));
     for (int b : t.stores) t.align = std::max(t.align, vector_bytes(p.buffers[b].dtype, t.lanes));

@@ -52,6 +52,15 @@ struct RowTile {
   std::map<int, int> first_read;  // cached buffer -> the stage that loads it
   std::set<int> kept;         // this kernel's per-element values later stages read from registers
   std::set<int> unstored;     // of `kept`: values no memory holds (Placement), never stored
+  // Per-element values a tiled stage computes and a later tiled stage computes again (a
+  // softmax's masked or biased input, its exp(x - max)): held in registers from the
+  // first, so that the later stages neither re-read the mask nor re-gather the bias nor
+  // recompute the exp. Planned within kRowTileBytes, after the buffers; with slots only.
+  struct Value {
+    Expr value;
+    int stage = 0;  // the stage that computes it first
+  };
+  std::vector<Value> values;
   int align = 0;              // bytes every chunk access's pointer must be aligned to (0: none)
 };
 

@@ -118,6 +118,7 @@ void row_tile_text(std::ostream& os, const RowTile& t) {
   for (int b : t.cached) os << " buf" << b << "@" << t.first_read.at(b);
   os << "; kept " << list(t.kept, "buf");
   if (!t.unstored.empty()) os << "; registers only " << list(t.unstored, "buf");
+  for (const auto& value : t.values) os << "; kept@" << value.stage << " " << to_string(value.value);
   os << "; aligned to " << t.align << "\n";
 }
 
