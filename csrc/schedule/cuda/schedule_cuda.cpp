@@ -124,6 +124,7 @@ void row_tile_text(std::ostream& os, const RowTile& t) {
 void column_split_text(std::ostream& os, const ColumnSplit& c, const CudaKernelInfo& info) {
   os << "  column split: " << c.chunks << " chunks on grid " << info.partial_grid << " block " << info.partial_block
      << "; scratch " << c.scratch_bytes << " bytes;";
+  if (c.rows > 1) os << " " << c.rows << " rows, " << c.groups << " groups of " << c.group_lanes << " lanes a block;";
   std::map<int, int64_t> offsets(c.partial_offset.begin(), c.partial_offset.end());
   for (const auto& [item, offset] : offsets) os << " item " << item << " at " << offset;
   os << "\n";
