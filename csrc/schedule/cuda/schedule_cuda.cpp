@@ -167,6 +167,7 @@ CudaKernelSchedule schedule_cuda_kernel(const Program& p, const Schedule& s, con
   // counts), no hoisting or column splits (their grids are planned from sizes).
   ks.vector = plan_vector(p, s, m, k, ks.launch);
   ks.row_tile = plan_row_tile(p, s, m, k, ks.launch, ks.info);
+  if (ks.row_tile.lanes == 0) pack_short_rows(kernel, ks.launch, ks.info);
   if (!ks.launch.symbolic) {
     plan_hoist(ks.vector, p, s, m, k, ks.info);
     ks.column_split = plan_column_split(p, s, m, k, ks.launch, scratch_id, ks.info);

@@ -206,6 +206,23 @@ kernel ember_k0 outer=[256]
   CHECK(text.find("column split") == std::string::npos);
 }
 
+TEST(schedule_cuda_short_gathered_rows_share_a_warp) {
+  // A sum over two gathered rows (Mixtral's top-2 experts): no row tile (the loads are
+  // gathers), so a warp a row would leave 30 of its 32 lanes idle. Two lanes a row, 16
+  // rows a warp.
+  const std::string text = after(R"(graph {
+  %0 = input(0) : f32[64,1024]{1024,1}
+  %1 = input(1) : i64[16,2]{2,1}
+  %2 = aten.index.Tensor(%0, [%1]) : f32[16,2,1024]{2048,1024,1}
+  %3 = aten.sum.dim_IntList(%2, [1], false) : f32[16,1024]{1024,1}
+  return (%3)
+}
+)", {"lower_graph", "eliminate_dead_code", "fuse", "merge_inner_dims", "schedule_cuda"}, ember::PipelineOptions::cuda());
+  CHECK(text.find("kernel ember_k0: row_warp grid 128 block 256\n") != std::string::npos);
+  CHECK(text.find("geometry: rows 16384, elements 1, threads a row 2, elements a thread 1, block 256, rows a block 128\n") !=
+        std::string::npos);
+}
+
 TEST(schedule_cuda_text_and_hash_follow_every_decision) {
   const std::string state = after(R"(graph {
   %0 = input(0) : bf16[64,1024]{1024,1}
