@@ -2,6 +2,7 @@
 
 #include "ir/simplify.h"
 #include "lower/activation_layout.h"
+#include "lower/copy_layouts.h"
 #include "lower/extern_layouts.h"
 
 #include <algorithm>
@@ -64,6 +65,7 @@ void require_static(const LowerCtx& ctx, const Node& n) {
 
 LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts) {
   channels_last_ = opts.channels_last_activations && g.symbols.empty() && has_2d_convolution(g);
+  copy_requested_ = copy_requested_strides(g);
   values_.resize(g.nodes.size());
   uses_.assign(g.nodes.size(), 0);
   is_output_.assign(g.nodes.size(), false);
@@ -494,9 +496,12 @@ void LowerCtx::run(const Node& n) {
       if (t.is_tensor && (outs[k].sizes != t.dims() || outs[k].dtype != t.dtype))
         throw Unsupported("lowering disagrees with eager on the output type");
       bool dense = t.is_tensor && t.sizes.size() == t.strides.size() && positive_strides(t.stride_dims());
-      if (!outs[k].view && dense)
-        outs[k].preferred_strides =
-            channels_last_ && t.sizes.size() == 4 ? activation_strides(outs[k], t.stride_dims()) : t.stride_dims();
+      if (!outs[k].view && dense) {
+        const std::vector<int64_t>& asked = copy_requested_[n.id][k];
+        outs[k].preferred_strides = channels_last_ && t.sizes.size() == 4 ? activation_strides(outs[k], t.stride_dims())
+                                    : !asked.empty()                     ? to_dims(asked)
+                                                                         : t.stride_dims();
+      }
       // Eager rounds every op's f16/bf16 result except inside a decomposition.
       if (opts_.emulate_precision_casts && !n.internal && outs[k].fn && !outs[k].view && (outs[k].dtype == DType::F16 || outs[k].dtype == DType::BF16)) {
         IndexFn fn = std::move(outs[k].fn);

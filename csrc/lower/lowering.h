@@ -176,6 +176,8 @@ class LowerCtx {
   const Node* node_ = nullptr;
   std::vector<std::vector<TensorIR>> values_;
   std::vector<int> uses_;
+  // Per node and output: the strides the copies reading it ask for (copy_layouts.h), or empty.
+  std::vector<std::vector<std::vector<int64_t>>> copy_requested_;
   std::set<std::pair<int, int>> used_outputs_;  // (node, output index)
   std::vector<bool> is_output_;
 };

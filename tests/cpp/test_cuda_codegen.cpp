@@ -961,3 +961,24 @@ TEST(cuda_transposes_and_symbolic_graphs_have_no_variants) {
 }
 )").empty());
 }
+
+// A channels-last global average pool of a few images: the column split's partial
+// launch takes each image on several blocks of groups of consecutive channels; the
+// kernel combines each channel's partials of its image in chunk order.
+TEST(cuda_channels_last_mean_of_few_images_splits_across_blocks) {
+  ember::CudaCode code = cuda_of(R"(graph {
+  %0 = input(0) : bf16[8,64,32,32]{65536,1,2048,64}
+  %1 = aten.mean.dim(%0, [2, 3], true, none) : bf16[8,64,1,1]{64,1,64,64}
+  return (%1)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  const CudaKernelInfo& k = code.kernels[0];
+  CHECK(k.shape == CudaKernelInfo::Shape::RowBlock);
+  CHECK_EQ(k.grid, 8u);
+  CHECK_EQ(k.partial_block, 256u);  // 4 groups of 64 channels
+  CHECK_EQ(k.partial_grid, 8u * 16u);  // 1,024 pixels an image: 64 chunks of 16, on 16 blocks of 4 groups
+  CHECK(has(code, "const int64_t s = (int64_t)(blockIdx.x % 16u) * 4 + tid / 64;"));
+  CHECK(has(code, "[((int64_t)x * 64 + s) * 64 + i0]"));
+  check_compiles(code);
+}

@@ -10,11 +10,12 @@ namespace ember {
 
 namespace {
 
-// Element j of chunk `chunk` of item `computed`'s partials, as an lvalue of type `type`.
+// Column i0 of chunk `chunk` of row x's partials of item `computed`, as an lvalue of type
+// `type`: partials are laid out [row][chunk][column].
 std::string partial_ref(const CudaPrinter& pr, const ColumnSplit& split, int computed, const std::string& type,
                         int64_t width, const std::string& chunk) {
   return "((" + type + "*)(" + pr.scratch_name + " + " + std::to_string(split.partial_offset.at(computed)) +
-         "))[" + chunk + " * " + std::to_string(width) + " + i0]";
+         "))[((int64_t)x * " + std::to_string(split.chunks) + " + " + chunk + ") * " + std::to_string(width) + " + i0]";
 }
 
 // A vector stage's reduced rows r in [lo, hi) (C expressions), flattened over
@@ -29,6 +30,7 @@ void reduce_rows(CudaPrinter& pr, const Stage& stage, const Dims& reduced, std::
   for (size_t i = 0; i < stage.items.size(); ++i)
     accumulate(em, pr.p.computed[stage.items[i].computed], accs[i], em.emit(stage.items[i].value));
   std::vector<std::string> body = em.close_scope();
+  em.line("#pragma unroll 4");  // independent loads in flight (the sums wait, the loads need not)
   em.line("for (" + pr.index_type() + " r = " + lo + "; r < " + hi + "; ++r) {");
   for (const auto& l : body) em.line("  " + l);
   em.line("}");
@@ -37,14 +39,19 @@ void reduce_rows(CudaPrinter& pr, const Stage& stage, const Dims& reduced, std::
 }  // namespace
 
 std::string partial_kernel(CudaPrinter& pr, const ColumnSplit& split, const CudaKernelInfo& info) {
-  const int threads = static_cast<int>(info.partial_block);
   std::string head = pr.signature(pr.k.name + "_partial", info.partial_block, info.args);
   CEmitter& em = *pr.em;
   const std::string I = pr.index_type();
+  const std::string lanes = std::to_string(split.group_lanes);
   em.open_scope(pr.outer_vars());
+  // Block b takes row b / blocks_per_row and, side by side, `groups` chunks of it: a
+  // group's threads walk the columns together (coalesced), each its own columns' rows.
   em.line("const int tid = threadIdx.x;");
-  em.line("const " + I + " s = blockIdx.x;");
-  for (const auto& l : decompose("0", hints(pr.k.outer), "o")) em.line(l);
+  em.line("const " + I + " x = (" + I + ")(blockIdx.x / " + std::to_string(split.blocks_per_row) + "u);");
+  em.line("const int64_t s = (int64_t)(blockIdx.x % " + std::to_string(split.blocks_per_row) + "u) * " +
+          std::to_string(split.groups) + " + tid / " + lanes + ";");
+  em.line("const int lane = tid % " + lanes + ";");
+  for (const auto& l : pr.decompose_dims("x", pr.k.outer, "o")) em.line(l);
   for (const auto& stage : pr.k.stages) {
     if (!stage.vector_reduce) continue;
     std::vector<int64_t> reduced = hints(stage.inner);
@@ -56,7 +63,7 @@ std::string partial_kernel(CudaPrinter& pr, const ColumnSplit& split, const Cuda
     std::vector<Acc> accs(stage.items.size());
     for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_thread_acc(em, pr.p.computed[stage.items[i].computed], rows);
     const std::string lo = "s * " + std::to_string(span), n = std::to_string(rows);
-    em.line("const " + I + " hi = " + lo + " + " + std::to_string(span) + " < " + n + " ? " + lo + " + " +
+    em.line("const int64_t hi = " + lo + " + " + std::to_string(span) + " < " + n + " ? " + lo + " + " +
             std::to_string(span) + " : " + n + ";");
     reduce_rows(pr, stage, to_dims(reduced), accs, lo, "hi");
     for (size_t i = 0; i < stage.items.size(); ++i) {
@@ -64,9 +71,9 @@ std::string partial_kernel(CudaPrinter& pr, const ColumnSplit& split, const Cuda
       std::string v = a.flag.empty() ? a.acc : "(" + a.flag + " ? (" + a.type + ")NAN : " + a.acc + ")";
       em.line(partial_ref(pr, split, stage.items[i].computed, a.type, width, "s") + " = " + v + ";");
     }
-    std::vector<std::string> lanes = em.close_scope();
-    em.line("for (" + I + " k = tid; k < " + std::to_string(width) + "; k += " + std::to_string(threads) + ") {");
-    for (const auto& l : lanes) em.line("  " + l);
+    std::vector<std::string> body = em.close_scope();
+    em.line("for (" + I + " k = lane; k < " + std::to_string(width) + "; k += " + lanes + ") {");
+    for (const auto& l : body) em.line("  " + l);
     em.line("}");
   }
   std::vector<std::string> body = em.close_scope();
@@ -86,6 +93,7 @@ bool print_vector_stage(CudaPrinter& pr, const ColumnSplit& split, const Stage& 
   for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_thread_acc(em, pr.p.computed[stage.items[i].computed], chain);
   if (split.chunks > 0) {
     // A column split: the partial launch reduced the rows; combine its chunks in order.
+    em.line("#pragma unroll 8");  // the partials' loads in flight together
     em.line("for (int s = 0; s < " + std::to_string(split.chunks) + "; ++s) {");
     for (size_t i = 0; i < stage.items.size(); ++i) {
       em.open_scope({});

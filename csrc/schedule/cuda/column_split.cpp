@@ -9,7 +9,7 @@ namespace ember {
 ColumnSplit plan_column_split(const Program& p, const Schedule& s, const Placement& m, int ki, const CudaLaunch& launch,
                               int scratch_id, CudaKernelInfo& info) {
   const Kernel& k = s.kernels[ki];
-  if (launch.shape != CudaKernelInfo::Shape::RowBlock || launch.rows != 1) return {};
+  if (launch.shape != CudaKernelInfo::Shape::RowBlock || launch.rows < 1 || launch.rows >= kColumnSplitBlocks) return {};
   int64_t most_rows = 0, widest = 0;
   for (const auto& st : k.stages) {
     if (!st.vector_reduce) continue;
@@ -23,8 +23,22 @@ ColumnSplit plan_column_split(const Program& p, const Schedule& s, const Placeme
   }
   if (most_rows < 2 * kColumnSplitMinRows) return {};
   ColumnSplit split;
-  const int64_t span = std::max(kColumnSplitMinRows, (most_rows + kColumnSplitBlocks - 1) / kColumnSplitBlocks);
-  split.chunks = (most_rows + span - 1) / span;
+  split.rows = launch.rows;
+  const int64_t lanes = std::clamp<int64_t>((widest + 31) / 32 * 32, 32, 1024);
+  if (split.rows == 1) {
+    const int64_t span = std::max(kColumnSplitMinRows, (most_rows + kColumnSplitBlocks - 1) / kColumnSplitBlocks);
+    split.chunks = (most_rows + span - 1) / span;
+    split.blocks_per_row = split.chunks;
+    split.group_lanes = lanes;
+  } else {
+    split.group_lanes = std::min(lanes, kColumnSplitThreads);
+    split.groups = kColumnSplitThreads / split.group_lanes;
+    int64_t chunks = (kColumnSplitTargetBlocks + split.rows - 1) / split.rows * split.groups;
+    chunks = std::min({chunks, most_rows / kColumnSplitMinRows, std::max<int64_t>(1, kColumnSplitMaxPartials / widest)});
+    split.blocks_per_row = (chunks + split.groups - 1) / split.groups;
+    split.chunks = split.blocks_per_row * split.groups;  // a block's last groups may get no rows
+    if (split.chunks < 2) return {};
+  }
   // Each vector stage's reduction items get chunks x C partials of their accumulator type.
   for (const auto& st : k.stages) {
     if (!st.vector_reduce) continue;
@@ -33,12 +47,12 @@ ColumnSplit plan_column_split(const Program& p, const Schedule& s, const Placeme
       const ComputedBuffer& c = p.computed[item.computed];
       split.scratch_bytes = (split.scratch_bytes + 15) / 16 * 16;
       split.partial_offset[item.computed] = split.scratch_bytes;
-      split.scratch_bytes += split.chunks * st.inner[0].hint() * accumulator_bytes(c, rows);
+      split.scratch_bytes += split.rows * split.chunks * st.inner[0].hint() * accumulator_bytes(c, rows);
     }
   }
   info.args.push_back(scratch_id);
-  info.partial_grid = static_cast<uint32_t>(split.chunks);
-  info.partial_block = static_cast<uint32_t>(std::clamp<int64_t>((widest + 31) / 32 * 32, 32, 1024));
+  info.partial_grid = static_cast<uint32_t>(split.rows * split.blocks_per_row);
+  info.partial_block = static_cast<uint32_t>(split.group_lanes * split.groups);
   return split;
 }
 

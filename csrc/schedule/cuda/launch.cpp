@@ -49,6 +49,19 @@ void pack_warp_rows(CudaLaunch& l, CudaKernelInfo& info, int threads) {
   if (info.grid_per_block) info.grid_per_block = l.rows_per_block;
 }
 
+void pack_short_rows(const Kernel& k, CudaLaunch& l, CudaKernelInfo& info) {
+  if (l.shape != CudaKernelInfo::Shape::RowWarp || l.threads != 32) return;
+  int64_t longest = 1;
+  for (const auto& st : k.stages) {
+    if (st.vector_reduce || is_symbolic(st.inner)) return;
+    for (const auto& item : st.items)
+      if (item.is_scan) return;
+    longest = std::max(longest, numel(st.inner));
+  }
+  const int64_t threads = pow2_at_least(longest);
+  if (threads <= 16) pack_warp_rows(l, info, static_cast<int>(threads));
+}
+
 std::vector<LaunchChoice> launch_alternatives(const CudaLaunch& launch) {
   std::vector<LaunchChoice> out;
   if (launch.symbolic) return out;

@@ -74,6 +74,13 @@ CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bo
 // and in a graph with symbols info.grid_per_block) for them.
 void pack_warp_rows(CudaLaunch& l, CudaKernelInfo& info, int threads);
 
+// A RowWarp kernel with no row tile (row_tile.h packs its own short rows) whose rows are
+// shorter than half a warp (a sum over Mixtral's two routed experts: 2 elements a row, 2
+// of a warp's 32 lanes busy): its rows take the fewest power-of-two lanes that hold their
+// longest stage, several rows a warp (pack_warp_rows). Not for rows of symbolic length,
+// scans or vector stages.
+void pack_short_rows(const Kernel& k, CudaLaunch& l, CudaKernelInfo& info);
+
 // The choices other than the default worth timing for a kernel the rules launched as
 // `info.shape` with `launch`: other block sizes, rows per block, threads per row, and a
 // short row as a block per row. Empty for transposes and for graphs with symbols.

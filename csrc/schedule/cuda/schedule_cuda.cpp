@@ -125,6 +125,7 @@ void row_tile_text(std::ostream& os, const RowTile& t) {
 void column_split_text(std::ostream& os, const ColumnSplit& c, const CudaKernelInfo& info) {
   os << "  column split: " << c.chunks << " chunks on grid " << info.partial_grid << " block " << info.partial_block
      << "; scratch " << c.scratch_bytes << " bytes;";
+  if (c.rows > 1) os << " " << c.rows << " rows, " << c.groups << " groups of " << c.group_lanes << " lanes a block;";
   std::map<int, int64_t> offsets(c.partial_offset.begin(), c.partial_offset.end());
   for (const auto& [item, offset] : offsets) os << " item " << item << " at " << offset;
   os << "\n";
@@ -167,6 +168,7 @@ CudaKernelSchedule schedule_cuda_kernel(const Program& p, const Schedule& s, con
   // counts), no hoisting or column splits (their grids are planned from sizes).
   ks.vector = plan_vector(p, s, m, k, ks.launch);
   ks.row_tile = plan_row_tile(p, s, m, k, ks.launch, ks.info);
+  if (ks.row_tile.lanes == 0) pack_short_rows(kernel, ks.launch, ks.info);
   if (!ks.launch.symbolic) {
     plan_hoist(ks.vector, p, s, m, k, ks.info);
     ks.column_split = plan_column_split(p, s, m, k, ks.launch, scratch_id, ks.info);

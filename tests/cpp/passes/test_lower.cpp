@@ -224,3 +224,49 @@ TEST(lower_cpu_convolution_keeps_its_bias) {
   // (The weight is a parameter: the CPU runner prepares it.)
   CHECK(text.find("(%0 = buf0, %1 = buf1 prepared, %2 = buf2) -> buf3") != std::string::npos);
 }
+
+TEST(lower_value_stored_in_the_layout_its_copies_ask_for) {
+  // Eager leaves the residual sum transposed (the permuted operand comes first); every
+  // reader copies it to contiguous first (clone(none) passes that request on). Stored
+  // contiguously, the copies are plain reads and the sum reads along its unit stride.
+  CHECK_EQ(after(R"(graph {
+  %0 = input(0) : f32[2,8,4]{32,4,1}
+  %1 = input(1) : f32[2,4,8]{32,8,1}
+  %2 = aten.gelu.default(%0, "none") : f32[2,8,4]{32,4,1}
+  %3 = aten.permute.default(%2, [0, 2, 1]) : f32[2,4,8]{32,1,4}
+  %4 = aten.add.Tensor(%3, %1, 1) : f32[2,4,8]{32,1,4}
+  %5 = aten.clone.default(%4, none) : f32[2,4,8]{32,1,4}
+  %6 = aten.clone.default(%5, "contiguous_format") : f32[2,4,8]{32,8,1}
+  %7 = aten.sum.dim_IntList(%6, [2], true) : f32[2,4,1]{4,1,1}
+  %8 = aten.add.Tensor(%5, %7, 1) : f32[2,4,8]{32,1,4}
+  %9 = aten.clone.default(%8, "contiguous_format") : f32[2,4,8]{32,8,1}
+  return (%9)
+}
+)", {"lower_graph"}),
+           "program(vars=9)\n"
+           "buf0 = input(0) : f32[2,8,4]{32,4,1}\n"
+           "buf1 = input(1) : f32[2,4,8]{32,8,1}\n"
+           "buf2 : f32[2,4,8]{32,8,1} for [v0, v1, v2] = (((buf0[(((v0 * 32) + (v2 * 4)) + v1)] * 0.5) * (1.0 + "
+           "erf((buf0[(((v0 * 32) + (v2 * 4)) + v1)] * 0.70710676908493042)))) + buf1[(((v0 * 32) + (v1 * 8)) + v2)])  "
+           "from %5 %4 %2 %3\n"
+           "buf3 : f32[2,4,1]{4,1,1} for [v3, v4, _] = sum f32 over [8] for [v5] of buf2[(((v3 * 32) + (v4 * 8)) + v5)]  "
+           "from %6 %7\n"
+           "buf4 : f32[2,4,8]{32,8,1} for [v6, v7, v8] = (buf2[(((v6 * 32) + (v7 * 8)) + v8)] + buf3[((v6 * 4) + v7)])  "
+           "from %9 %8\n"
+           "return buf4\n");
+}
+
+TEST(lower_copies_that_disagree_keep_eager_layout) {
+  // One reader asks for contiguous, another for channels-last: neither wins.
+  const std::string program = after(R"(graph {
+  %0 = input(0) : f32[2,3,4,5]{60,1,15,3}
+  %1 = aten.gelu.default(%0, "none") : f32[2,3,4,5]{60,1,15,3}
+  %2 = aten.clone.default(%1, "contiguous_format") : f32[2,3,4,5]{60,20,5,1}
+  %3 = aten.clone.default(%1, "channels_last") : f32[2,3,4,5]{60,1,15,3}
+  %4 = aten.sum.dim_IntList(%2, [3], false) : f32[2,3,4]{12,4,1}
+  %5 = aten.sum.dim_IntList(%3, [1], false) : f32[2,4,5]{20,5,1}
+  return (%4, %5)
+}
+)", {"lower_graph"});
+  CHECK(program.find("{60,20,5,1}") == std::string::npos);
+}

@@ -171,6 +171,58 @@ kernel ember_k0 outer=[]
            "  column split: 128 chunks on grid 128 block 768; scratch 393216 bytes; item 0 at 0\n");
 }
 
+TEST(schedule_cuda_a_channels_last_mean_of_few_images_splits_into_a_partial_launch) {
+  // A global average pool of 64 channels-last images (EfficientNet's squeeze-excitation):
+  // a block per image would leave 32 of its threads busy, each walking 12,544 pixels.
+  // The partial launch takes 16 blocks an image, 8 groups of 32 channels a block, each
+  // group a chunk of 98 pixels; the kernel combines each channel's 128 partials.
+  CHECK_EQ(cuda_schedule_of(R"IR(program(vars=4)
+buf0 = input(0) : bf16[64,32,112,112]{401408,1,3584,32}
+buf1 : f32[64,32,1,1]{32,1,1,1} for [v0, v1, _, _] = sum f32 over [112, 112] for [v2, v3] of f32(buf0[((((v0 * 401408) + v1) + (v2 * 3584)) + (v3 * 32))])  from %1
+return buf1:f32[64,32]{32,1}+0
+schedule
+kernel ember_k0 outer=[64]
+  stage 0 vector inner=[32,12544]: buf1(sum)
+    reduce buf1[((o0 * 32) + i0)] = f32(buf0[(((o0 * 401408) + i0) + (i1 * 32))])
+)IR"),
+           "kernel ember_k0: row_block grid 64 block 1024\n"
+           "  buffers: args buf0 buf1 buf2; writes buf1; origins %1; scratch buf2\n"
+           "  geometry: rows 64, elements 1, threads a row 1024, elements a thread 1, block 256, rows a block 8\n"
+           "  column split: 128 chunks on grid 1024 block 256; scratch 2097152 bytes; 64 rows, 8 groups of 32 lanes a "
+           "block; item 0 at 0\n");
+}
+
+TEST(schedule_cuda_a_column_sum_of_many_rows_is_not_split) {
+  // 256 images: a block each already fills the GPU.
+  const std::string text = cuda_schedule_of(R"IR(program(vars=4)
+buf0 = input(0) : bf16[256,32,56,56]{100352,1,1792,32}
+buf1 : f32[256,32,1,1]{32,1,1,1} for [v0, v1, _, _] = sum f32 over [56, 56] for [v2, v3] of f32(buf0[((((v0 * 100352) + v1) + (v2 * 1792)) + (v3 * 32))])  from %1
+return buf1:f32[256,32]{32,1}+0
+schedule
+kernel ember_k0 outer=[256]
+  stage 0 vector inner=[32,3136]: buf1(sum)
+    reduce buf1[((o0 * 32) + i0)] = f32(buf0[(((o0 * 100352) + i0) + (i1 * 32))])
+)IR");
+  CHECK(text.find("column split") == std::string::npos);
+}
+
+TEST(schedule_cuda_short_gathered_rows_share_a_warp) {
+  // A sum over two gathered rows (Mixtral's top-2 experts): no row tile (the loads are
+  // gathers), so a warp a row would leave 30 of its 32 lanes idle. Two lanes a row, 16
+  // rows a warp.
+  const std::string text = after(R"(graph {
+  %0 = input(0) : f32[64,1024]{1024,1}
+  %1 = input(1) : i64[16,2]{2,1}
+  %2 = aten.index.Tensor(%0, [%1]) : f32[16,2,1024]{2048,1024,1}
+  %3 = aten.sum.dim_IntList(%2, [1], false) : f32[16,1024]{1024,1}
+  return (%3)
+}
+)", {"lower_graph", "eliminate_dead_code", "fuse", "merge_inner_dims", "schedule_cuda"}, ember::PipelineOptions::cuda());
+  CHECK(text.find("kernel ember_k0: row_warp grid 128 block 256\n") != std::string::npos);
+  CHECK(text.find("geometry: rows 16384, elements 1, threads a row 2, elements a thread 1, block 256, rows a block 128\n") !=
+        std::string::npos);
+}
+
 TEST(schedule_cuda_text_and_hash_follow_every_decision) {
   const std::string state = after(R"(graph {
   %0 = input(0) : bf16[64,1024]{1024,1}
