@@ -62,7 +62,7 @@ void require_static(const LowerCtx& ctx, const Node& n) {
     if (!t.sym_sizes.empty() || !t.sym_strides.empty()) throw Unsupported("symbolic sizes (static shapes only)");
 }
 
-LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts) {
+LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts), reads_(count_reads(g)) {
   channels_last_ = opts.channels_last_activations && g.symbols.empty() && has_2d_convolution(g);
   values_.resize(g.nodes.size());
   uses_.assign(g.nodes.size(), 0);
@@ -78,39 +78,6 @@ LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts) {
   for (const auto& n : g.nodes)
     for (const auto& a : n.args) count(a, false);
   for (const auto& a : g.outputs) count(a, true);
-  count_reads();
-}
-
-void LowerCtx::count_reads() {
-  const auto& nodes = graph_.nodes;
-  reads_.resize(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) reads_[i].assign(nodes[i].outputs.size(), 0.0);
-  auto numel_of = [](const TensorType& t) {
-    return t.is_tensor && !t.opaque ? static_cast<double>(product(t.dims()).hint()) : 0.0;
-  };
-  std::function<void(const Arg&, double)> add = [&](const Arg& a, double r) {
-    if (a.is_tensor()) reads_.at(a.ref.node).at(a.ref.index) += r;
-    for (const auto& x : a.list) add(x, r);
-  };
-  for (const auto& a : graph_.outputs) add(a, 1.0);
-  // Users come after their inputs: from the last node back, a node's reads are complete
-  // before it passes them on.
-  for (size_t i = nodes.size(); i-- > 0;) {
-    const Node& u = nodes[i];
-    if (!is_view_op(u.op) || u.args.empty() || !u.args[0].is_tensor()) {
-      for (const auto& a : u.args) add(a, 1.0);
-      continue;
-    }
-    const double base = numel_of(graph_.type_of(u.args[0].ref));
-    double r = 0;
-    for (size_t o = 0; o < u.outputs.size(); ++o) {
-      // A view read more than once is stored by the same rule, and then read once.
-      const double own = reads_[i][o] > kReadOnce ? 1.0 : reads_[i][o];
-      r += base > 0 ? numel_of(u.outputs[o]) / base * own : own;
-    }
-    add(u.args[0], r);
-    for (size_t k = 1; k < u.args.size(); ++k) add(u.args[k], 1.0);
-  }
 }
 
 bool LowerCtx::is_opaque(ValueRef r) const { return graph_.nodes.at(r.node).outputs.at(r.index).opaque; }

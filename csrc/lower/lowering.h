@@ -170,13 +170,13 @@ class LowerCtx {
   // Why `n` must run in ATen because it reads or returns an opaque value, if it does.
   std::optional<std::string> opaque_reason(const Node& n) const;
   void after_node(const Node& n);
-  // reads_: per node output, how many times each of its elements would be computed on
-  // average if it stayed lazy (a multiply-used value is stored only when above
-  // kReadOnce). A consuming op reads every element once; a view (a slice, a reshape, an
-  // expand) passes on its readers' reads scaled by its elements over the value's, so
-  // slices that cut a value into parts (Swin's patch merging, a chunk) read it once
-  // between them, and the value stays lazy inside their consumer (a cat).
-  void count_reads();
+  // Per node output, how many times each of its elements would be computed on average
+  // if it stayed lazy (count_reads.cpp; kept in reads_: a multiply-used value is stored
+  // only when above kReadOnce). A consuming op reads every element once; a view (a
+  // slice, a reshape, an expand) passes on its readers' reads scaled by its elements over
+  // the value's, so slices that cut a value into parts (Swin's patch merging, a chunk)
+  // read it once between them, and the value stays lazy inside their consumer (a cat).
+  static std::vector<std::vector<double>> count_reads(const Graph& g);
   static constexpr double kReadOnce = 1.0 + 1e-6;
 
   const Graph& graph_;
