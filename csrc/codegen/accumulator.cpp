@@ -11,6 +11,7 @@ std::string reduction_identity(ReduceOp op, DType t) {
     case ReduceOp::Prod:
     case ReduceOp::All: return "1";
     case ReduceOp::Max:
+    case ReduceOp::LogSumExp:
     case ReduceOp::ArgMax: return is_float(t) ? "-INFINITY" : CEmitter::lowest_or_highest(t, true);
     default: return is_float(t) ? "INFINITY" : CEmitter::lowest_or_highest(t, false);
   }
@@ -53,6 +54,9 @@ Acc declare_acc(CEmitter& em, const ComputedBuffer& c, const std::string& type, 
       a.type = "int";
       em.line("int " + a.acc + " = " + reduction_identity(c.reduce_op, c.acc_dtype) + ";");
       clause(c.reduce_op == ReduceOp::Any ? "|" : "&", a.acc);
+      break;
+    case ReduceOp::LogSumExp:  // scans only: no OpenMP clause
+      em.line(type + " " + a.acc + " = -INFINITY;");
       break;
     case ReduceOp::ArgMax:
     case ReduceOp::ArgMin: {
@@ -114,6 +118,17 @@ std::string finish_acc(CEmitter& em, const ComputedBuffer& c, const Acc& a, DTyp
   std::string name = em.fresh("red");
   em.line("const " + CEmitter::c_type(out) + " " + name + " = " + CEmitter::as_stored(r, out) + ";");
   return name;
+}
+
+std::string scan_step_text(ReduceOp op, const Acc& a, const std::string& v) {
+  const std::string& acc = a.acc;
+  switch (op) {
+    case ReduceOp::Sum: return acc + " += " + v + ";";
+    case ReduceOp::Prod: return acc + " *= " + v + ";";
+    case ReduceOp::LogSumExp:
+      return acc + " = ember_logaddexp_" + (a.type == "double" ? "f64" : "f32") + "(" + acc + ", " + v + ");";
+    default: throw std::logic_error("ember: a scan combines by sum, product or log-sum-exp only");
+  }
 }
 
 std::string combine_text(ReduceOp op, const std::string& dst, const std::string& src) {

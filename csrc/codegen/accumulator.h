@@ -43,6 +43,9 @@ std::string finish_acc(CEmitter& em, const ComputedBuffer& c, const Acc& a, DTyp
 // `dst` combined with the partial `src` of a later chunk (max/min partials are never
 // NaN: their flags carry it; arg-reductions combine by arg_update).
 std::string combine_text(ReduceOp op, const std::string& dst, const std::string& src);
+// A scan's running value `acc` advanced by the element `v` (sum, product, log-sum-exp).
+// `a` is the scan's accumulator (float or double).
+std::string scan_step_text(ReduceOp op, const Acc& a, const std::string& v);
 // The identity a reduction of `op` over values of `t` starts from.
 std::string reduction_identity(ReduceOp op, DType t);
 

@@ -91,7 +91,18 @@ EMBER_FN float ember_min2_f32(float a, float b) { return ember_min_f32(a, b); }
 }
 
 const std::string& prelude_arithmetic() {
-  static const std::string text = R"C(/* Loads under a Where branch read a clamped index: in bounds whether or not taken. */
+  static const std::string text = R"C(/* log(exp(x) + exp(y)) with the larger operand factored out, as ATen's
+   _log_add_exp_helper (logcumsumexp's step): a NaN y (or x) gives NaN; two equal
+   infinities give x. `lo - lo == 0` is isfinite(lo) in both dialects. */
+EMBER_FN float ember_logaddexp_f32(float x, float y) {
+  const float lo = y != y ? y : (y < x ? y : x), hi = y != y ? y : (x < y ? y : x);
+  return (lo != hi || lo - lo == 0.0f) ? log1pf(expf(lo - hi)) + hi : x;
+}
+EMBER_FN double ember_logaddexp_f64(double x, double y) {
+  const double lo = y != y ? y : (y < x ? y : x), hi = y != y ? y : (x < y ? y : x);
+  return (lo != hi || lo - lo == 0.0) ? log1p(exp(lo - hi)) + hi : x;
+}
+/* Loads under a Where branch read a clamped index: in bounds whether or not taken. */
 EMBER_FN int64_t ember_clamp_index(int64_t i, int64_t hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
 
 /* Integer division never traps: x/0 is 0 and INT64_MIN/-1 wraps. */

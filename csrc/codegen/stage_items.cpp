@@ -15,7 +15,7 @@ bool print_stage_items(CEmitter& em, const StageItems& items) {
     if (item.is_scan) {
       // The running value after this step is the element: stored, and a local here.
       const std::string& acc = items.accs[i].acc;
-      em.line(acc + (c.reduce_op == ReduceOp::Prod ? " *= " : " += ") + v + ";");
+      em.line(scan_step_text(c.reduce_op, items.accs[i], v));
       std::string step = em.fresh("scan");
       std::string conv = acc;
       if (t == DType::F16) conv = "ember_round_h(" + conv + ")";

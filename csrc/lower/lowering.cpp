@@ -12,46 +12,6 @@ namespace ember {
 
 Dim TensorIR::numel() const { return product(sizes); }
 
-int64_t normalize_dim(int64_t dim, int64_t rank) {
-  int64_t r = std::max<int64_t>(rank, 1);
-  if (dim < -r || dim >= r) throw Unsupported("dimension out of range");
-  return dim < 0 ? dim + r : dim;
-}
-
-bool compatible(const Dim& a, const Dim& b) {
-  return a == b || ((!a.is_static() || !b.is_static()) && a.hint() == b.hint());
-}
-
-bool compatible(const Dims& a, const Dims& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!compatible(a[i], b[i])) return false;
-  return true;
-}
-
-Dim slice_start(const Dim& start, const Dim& size) {
-  return start.hint() < 0 ? max(size + start, Dim(0)) : start;
-}
-
-Dims broadcast_shapes(const Dims& a, const Dims& b) {
-  size_t n = std::max(a.size(), b.size());
-  Dims out(n);
-  for (size_t i = 0; i < n; ++i) {
-    Dim x = i < n - a.size() ? Dim(1) : a[i - (n - a.size())];
-    Dim y = i < n - b.size() ? Dim(1) : b[i - (n - b.size())];
-    if (x != y && x != 1 && y != 1 && !compatible(x, y)) throw Unsupported("shapes do not broadcast");
-    out[i] = x == 1 ? y : x;
-  }
-  return out;
-}
-
-std::vector<Expr> broadcast_index(const std::vector<Expr>& idx, const Dims& from) {
-  std::vector<Expr> out(from.size());
-  size_t lead = idx.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i) out[i] = from[i] == 1 ? int_const(0) : idx[lead + i];
-  return out;
-}
-
 void require_static(const LowerCtx& ctx, const Node& n) {
   std::function<void(const Arg&)> check = [&](const Arg& a) {
     if (a.is_tensor() && is_symbolic(ctx.value(a.ref).sizes)) throw Unsupported("symbolic sizes (static shapes only)");
@@ -63,7 +23,7 @@ void require_static(const LowerCtx& ctx, const Node& n) {
     if (!t.sym_sizes.empty() || !t.sym_strides.empty()) throw Unsupported("symbolic sizes (static shapes only)");
 }
 
-LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts) {
+LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts), reads_(count_reads(g)) {
   channels_last_ = opts.channels_last_activations && g.symbols.empty() && has_2d_convolution(g);
   copy_requested_ = copy_requested_strides(g);
   values_.resize(g.nodes.size());
@@ -440,7 +400,7 @@ void LowerCtx::after_node(const Node& n) {
       t = realize(t, layout_known ? type.stride_dims() : Dims{});
       continue;
     }
-    if (uses_[n.id] > 1) {
+    if (uses_[n.id] > 1 && reads_[n.id][k] > kReadOnce) {
       std::vector<Expr> idx;
       for (size_t d = 0; d < t.sizes.size(); ++d) idx.push_back(var(-1000 - static_cast<int>(d)));
       if (cost(t.fn(idx)) >= opts_.realize_cost_threshold)

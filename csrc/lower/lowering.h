@@ -53,7 +53,8 @@ struct Unsupported : std::runtime_error {
 };
 
 struct LowerOptions {
-  // Realize a value used more than once when its body costs at least this much.
+  // Realize a value read more than once (its parts read through slices count as one
+  // read: LowerCtx::count_reads) when its body costs at least this much.
   int64_t realize_cost_threshold = 12;
   // In a graph with 2-D convolutions (which run channels-last, extern_layouts.h), 4-D
   // values stored between ops take channels-last strides too, so that the BatchNorm,
@@ -147,7 +148,8 @@ class LowerCtx {
   // Reduces `in` over `dims` into a new buffer of dtype `out` (keepdim layout),
   // accumulating in `acc`. Returns the keepdim value; callers squeeze if needed.
   TensorIR reduce(const TensorIR& in, const std::vector<int64_t>& dims, ReduceOp op, DType out, DType acc);
-  // Inclusive scan of `in` along `dim` (Sum: cumsum, Prod: cumprod) into a new buffer.
+  // Inclusive scan of `in` along `dim` (Sum: cumsum, Prod: cumprod, LogSumExp:
+  // logcumsumexp) into a new buffer.
   TensorIR scan(const TensorIR& in, int64_t dim, ReduceOp op, DType out, DType acc);
 
   // The node being lowered as an ATen call, with the tensor arguments `none_args` (node
@@ -168,6 +170,14 @@ class LowerCtx {
   // Why `n` must run in ATen because it reads or returns an opaque value, if it does.
   std::optional<std::string> opaque_reason(const Node& n) const;
   void after_node(const Node& n);
+  // Per node output, how many times each of its elements would be computed on average
+  // if it stayed lazy (count_reads.cpp; kept in reads_: a multiply-used value is stored
+  // only when above kReadOnce). A consuming op reads every element once; a view (a
+  // slice, a reshape, an expand) passes on its readers' reads scaled by its elements over
+  // the value's, so slices that cut a value into parts (Swin's patch merging, a chunk)
+  // read it once between them, and the value stays lazy inside their consumer (a cat).
+  static std::vector<std::vector<double>> count_reads(const Graph& g);
+  static constexpr double kReadOnce = 1.0 + 1e-6;
 
   const Graph& graph_;
   LowerOptions opts_;
@@ -178,6 +188,7 @@ class LowerCtx {
   std::vector<int> uses_;
   // Per node and output: the strides the copies reading it ask for (copy_layouts.h), or empty.
   std::vector<std::vector<std::vector<int64_t>>> copy_requested_;
+  std::vector<std::vector<double>> reads_;
   std::set<std::pair<int, int>> used_outputs_;  // (node, output index)
   std::vector<bool> is_output_;
 };
@@ -196,6 +207,8 @@ void register_creation_ops(LoweringTable& t);
 void register_convolution_ops(LoweringTable& t);
 
 const LoweringTable& lowering_table();
+// Ops whose eager result is a view of another tensor's storage (ops_view.cpp).
+bool is_view_op(const std::string& op);
 // Why an op without a lowering runs in ATen (library kernel, randomness, or a gap).
 std::string extern_reason(const std::string& op);
 bool has_lowering(const std::string& op);

@@ -268,7 +268,10 @@ std::vector<TensorIR> cumulative(LowerCtx& ctx, const Node& n, ReduceOp op) {
   // Eager's cumsum/cumprod accumulate in at::acc_type<T, /*cuda=*/false>: double for
   // f32 and f64, float for f16 and bf16. That decides overflow, underflow and
   // cancellation: [1e8, 1, -1e8] sums to 1 in f32, not 0.
-  DType acc = (out == DType::F32 || out == DType::F64) ? DType::F64 : acc_type(out);
+  // ATen's CUDA logcumsumexp accumulates in at::acc_type<T, /*cuda=*/true> (float for
+  // f32): a double exp and log1p a step would cost more than the scan's memory traffic.
+  const bool wide = out == DType::F64 || (out == DType::F32 && !(op == ReduceOp::LogSumExp && ctx.options().aten_cuda));
+  DType acc = wide ? DType::F64 : acc_type(out);
   return {ctx.scan(in, dim, op, out, acc)};
 }
 
@@ -278,6 +281,10 @@ void register_reduction_ops(LoweringTable& t) {
   t["aten.cumsum.default"] = [](LowerCtx& ctx, const Node& n) { return cumulative(ctx, n, ReduceOp::Sum); };
   t["aten.linalg_vector_norm.default"] = vector_norm;
   t["aten.cumprod.default"] = [](LowerCtx& ctx, const Node& n) { return cumulative(ctx, n, ReduceOp::Prod); };
+  t["aten.logcumsumexp.default"] = [](LowerCtx& ctx, const Node& n) {
+    if (!is_float(ctx.out_type().dtype)) throw Unsupported("logcumsumexp of a non-float tensor");
+    return cumulative(ctx, n, ReduceOp::LogSumExp);
+  };
 
   auto sum = [](LowerCtx& ctx, const Node& n) { return sum_like(ctx, n, ReduceOp::Sum, false); };
   t["aten.sum.dim_IntList"] = sum;

@@ -167,17 +167,6 @@ int64_t arg_int_or(const Node& n, size_t i, int64_t dflt) {
   return n.args.size() > i && !n.args[i].is_none() ? n.args[i].as_int() : dflt;
 }
 
-// Ops whose eager result is a view of another tensor's storage.
-bool is_view_op(const std::string& op) {
-  static const char* views[] = {"aten.view.", "aten._unsafe_view.", "aten.reshape.", "aten.alias.", "aten.detach.",
-                                "aten.permute.", "aten.t.", "aten.transpose.", "aten.expand.", "aten.unsqueeze.",
-                                "aten.squeeze.", "aten.slice.", "aten.select.", "aten.split", "aten.unbind.",
-                                "aten.diagonal.", "aten.as_strided.", "aten.unfold.", "aten.narrow."};
-  for (const char* v : views)
-    if (op.rfind(v, 0) == 0) return true;
-  return false;
-}
-
 // Strides that lay out every element exactly once from offset 0 (a permutation
 // of a contiguous layout).
 bool dense_layout(const Dims& sizes, const Dims& strides) {
@@ -195,6 +184,17 @@ bool dense_layout(const Dims& sizes, const Dims& strides) {
 }
 
 }  // namespace
+
+// Ops whose eager result is a view of another tensor's storage.
+bool is_view_op(const std::string& op) {
+  static const char* views[] = {"aten.view.", "aten._unsafe_view.", "aten.reshape.", "aten.alias.", "aten.detach.",
+                                "aten.permute.", "aten.t.", "aten.transpose.", "aten.expand.", "aten.unsqueeze.",
+                                "aten.squeeze.", "aten.slice.", "aten.select.", "aten.split", "aten.unbind.",
+                                "aten.diagonal.", "aten.as_strided.", "aten.unfold.", "aten.narrow."};
+  for (const char* v : views)
+    if (op.rfind(v, 0) == 0) return true;
+  return false;
+}
 
 void register_view_ops(LoweringTable& t) {
   auto view = [](LowerCtx& ctx, const Node& n) {

@@ -3,7 +3,7 @@
 namespace ember {
 
 const char* reduce_op_name(ReduceOp op) {
-  static const char* const names[] = {"sum", "prod", "max", "min", "any", "all", "argmax", "argmin"};
+  static const char* const names[] = {"sum", "prod", "max", "min", "any", "all", "argmax", "argmin", "logsumexp"};
   return names[static_cast<int>(op)];
 }
 

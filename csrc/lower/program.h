@@ -48,7 +48,11 @@ struct StridedView {
   Dim offset = 0;
 };
 
-enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Any, All, ArgMax, ArgMin };
+// LogSumExp only scans (logcumsumexp): the running value is log(exp(acc) + exp(x)), the
+// larger operand factored out (ember_logaddexp in the preludes, as ATen's
+// _log_add_exp_helper: a NaN operand gives NaN, two equal infinities themselves).
+enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Any, All, ArgMax, ArgMin, LogSumExp };
+constexpr ReduceOp kLastReduceOp = ReduceOp::LogSumExp;
 const char* reduce_op_name(ReduceOp op);
 
 struct ComputedBuffer {

@@ -98,7 +98,7 @@ struct Declared {
 
 ReduceOp reduce_op_from(ProgramReader& in) {
   const std::string w = in.identifier();
-  for (int op = 0; op <= static_cast<int>(ReduceOp::ArgMin); ++op)
+  for (int op = 0; op <= static_cast<int>(kLastReduceOp); ++op)
     if (w == reduce_op_name(static_cast<ReduceOp>(op))) return static_cast<ReduceOp>(op);
   in.error("unknown reduction '" + w + "'");
 }
@@ -273,7 +273,7 @@ class ProgramParser {
 
   // A reduction's op name followed by its accumulator's dtype (not an expression).
   static bool peek_reduction(ProgramReader& in) {
-    for (int op = 0; op <= static_cast<int>(ReduceOp::ArgMin); ++op)
+    for (int op = 0; op <= static_cast<int>(kLastReduceOp); ++op)
       if (in.peek_word(reduce_op_name(static_cast<ReduceOp>(op)))) {
         // `max(` and `min(` are expressions; `max f32` is a reduction.
         ProgramReader probe = in;

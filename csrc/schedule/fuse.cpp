@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "ir/affine.h"
@@ -153,7 +155,14 @@ class Fuser {
         return false;
       }
     } else {
-      if (shape.dims.size() < k.outer.size() || !std::equal(k.outer.begin(), k.outer.end(), shape.dims.begin())) return false;
+      // A scan's pointwise consumer whose loops are in another order (the scan kernel
+      // loops over [batch, channel] rows and time inside; a [batch, time, channel]
+      // epilogue): its vars mapped onto the kernel's by the scan's store index.
+      std::unordered_map<int, Expr> by_scan;
+      const bool epilogue = scan_epilogue_vars(ki, pos, c, shape, by_scan);
+      if (shape.dims.size() < k.outer.size() || !std::equal(k.outer.begin(), k.outer.end(), shape.dims.begin())) {
+        return epilogue && join(ki, pos, ci, by_scan, k.stages[0].inner, false);
+      }
       // A heuristic: sizes at their hints.
       int64_t rows = product(k.outer).hint();  // 0 for an empty tensor
       // Long rows do not join a kernel of few rows (FuseOptions::long_row_work).
@@ -165,7 +174,57 @@ class Fuser {
         else sub[shape.vars[i]] = var(inner_var(static_cast<int>(i - k.outer.size())));
       }
       inner.assign(shape.dims.begin() + k.outer.size(), shape.dims.end());
+      if (join(ki, pos, ci, sub, inner, false)) return true;
+      return epilogue && join(ki, pos, ci, by_scan, k.stages[0].inner, false);
     }
+    return join(ki, pos, ci, sub, inner, vector);
+  }
+
+  // Kernel `ki` (at step `pos`) is one stage with a scan, and pointwise buffer `c` reads
+  // one of its items (a scan, or a value computed from one): `sub` maps each of c's vars
+  // to the kernel var with the same coefficient in that item's store index (the same
+  // element), when that is one to one over loops of equal sizes and covers every loop of
+  // the kernel. join() then checks every read.
+  bool scan_epilogue_vars(int ki, int pos, const ComputedBuffer& c, const Shape& shape,
+                          std::unordered_map<int, Expr>& sub) const {
+    const Kernel& k = s_.kernels[ki];
+    if (k.stages.size() != 1 || k.stages[0].vector_reduce) return false;
+    const Stage& st = k.stages[0];
+    if (shape.dims.size() != k.outer.size() + st.inner.size() || st.inner.empty()) return false;
+    if (std::none_of(st.items.begin(), st.items.end(), [](const KernelItem& it) { return it.is_scan; })) return false;
+    std::optional<std::pair<Expr, Expr>> access;  // (c's load index, the scan's store index)
+    walk_loads(c.body, [&](const Expr& e) {
+      const Where& w = where_[e->ival];
+      if (access || w.kernel != ki || position_[e->ival] != pos) return;
+      access = std::make_pair(e->args[0], st.items[w.item].store_index);
+    });
+    if (!access) return false;
+    auto load = affine_form(access->first), store = affine_form(access->second);
+    if (!load || !store) return false;
+    std::map<int, Dim> loops;  // kernel var -> its size
+    for (size_t d = 0; d < k.outer.size(); ++d) loops[outer_var(static_cast<int>(d))] = k.outer[d];
+    for (size_t d = 0; d < st.inner.size(); ++d) loops[inner_var(static_cast<int>(d))] = st.inner[d];
+    std::set<int> taken;
+    for (size_t d = 0; d < shape.dims.size(); ++d) {
+      const int64_t coef = load->coef_of(shape.vars[d]);
+      int match = -1;
+      for (const auto& [kv, size] : loops)
+        if (coef != 0 && store->coef_of(kv) == coef && size == shape.dims[d] && !taken.count(kv)) {
+          if (match >= 0) return false;  // two loops with one stride
+          match = kv;
+        }
+      if (match < 0) return false;
+      taken.insert(match);
+      sub[shape.vars[d]] = var(match);
+    }
+    return taken.size() == loops.size();
+  }
+
+  // Puts buffer `ci` into kernel `ki` with its vars mapped by `sub` onto loops `inner`,
+  // if every read of a buffer of that kernel hits the element this thread produced.
+  bool join(int ki, int pos, int ci, const std::unordered_map<int, Expr>& sub, const Dims& inner, bool vector) {
+    Kernel& k = s_.kernels[ki];
+    const ComputedBuffer& c = p_.computed[ci];
     KernelItem item;
     item.computed = ci;
     item.is_scan = c.scan_dim >= 0;

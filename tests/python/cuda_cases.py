@@ -254,6 +254,24 @@ def _cumsum(x):
     return torch.cumsum(x, -1)
 
 
+def _middle_scans(x):
+    """scan_block's scans: cumsum, cumprod and logcumsumexp along a middle dim of
+    [batch, time, channels] chunks (strided views of one buffer), fused with their
+    epilogue; the ScanColumns shape (schedule/cuda/scan_columns.h)."""
+    a, g, l = x.chunk(3, dim=-1)
+    total = torch.cumsum(a, dim=1)
+    decay = torch.cumprod(torch.sigmoid(g) * 0.01 + 0.99, dim=1)
+    lse = torch.logcumsumexp(l.float(), dim=1).to(x.dtype)
+    return total * decay + lse
+
+
+def _head_scan(h):
+    """A cumsum over time of a [batch, heads, time, dim] view of [batch, time, width]."""
+    b, t, d = h.shape
+    heads = h.view(b, t, 4, d // 4).transpose(1, 2)
+    return torch.cumsum(heads, dim=2).transpose(1, 2).reshape(b, t, d)
+
+
 def _argmax(x):
     return x.argmax(-1)
 
@@ -489,6 +507,11 @@ CASES = {
     "max_pool_3x3_bf16": lambda d: (_max_pool, (_rand(8, 64, 56, 56, device=d, dtype=torch.bfloat16)
                                                 .contiguous(memory_format=torch.channels_last),)),
     "cumsum": lambda d: (_cumsum, (_rand(8, 100, device=d),)),
+    # Scans along a middle dim: 2 x 40 = 80 columns (the last block's lanes past the end),
+    # 300 steps in segments; a short scan of 5 steps in one segment.
+    "middle_scans_bf16": lambda d: (_middle_scans, (_rand(2, 300, 120, device=d, dtype=torch.bfloat16),)),
+    "middle_scans_f32": lambda d: (_middle_scans, (_rand(3, 5, 30, device=d),)),
+    "head_scan_bf16": lambda d: (_head_scan, (_rand(2, 257, 64, device=d, dtype=torch.bfloat16),)),
     "masked_attention_bf16": lambda d: (_masked_attention, _attention_args(d)),
     "padded_matmuls_bf16": lambda d: (_padded_matmuls, _padded_matmul_args(d)),
     # Arg-reductions: (value, index) pairs per thread, combined across the row's threads.

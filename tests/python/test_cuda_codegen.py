@@ -287,3 +287,23 @@ def test_repeated_layers_compile_each_kernel_once():
     names = {k["name"] for k in cg.kernels}
     assert all(k["function"] in names for k in shared)
     assert all(f'{k["name"]}(' not in cg.source for k in shared)  # no definition of its own
+
+
+def test_scans_along_a_middle_dim_run_as_columns(tmp_path, monkeypatch):
+    """scan_block's scans (cumsum, cumprod, logcumsumexp over time of [batch, time,
+    channels]) are one ScanColumns kernel (schedule/cuda/scan_columns.h): consecutive
+    threads on consecutive channels, the time split into segments whose totals carry
+    through shared memory; logcumsumexp is ember's own scan, not an ATen call, and the
+    epilogue joins the scans' kernel."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    fn, args = CASES["middle_scans_bf16"]("cpu")
+    (cg,) = compile_all(fn, args)
+    assert not cg.externs, cg.externs
+    [k] = cg.kernels
+    assert k["shape"] == "scan_columns" and k["block"] == 512, k  # 16 segments of 19 steps, 32 columns
+    assert "__shared__ float carry" in cg.source and "ember_logaddexp_f32" in cg.source
+    # A [batch, heads, time, dim] view scanned over time: columns too, and the transposing
+    # copy back to [batch, time, width] is the scan's epilogue.
+    fn, args = CASES["head_scan_bf16"]("cpu")
+    (cg,) = compile_all(fn, args)
+    assert [k["shape"] for k in cg.kernels] == ["scan_columns"], cg.kernels

@@ -262,3 +262,30 @@ def test_split_reductions_same_for_any_thread_count():
         torch.set_num_threads(threads)
     for a, b in zip(torch.utils._pytree.tree_leaves(results[0]), torch.utils._pytree.tree_leaves(results[1])):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_logcumsumexp(dtype):
+    """logcumsumexp is ember's own scan (a log-sum-exp running value, the larger operand
+    factored out, as ATen's helper), not an ATen call; infinities and NaN as in eager."""
+    from ember.records import Recording
+
+    torch.manual_seed(0)
+    x = (torch.randn(4, 37, 6) * 30).to(dtype)
+    special = x.clone()
+    special[0, 3, :] = float("-inf")  # -inf then finite values
+    special[1, :, 0] = float("-inf")  # a column of -inf stays -inf
+    special[1, 5:, 1] = float("inf")  # +inf from step 5 on
+    special[2, 7, 2] = float("nan")  # NaN from step 7 on
+    special[3, 0, :] = 1e30  # a large first step: later ones add nothing
+    tol = {} if dtype != torch.bfloat16 else {"rtol": 2e-2, "atol": 2e-2}
+    records = []
+    recording = Recording(records)
+    try:
+        for t in (x, special):
+            for dim in (0, 1, -1):
+                check_compiled(lambda a: torch.logcumsumexp(a, dim), t, **tol)
+        check_compiled(lambda a: torch.logcumsumexp(a.float() * 0.5, 1).to(a.dtype) + a, x, **tol)
+    finally:
+        recording.stop()
+    assert records and not [e for r in records for e in r.cg.externs], "logcumsumexp ran in ATen"

@@ -13,6 +13,7 @@
 #include "codegen/cuda/reduction.h"
 #include "codegen/cuda/row.h"
 #include "codegen/cuda/row_tile.h"
+#include "codegen/cuda/scan_columns.h"
 #include "codegen/cuda/transpose.h"
 #include "codegen/cuda/vector_path.h"
 #include "ir/size_expr.h"
@@ -35,6 +36,8 @@ std::string print_kernel(const Program& p, const Schedule& s, const Placement& m
     body = elementwise_vector_body(pr, ks.vector);
     std::vector<std::string> scalar = elementwise_body(pr);
     body.insert(body.end(), scalar.begin(), scalar.end());
+  } else if (ks.launch.shape == CudaKernelInfo::Shape::ScanColumns) {
+    body = scan_columns_body(pr, ks.scan);
   } else {
     body = row_body(pr, ks.row_tile, ks.column_split);
   }

@@ -16,6 +16,9 @@
 //                __syncwarp (over those lanes) between stages.
 //   RowBlock     longer rows: one block per row; reductions by warp shuffles, then the
 //                warps' partials through shared memory, __syncthreads between stages.
+//   ScanColumns  a kernel of one scan stage along a strided dim (scan_columns.h): a
+//                thread a row, consecutive threads consecutive rows (coalesced steps),
+//                the scanned dim in segments whose totals carry through shared memory.
 //
 // In the row shapes every thread of a row takes every stage's inner iterations
 // tid, tid + threads, ... and ends a reduction holding the row's result, so reduction
@@ -29,8 +32,8 @@
 // A vector stage (a reduction across rows: a column sum) gives each thread whole kept
 // lanes, reduced alone, its results through memory. In a kernel of one row, such stages
 // are column-split (column_split.h): a first launch reduces chunks of the rows on
-// many blocks. A scan stage runs on thread 0 of its row: correct and slow when rows are
-// few.
+// many blocks. A scan stage the ScanColumns shape does not take runs on thread 0 of its
+// row: correct and slow when rows are few.
 //
 // A graph with symbols (docs/dynamic_shapes.md) prints its kernels as Elementwise,
 // RowWarp or RowBlock, sizes read from the `sym` parameter (the call's symbol values),
@@ -50,7 +53,7 @@
 // signature, its shape's body); printer.h is what the parts share while printing a
 // kernel. The shapes' bodies: elementwise.h, with the vector path and hoisting of
 // vector_path.h; transpose.h; row.h, with row_tile.h and column_split.h (vector
-// stages). Shared by them: reduction.h (accumulators) and vector_access.h. The
+// stages); scan_columns.h. Shared by them: reduction.h (accumulators) and vector_access.h. The
 // decisions they print are schedule/cuda's.
 #pragma once
 #include <string>

@@ -21,7 +21,7 @@ struct CudaUnsupported : std::runtime_error {
 constexpr int kMaxCudaSymbols = 16;
 
 struct CudaKernelInfo {
-  enum class Shape : uint8_t { Elementwise, Transpose, RowWarp, RowBlock };
+  enum class Shape : uint8_t { Elementwise, Transpose, RowWarp, RowBlock, ScanColumns };
   std::string name;
   std::string function;            // the kernel whose compiled functions run it: `name`, or
                                    // an earlier one whose text is the same but for its buffers

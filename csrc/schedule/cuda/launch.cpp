@@ -23,6 +23,7 @@ const char* cuda_shape_name(CudaKernelInfo::Shape s) {
     case CudaKernelInfo::Shape::Elementwise: return "elementwise";
     case CudaKernelInfo::Shape::Transpose: return "transpose";
     case CudaKernelInfo::Shape::RowWarp: return "row_warp";
+    case CudaKernelInfo::Shape::ScanColumns: return "scan_columns";
     default: return "row_block";
   }
 }
@@ -92,6 +93,7 @@ std::vector<LaunchChoice> launch_alternatives(const CudaLaunch& launch) {
       }
       break;
     case CudaKernelInfo::Shape::Transpose:
+    case CudaKernelInfo::Shape::ScanColumns:
       break;
   }
   return out;

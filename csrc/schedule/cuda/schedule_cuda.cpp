@@ -122,6 +122,11 @@ void row_tile_text(std::ostream& os, const RowTile& t) {
   os << "; aligned to " << t.align << "\n";
 }
 
+void scan_text(std::ostream& os, const ScanColumns& c) {
+  os << "  scan columns: " << c.segments << " segments of " << c.length << " along " << c.extent << ", " << c.columns
+     << " columns a block; carried items " << list(c.carried) << "\n";
+}
+
 void column_split_text(std::ostream& os, const ColumnSplit& c, const CudaKernelInfo& info) {
   os << "  column split: " << c.chunks << " chunks on grid " << info.partial_grid << " block " << info.partial_block
      << "; scratch " << c.scratch_bytes << " bytes;";
@@ -140,6 +145,7 @@ std::string CudaKernelSchedule::text() const {
   if (vector.lanes > 0) vector_text(os, vector);
   if (row_tile.lanes > 0) row_tile_text(os, row_tile);
   if (column_split.chunks > 0) column_split_text(os, column_split, info);
+  if (scan.segments > 0) scan_text(os, scan);
   return os.str();
 }
 
@@ -164,6 +170,7 @@ CudaKernelSchedule schedule_cuda_kernel(const Program& p, const Schedule& s, con
   ks.info.name = kernel.name;
   collect_args(p, s, m, k, ks.info);
   ks.launch = choose_launch(p, kernel, m.in_memory, ks.info, choice);
+  ks.scan = plan_scan_columns(p, s, k, ks.launch, ks.info);
   // A graph with symbols: vector accesses and row tiles over static rows (symbolic row
   // counts), no hoisting or column splits (their grids are planned from sizes).
   ks.vector = plan_vector(p, s, m, k, ks.launch);

@@ -7,7 +7,8 @@
 //   its launch       shape, grid, block, loop geometry (launch.h), and for the Transpose
 //                    shape the tiles (transpose_plan.h); LaunchChoice overrides a rule
 //   its plans        the elementwise vector path and hoisting (vector_plan.h), the row
-//                    tile (row_tile.h), the column split of vector stages (column_split.h)
+//                    tile (row_tile.h), the column split of vector stages (column_split.h),
+//                    scans along a strided dim as columns (scan_columns.h)
 //   its scratch      a column split's partials: a buffer added to the Program, which the
 //                    memory plan then places like any intermediate
 //
@@ -25,6 +26,7 @@
 #include "schedule/cuda/kernel_info.h"
 #include "schedule/cuda/launch.h"
 #include "schedule/cuda/row_tile.h"
+#include "schedule/cuda/scan_columns.h"
 #include "schedule/cuda/vector_plan.h"
 #include "schedule/kernel.h"
 #include "schedule/placement.h"
@@ -38,6 +40,7 @@ struct CudaKernelSchedule {
   VectorPlan vector;         // Elementwise: 16-byte words, hoisted values (lanes 0: none)
   RowTile row_tile;          // row shapes: chunks, registers (lanes 0: none)
   ColumnSplit column_split;  // vector stages of a kernel of one row (chunks 0: none)
+  ScanColumns scan;          // the ScanColumns shape's segments (segments 0: another shape)
   int scratch = -1;          // the column split's scratch buffer id, or -1
   int min_blocks = 0;        // __launch_bounds__'s blocks an SM (hoist_min_blocks; 0: none)
 

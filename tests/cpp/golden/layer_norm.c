@@ -63,6 +63,17 @@ EMBER_FN float ember_max2_f32(float a, float b) { return ember_max_f32(a, b); }
 EMBER_FN float ember_min2_f32(float a, float b) { return ember_min_f32(a, b); }
 EMBER_FN double ember_max_f64(double a, double b) { double m = a < b ? b : a; return b != b ? b : m; }
 EMBER_FN double ember_min_f64(double a, double b) { double m = b < a ? b : a; return b != b ? b : m; }
+/* log(exp(x) + exp(y)) with the larger operand factored out, as ATen's
+   _log_add_exp_helper (logcumsumexp's step): a NaN y (or x) gives NaN; two equal
+   infinities give x. `lo - lo == 0` is isfinite(lo) in both dialects. */
+EMBER_FN float ember_logaddexp_f32(float x, float y) {
+  const float lo = y != y ? y : (y < x ? y : x), hi = y != y ? y : (x < y ? y : x);
+  return (lo != hi || lo - lo == 0.0f) ? log1pf(expf(lo - hi)) + hi : x;
+}
+EMBER_FN double ember_logaddexp_f64(double x, double y) {
+  const double lo = y != y ? y : (y < x ? y : x), hi = y != y ? y : (x < y ? y : x);
+  return (lo != hi || lo - lo == 0.0) ? log1p(exp(lo - hi)) + hi : x;
+}
 /* Loads under a Where branch read a clamped index: in bounds whether or not taken. */
 EMBER_FN int64_t ember_clamp_index(int64_t i, int64_t hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
 

@@ -151,3 +151,24 @@ TEST(fuse_a_cumsum_with_its_consumer) {
   ember_test::Pipeline p(graph);
   CHECK(!p.c_code.buffer_in_memory[1]);
 }
+
+TEST(fuse_a_scan_epilogue_whose_loops_are_in_another_order) {
+  // Scans along the middle dim loop over [2, 4] rows (batch, channel) and the 4 steps
+  // inside; their product is a [batch, time, channel] value. Mapped by position its time
+  // would be the kernel's channel (both are 4 long), and the read of the scans would miss
+  // their element; mapped by the scans' store index it joins their stage, and neither
+  // scan is stored.
+  const char* graph = R"(graph {
+  %0 = input(0) : f32[2,4,4]{16,4,1}
+  %1 = aten.cumsum.default(%0, 1, none) : f32[2,4,4]{16,4,1}
+  %2 = aten.logcumsumexp.default(%0, 1) : f32[2,4,4]{16,4,1}
+  %3 = aten.mul.Tensor(%1, %2) : f32[2,4,4]{16,4,1}
+  return (%3)
+}
+)";
+  CHECK_EQ(summary_after(graph, kFront),
+           "kernel ember_k0 outer=[2,4]\n"
+           "  stage 0 inner=[4]: buf1(scan sum) buf2(scan logsumexp) buf3\n");
+  ember_test::Pipeline p(graph);
+  CHECK(!p.c_code.buffer_in_memory[1] && !p.c_code.buffer_in_memory[2]);
+}

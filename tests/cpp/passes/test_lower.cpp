@@ -269,4 +269,42 @@ TEST(lower_copies_that_disagree_keep_eager_layout) {
 }
 )", {"lower_graph"});
   CHECK(program.find("{60,20,5,1}") == std::string::npos);
+TEST(lower_a_value_cut_into_slices_stays_lazy_in_their_cat) {
+  // Swin's patch merging, shift_block: an expensive value read through strided slices
+  // that between them read each element once (count_reads) is not stored: the cat
+  // computes each part from the value's own expression.
+  CHECK_EQ(after(R"(graph {
+  %0 = input(0) : f32[2,8,6]{48,6,1}
+  %1 = aten.sin.default(%0) : f32[2,8,6]{48,6,1}
+  %2 = aten.slice.Tensor(%1, 1, 0, 9223372036854775807, 2) : f32[2,4,6]{48,12,1}
+  %3 = aten.slice.Tensor(%1, 1, 1, 9223372036854775807, 2) : f32[2,4,6]{48,12,1}
+  %4 = aten.cat.default([%2, %3], 2) : f32[2,4,12]{48,12,1}
+  return (%4)
+}
+)", {"lower_graph"}),
+           "program(vars=3)\n"
+           "buf0 = input(0) : f32[2,8,6]{48,6,1}\n"
+           "buf1 : f32[2,4,12]{48,12,1} for [v0, v1, v2] = where(lt(v2, 6), sin(buf0[(((v0 * 48) + ((v1 * 2) * 6)) + v2)]), "
+           "sin(buf0[(((v0 * 48) + (((v1 * 2) + 1) * 6)) + (v2 + -6))]))  from %4 %1 %2 %1 %3\n"
+           "return buf1\n");
+}
+
+TEST(lower_a_value_read_through_overlapping_slices_is_stored) {
+  // The same value read whole and through a half: 1.5 reads an element, so it is stored
+  // once rather than computed again.
+  CHECK_EQ(after(R"(graph {
+  %0 = input(0) : f32[2,8,6]{48,6,1}
+  %1 = aten.sin.default(%0) : f32[2,8,6]{48,6,1}
+  %2 = aten.slice.Tensor(%1, 1, 0, 9223372036854775807, 2) : f32[2,4,6]{48,12,1}
+  %3 = aten.slice.Tensor(%1, 1, 0, 9223372036854775807, 1) : f32[2,8,6]{48,6,1}
+  %4 = aten.cat.default([%2, %3], 1) : f32[2,12,6]{72,6,1}
+  return (%4)
+}
+)", {"lower_graph"}),
+           "program(vars=6)\n"
+           "buf0 = input(0) : f32[2,8,6]{48,6,1}\n"
+           "buf1 : f32[2,8,6]{48,6,1} for [v0, v1, v2] = sin(buf0[(((v0 * 48) + (v1 * 6)) + v2)])  from %1\n"
+           "buf2 : f32[2,12,6]{72,6,1} for [v3, v4, v5] = where(lt(v4, 4), buf1[(((v3 * 48) + (v4 * 12)) + v5)], "
+           "buf1[(((v3 * 48) + ((v4 + -4) * 6)) + v5)])  from %4\n"
+           "return buf2\n");
 }

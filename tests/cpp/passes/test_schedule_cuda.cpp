@@ -290,3 +290,65 @@ TEST(schedule_cuda_a_value_only_its_kernel_reads_stays_in_registers) {
            "  geometry: rows 1024, elements 1, threads a row 8, elements a thread 1, block 256, rows a block 32\n"
            "  row tile: 4 lanes, 24 chunks, 3 slots\n");
 }
+
+TEST(schedule_cuda_scans_along_a_middle_dim_run_as_columns) {
+  // cumsum and logcumsumexp over the 300 steps of [4, 300, 96]: 384 rows, each a column
+  // of the tensor (steps 96 elements apart). Consecutive threads take consecutive rows
+  // (the stores' coefficient of o1 is 1), and the 300 steps split into 16 segments of 19
+  // (384 rows x 16 is still below kScanThreadsWanted; a segment stays at least 16 long).
+  const std::string state = R"IR(program(vars=6)
+buf0 = input(0) : bf16[4,300,96]{28800,96,1}
+buf1 : bf16[4,300,96]{28800,96,1} for [v0, _, v2] = scan sum f32 along 1 over [300] for [v1] of f32(buf0[(((v0 * 28800) + (v1 * 96)) + v2)])  from %1
+buf2 : bf16[4,300,96]{28800,96,1} for [v3, _, v5] = scan logsumexp f32 along 1 over [300] for [v4] of f32(buf0[(((v3 * 28800) + (v4 * 96)) + v5)])  from %2
+return buf1, buf2
+schedule
+kernel ember_k0 outer=[4,96]
+  stage 0 inner=[300]: buf1(scan sum) buf2(scan logsumexp)
+    scan buf1[(((o0 * 28800) + (i0 * 96)) + o1)] = f32(buf0[(((o0 * 28800) + (i0 * 96)) + o1)])
+    scan buf2[(((o0 * 28800) + (i0 * 96)) + o1)] = f32(buf0[(((o0 * 28800) + (i0 * 96)) + o1)])
+)IR";
+  CHECK_EQ(cuda_schedule_of(state),
+           "kernel ember_k0: scan_columns grid 12 block 512\n"
+           "  buffers: args buf0 buf1 buf2; writes buf1 buf2; origins %1 %2\n"
+           "  geometry: rows 384, elements 1, threads a row 1, elements a thread 1, block 256, rows a block 32\n"
+           "  scan columns: 16 segments of 19 along 300, 32 columns a block; carried items 0 1\n");
+}
+
+TEST(schedule_cuda_a_scan_along_the_contiguous_dim_keeps_the_row_loop) {
+  // The same scan along the last dim: a row is contiguous along the scan, consecutive
+  // rows are 300 elements apart, so columns would not coalesce.
+  const std::string state = R"IR(program(vars=3)
+buf0 = input(0) : f32[8,300]{300,1}
+buf1 : f32[8,300]{300,1} for [v0, _] = scan sum f64 along 1 over [300] for [v1] of f64(buf0[((v0 * 300) + v1)])  from %1
+return buf1
+schedule
+kernel ember_k0 outer=[8]
+  stage 0 inner=[300]: buf1(scan sum)
+    scan buf1[((o0 * 300) + i0)] = f64(buf0[((o0 * 300) + i0)])
+)IR";
+  const std::string text = cuda_schedule_of(state);
+  CHECK(text.find("row_warp") != std::string::npos);
+  CHECK(text.find("scan columns") == std::string::npos);
+}
+
+TEST(schedule_cuda_a_scan_of_a_scan_runs_as_columns_of_one_segment) {
+  // cumsum(cumsum(x)) along a middle dim: the second scan's segment totals would need
+  // the first one's carry, so each column is scanned whole (no pass 1), 256 columns a
+  // block (384 rows: 2 blocks).
+  const std::string state = R"IR(program(vars=6)
+buf0 = input(0) : f32[4,300,96]{28800,96,1}
+buf1 : f32[4,300,96]{28800,96,1} for [v0, _, v2] = scan sum f64 along 1 over [300] for [v1] of f64(buf0[(((v0 * 28800) + (v1 * 96)) + v2)])  from %1
+buf2 : f32[4,300,96]{28800,96,1} for [v3, _, v5] = scan sum f64 along 1 over [300] for [v4] of f64(buf1[(((v3 * 28800) + (v4 * 96)) + v5)])  from %2
+return buf2
+schedule
+kernel ember_k0 outer=[4,96]
+  stage 0 inner=[300]: buf1(scan sum) buf2(scan sum)
+    scan buf1[(((o0 * 28800) + (i0 * 96)) + o1)] = f64(buf0[(((o0 * 28800) + (i0 * 96)) + o1)])
+    scan buf2[(((o0 * 28800) + (i0 * 96)) + o1)] = f64(buf1[(((o0 * 28800) + (i0 * 96)) + o1)])
+)IR";
+  CHECK_EQ(cuda_schedule_of(state),
+           "kernel ember_k0: scan_columns grid 2 block 256\n"
+           "  buffers: args buf0 buf2; writes buf2; origins %1 %2\n"
+           "  geometry: rows 384, elements 1, threads a row 1, elements a thread 1, block 256, rows a block 256\n"
+           "  scan columns: 1 segments of 300 along 300, 256 columns a block; carried items 0 1\n");
+}
