@@ -269,6 +269,8 @@ TEST(lower_copies_that_disagree_keep_eager_layout) {
 }
 )", {"lower_graph"});
   CHECK(program.find("{60,20,5,1}") == std::string::npos);
+}
+
 TEST(lower_a_value_cut_into_slices_stays_lazy_in_their_cat) {
   // Swin's patch merging, shift_block: an expensive value read through strided slices
   // that between them read each element once (count_reads) is not stored: the cat
