@@ -260,3 +260,54 @@ def test_layer_norm_of_values_with_a_large_offset_is_as_accurate_as_eager(dynami
     for o, e, r in zip(ours, eager, ref):
         rmse = lambda t: (t.double() - r).square().mean().sqrt().item()  # noqa: E731
         assert rmse(o) <= 3 * rmse(e) + 1e-7, (rmse(o), rmse(e))  # Inductor's low-precision rule
+
+
+def check_identical_dynamic(fn, *args):
+    expected = fn(*args)
+    actual = compile_fresh(fn, dynamic=True)(*args)
+    for a, e in zip(actual, expected):
+        assert_identical(a, e)
+
+
+# Seeds 213819, 214273, 216443 (--dynamic): a reshape of a non-contiguous input is a clone
+# and a view; under symbols the view ran in ATen (lowering could not prove its sizes), and
+# its result, a view of the clone, outlived the clone's place in the arena: the next
+# intermediate placed there (another clone) overwrote a graph output, or the values a
+# later kernel read.
+def test_view_run_in_aten_keeps_its_base_alive():
+    base = torch.randn(14, 16, 7, 25, generator=torch.Generator().manual_seed(214273)) * 100
+    x = base[1:, 1::3, 1::2, 1::3][:13, :5, :3, :8]
+
+    def fn(a):
+        s = a.select(0, 11)
+        return a.reshape([1560]), s * 2, s.reshape([8, 5, 3]).clamp(-100, 100)
+
+    check_identical_dynamic(fn, x)
+    y = torch.randn(8, 16, 17, 1).permute(2, 3, 1, 0)
+
+    def norm(a):
+        v = a.reshape([8, 1, 17, 16])
+        return (v - v.mean([0], keepdim=True)) * torch.rsqrt(v.var([0], keepdim=True, correction=0) + 1e-5),
+
+    y = y.half()
+    # f16 rounding of the mean and variance may differ by an ulp; the bug gave NaN.
+    torch.testing.assert_close(compile_fresh(norm, dynamic=True)(y)[0], norm(y)[0], rtol=1e-2, atol=1e-2)
+
+
+# Seed 212650 (--dynamic): `a[1::3, :].flatten(0, 1)` of a sliced input is a view of the
+# input in eager. AOTAutograd regenerates such an output from the input with the returned
+# tensor's sizes, strides and storage offset when its views take symbols; ember returned
+# its own copy (the flatten of a dim of symbolic size 1 is not a provable view), whose
+# offset 0 gave the input's first elements. Now the output is eager's view of the input.
+def test_output_that_views_an_input_under_symbols_is_that_view():
+    base = torch.arange(10 * 13, dtype=torch.int32).reshape(10, 13)
+    x = base[1::3, 1::3][:3, :4]
+
+    def fn(a):
+        return a[1::3, :].flatten(0, 1), a.t()[1:]
+
+    expected = fn(x)
+    actual = compile_fresh(fn, dynamic=True)(x)
+    for a, e in zip(actual, expected):
+        assert_identical(a, e)
+        assert a.storage_offset() == e.storage_offset() and a.stride() == e.stride()

@@ -320,7 +320,8 @@ def _lookup(table: dict, name):
 
 # ImportedGraph's fields, all of them: a field added there must be added here (a test checks).
 IMPORTED_FIELDS = ("text", "node_ops", "calls", "inputs", "num_placeholders", "num_symbols", "symbol_args",
-                   "symbol_info", "attr_inputs", "scalar_inputs", "output_args", "op_counts")
+                   "symbol_info", "attr_inputs", "scalar_inputs", "output_args", "output_views",
+                   "op_counts")
 
 
 def encode_state(tag: str, kind: str, device: str, imported: ImportedGraph, attrs: list[torch.Tensor]) -> bytes:
@@ -367,6 +368,6 @@ def _check_imported(g: ImportedGraph) -> None:
           and isinstance(g.num_placeholders, int) and isinstance(g.num_symbols, int)
           and isinstance(g.symbol_args, list) and isinstance(g.symbol_info, list) and isinstance(g.attr_inputs, list)
           and isinstance(g.scalar_inputs, list) and all(isinstance(s, SymValue) for s in g.scalar_inputs)
-          and isinstance(g.output_args, list) and isinstance(g.op_counts, dict))
+          and isinstance(g.output_args, list) and isinstance(g.output_views, list) and isinstance(g.op_counts, dict))
     if not ok:
         raise FormatError("a graph state whose imported graph has fields of the wrong type")

@@ -101,6 +101,11 @@ class ImportedGraph:
         # passed after the attributes as 0-d f64 tensors the runner computes per size.
         self.scalar_inputs: list[SymValue] = []
         self.output_args: list = []  # the graph's outputs: Ref, SymValue or constants
+        # Outputs that are views of an input in eager: [output position, placeholder index,
+        # sizes, strides, storage offset] (ints or SymValues). AOTAutograd regenerates such an
+        # output from the input with the returned tensor's sizes, strides and storage offset
+        # when its views take symbols, so ember returns eager's view of the input itself.
+        self.output_views: list = []
         self.op_counts: dict[str, int] = {}
 
 
@@ -379,6 +384,37 @@ def _inside_one_op(node, graph_outputs) -> bool:
     return True
 
 
+def _output_views(outs, placeholders) -> list:
+    """ImportedGraph.output_views: the outputs whose value shares an input's storage."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    def storage(v):
+        if not isinstance(v, torch.Tensor) or v.is_sparse or v.layout != torch.strided:
+            return None
+        try:
+            return StorageWeakRef(v.untyped_storage())
+        except Exception:  # a tensor without a storage (a subclass)
+            return None
+
+    def portable(x):
+        return SymValue(x.node.expr) if isinstance(x, torch.SymInt) else int(x)
+
+    inputs = {}
+    for i, n in enumerate(placeholders):
+        s = storage(n.meta.get("val"))
+        if s is not None:
+            inputs.setdefault(s, i)
+    views = []
+    for pos, o in enumerate(outs):
+        val = o.meta.get("val") if isinstance(o, torch.fx.Node) else None
+        s = storage(val)
+        if s is None or s not in inputs or o.op == "placeholder":
+            continue
+        views.append([pos, inputs[s], [portable(x) for x in val.shape], [portable(x) for x in val.stride()],
+                      portable(val.storage_offset())])
+    return views
+
+
 def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph:
     g = ImportedGraph()
     w = _Writer(g)
@@ -486,6 +522,7 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
                 else:
                     parts.append("none")
             g.output_args = [w.portable(o) for o in outs]
+            g.output_views = _output_views(outs, placeholders)
             lines.append("  return (" + ", ".join(parts) + ")")
         else:
             raise UnsupportedGraph(f"FX node kind {node.op} is not supported")

@@ -267,15 +267,24 @@ class _Plan:
             torch.tensor(constants.value(sym), dtype=torch.float64, device=self.device)
             for sym in imported.scalar_inputs]
         outputs = []
-        for out, spec in zip(imported.output_args, layout["outputs"]):
-            if spec is not None:
+        input_buffer = {index: b for b, index in self.inputs}
+        views = {pos: view for pos, *view in imported.output_views}
+        for pos, (out, spec) in enumerate(zip(imported.output_args, layout["outputs"])):
+            if pos in views and views[pos][0] in input_buffer:
+                # eager's view of the input (ImportedGraph.output_views), not ember's copy
+                index, sizes, strides, offset = views[pos]
+                sizes, strides, offset = (tuple(constants.value(x) if isinstance(x, SymValue) else x for x in v)
+                                          for v in (sizes, strides, [offset]))
+                outputs.append(f"bufs[{input_buffer[index]}].as_strided({sizes!r}, {strides!r}, {offset[0]!r})")
+            elif spec is not None:
                 outputs.append(_view_fn(spec, layout_of, (set(), 0, [])).source)
             elif isinstance(out, SymValue):
                 outputs.append(plan_code.literal(constants.value(out), names))  # a size the backward needs
             else:
                 outputs.append(plan_code.literal(out, names))
         # Drop each buffer after its last use (outputs are kept alive by the caller).
-        keep = {spec[0] for spec in layout["outputs"] if spec is not None} | in_arena
+        keep = {spec[0] for spec in layout["outputs"] if spec is not None} | in_arena | \
+            {input_buffer[v[0]] for v in views.values() if v[0] in input_buffer}
         last = {}
         for si, used in enumerate(uses):
             for b in used:
