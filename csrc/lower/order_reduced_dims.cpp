@@ -12,16 +12,7 @@ namespace {
 // The element step of each reduced dim in the load of `c` whose index moves with the
 // most of them (the first such load), or nothing when that index is not affine in them.
 std::optional<std::vector<int64_t>> reduced_steps(const ComputedBuffer& c) {
-  Expr best;
-  int most = 0;
-  walk_loads(c.body, [&](const Expr& e) {
-    int n = 0;
-    for (int v : c.reduce_vars) n += v >= 0 && depends_on(e->args[0], v);
-    if (n > most) {
-      most = n;
-      best = e;
-    }
-  });
+  auto [best, most] = main_reduced_load(c);
   if (most < 2) return std::nullopt;  // one dim (or none) moves: nothing to order
   std::vector<int64_t> steps;
   for (int v : c.reduce_vars) {
@@ -37,6 +28,20 @@ std::optional<std::vector<int64_t>> reduced_steps(const ComputedBuffer& c) {
 }
 
 }  // namespace
+
+std::pair<Expr, int> main_reduced_load(const ComputedBuffer& c) {
+  Expr best;
+  int most = 0;
+  walk_loads(c.body, [&](const Expr& e) {
+    int n = 0;
+    for (int v : c.reduce_vars) n += v >= 0 && depends_on(e->args[0], v);
+    if (n > most) {
+      most = n;
+      best = e;
+    }
+  });
+  return {best, most};
+}
 
 void order_reduced_dims(Program& p) {
   if (p.num_symbols > 0) return;

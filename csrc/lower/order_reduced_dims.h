@@ -21,4 +21,9 @@ namespace ember {
 
 void order_reduced_dims(Program& p);
 
+// The first load of `c` whose index moves with the most of its reduced dims, with how
+// many it moves with (null and 0 when none): the load whose layout a reduction follows
+// (order_reduced_dims, split_long_reductions).
+std::pair<Expr, int> main_reduced_load(const ComputedBuffer& c);
+
 }  // namespace ember

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "ir/simplify.h"
+#include "lower/order_reduced_dims.h"
 
 namespace ember {
 
@@ -22,16 +23,7 @@ struct Chunks {
 // Whether the load of `c` that moves with the most reduced dims steps one element along
 // the innermost of them: the slice is read contiguously, as a row.
 bool reads_rows(const ComputedBuffer& c, int innermost_var) {
-  Expr best;
-  int most = 0;
-  walk_loads(c.body, [&](const Expr& e) {
-    int n = 0;
-    for (int v : c.reduce_vars) n += v >= 0 && depends_on(e->args[0], v);
-    if (n > most) {
-      most = n;
-      best = e;
-    }
-  });
+  const Expr best = main_reduced_load(c).first;
   if (!best) return false;
   auto k = coefficient(best->args[0], innermost_var);
   return k && *k == 1;
