@@ -12,6 +12,7 @@
 #include "lower/program.h"
 #include "runtime/graph_base.h"
 #include "schedule/exec_steps.h"
+#include "schedule/kernel_traffic.h"
 #include "schedule/memory_plan.h"
 
 namespace ember::bindings {
@@ -126,6 +127,25 @@ inline nb::dict layout_at(const CompiledGraphBase& g, const Symbols& s) {
   d["outputs"] = outputs_at(g.program(), s);
   d["arena_bytes"] = arena.arena_bytes;
   return d;
+}
+
+// kernel_traffic (schedule/kernel_traffic.h) of graph `g` at symbol values `s`, as dicts.
+inline nb::list traffic_list(const CompiledGraphBase& g, const Symbols& s) {
+  nb::list out;
+  for (const auto& t : kernel_traffic(g.program(), g.schedule(), g.buffer_in_memory(), s)) {
+    nb::dict d;
+    d["name"] = t.name;
+    d["kind"] = t.kind;
+    d["read_bytes"] = t.read_bytes;
+    d["write_bytes"] = t.write_bytes;
+    nb::list reads, writes;
+    for (const auto& r : t.reads) reads.append(nb::make_tuple(r.buffer, r.bytes));
+    for (const auto& w : t.writes) writes.append(nb::make_tuple(w.buffer, w.bytes));
+    d["reads"] = reads;    // (buffer id, bytes)
+    d["writes"] = writes;
+    out.append(d);
+  }
+  return out;
 }
 
 // What compile_counts() and cuda_compile_counts() return; `compiler` names the compiler's runs.

@@ -50,6 +50,13 @@ void define_runtime(nb::module_& m) {
         }
         return out;
       }, "Where symbolic sizes made the graph's kernels more general than at its hints (generic_paths.h).")
+      .def("kernel_traffic", [](const CompiledGraphBase& g, const Symbols& s) {
+        if (!s.empty() && s.size() != static_cast<size_t>(g.num_symbols()))
+          throw std::invalid_argument("wrong number of symbol values");
+        return traffic_list(g, s.empty() ? g.hints() : s);
+      }, nb::arg("symbols") = Symbols{},
+      "Per kernel (schedule order): the bytes it must read and write at these symbol values (empty: the "
+      "hints), schedule/kernel_traffic.h.")
       .def("layout", &layout_at, nb::arg("symbols"), "Buffers, extern views, outputs and the arena plan for these symbol values.")
       .def_prop_ro("steps", [](const CompiledGraphBase& g) { return steps_list(g.steps()); });
 
