@@ -241,7 +241,7 @@ def measure(spec: dict, row: dict) -> dict:
         torch.set_num_threads(spec["threads"])
     if spec.get("cpus"):
         row["cpus"] = sorted(os.sched_getaffinity(0))  # run.py pinned the process
-    from . import registry
+    from . import bandwidth, registry
 
     cuda = spec["device"] == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -304,6 +304,12 @@ def measure(spec: dict, row: dict) -> dict:
             row["profile"] = _profile(step, sync, spec, records.records)
         except Exception as e:  # a profile that fails must not lose the timings
             row["profile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        ember_kernels = (row.get("profile") or {}).pop("ember_kernels", None)
+        if cuda and spec["backend"] == "ember" and ember_kernels is not None:
+            try:
+                row["bandwidth"] = bandwidth.per_kernel(ember_kernels, records.records, bandwidth.copy_bandwidth())
+            except Exception as e:
+                row["bandwidth_error"] = f"{type(e).__name__}: {str(e)[:300]}"
     _compiler_counts(row, spec, records)  # again: a later call may have compiled more (a recompile)
     row["process_s"] = round(time.perf_counter() - t_process, 2)
     row["status"] = "ok"

@@ -209,6 +209,9 @@ def summarize(events, steps: int, device: str, top: int = 12, kernel_ops: dict |
     d["kernels_per_step"] = round(sum(c * kernels_in(n) for n, c in counts.items() if not n.startswith(OP_PREFIXES))
                                   / steps, 2)
     d["top"] = _top(totals, counts, steps, total_us, top, kernel_ops)
+    if device == "cuda":  # every ember kernel, for bandwidth.py (measure.py moves it out of the profile)
+        d["ember_kernels"] = {n: {"us": us / steps, "calls": counts[n] / steps} for n, us in totals.items()
+                              if kernel_kind(n) == "ember"}
     return d
 
 

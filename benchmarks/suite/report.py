@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from . import bandwidth
+
 
 def _group(rows: list[dict]) -> dict:
     """(model, variant, mode, threads) -> backend -> row; eager's default-mode row serves
@@ -195,9 +197,19 @@ def fingerprint_mismatches(rows: list[dict]) -> list[str]:
     return out
 
 
-def report(rows: list[dict]) -> str:
+def bandwidth_report(rows: list[dict], min_mib: float = bandwidth.MIN_MIB) -> str:
+    """Achieved / copy bandwidth of ember's kernels (bandwidth.py), over the latest ember
+    row of each (model, variant, mode, threads)."""
+    embers = [g["ember"] for g in _group(rows).values() if (g.get("ember") or {}).get("bandwidth")]
+    return bandwidth.summary(embers, min_mib) if embers else ""
+
+
+def report(rows: list[dict], min_mib: float = bandwidth.MIN_MIB) -> str:
     parts = [table(rows), "(* a first call on the caches the default mode filled, not a cold one)", "",
              acceptance(rows)]
+    bw = bandwidth_report(rows, min_mib)
+    if bw:
+        parts += ["", "ember kernels' achieved bandwidth / the device-to-device copy's (issue 23, acceptance 3):", bw]
     prof = slower_profiles(rows)
     if prof:
         parts += ["", "Where ember is slower than Inductor, the top kernels of both:", prof]

@@ -392,7 +392,7 @@ def read_rows(paths: list[str]) -> list[dict]:
 
 def cmd_summary(args):
     rows = read_rows(args.files)
-    print(report.report([r for r in rows if r.get("record", "row") == "row"]))
+    print(report.report([r for r in rows if r.get("record", "row") == "row"], args.bw_min_mib))
     if args.update_refs:
         for path, n in refcache.update([r for r in rows if r.get("record", "row") == "row"], args.ref_dir,
                                        replace=args.replace_refs).items():
@@ -461,6 +461,8 @@ def main(argv):
         p.add_argument("--update-refs", action="store_true", help="store measured eager/Inductor rows in refs/")
         p.add_argument("--replace-refs", action="store_true", help="with --update-refs: replace stored rows")
         p.add_argument("--ref-dir", default=refcache.REF_DIR, help="where --update-refs writes")
+        p.add_argument("--bw-min-mib", type=float, default=report.bandwidth.MIN_MIB,
+                       help="bandwidth summary: kernels moving less per call are counted as tiny, not in the figures")
         cmd_summary(p.parse_args(argv[1:]))
         return
     listing = bool(argv) and argv[0] == "list"

@@ -244,6 +244,7 @@ def test_gpu_profile_summary_from_events():
                             "ember": {"kernels_per_step": 2.0, "us_per_step": 20.0}}
     assert p["device_us_per_step"] == 55.0 and p["kernels_per_step"] == 4.0 and p["step_us"] == 100.0
     assert [t["name"][:8] for t in p["top"]] == ["sm90_xmm", "ember_k0", "void at:"] and p["top"][1]["ops"] == "add,mul"
+    assert p["ember_kernels"] == {"ember_k0": {"us": 20.0, "calls": 2.0}}  # every ember kernel, for bandwidth.py
 
 
 def test_device_events_keep_kernels_that_share_a_cpu_range_name():
