@@ -12,8 +12,12 @@ time per call; `of_copy` = achieved / the copy's bandwidth (bytes read + written
 
 A kernel name the profiler shows may stand for several kernels of the graphs (kernels
 equal but for their buffers share one function; two graphs may each have a kernel of the
-name): their bytes are then averaged and the kernel is marked `approx` when they differ,
-as it is when its graph has symbolic sizes (bytes at the hints).
+name). While profiling, the graphs' calls are counted per symbol values (GraphCalls), so
+a name's bytes per step are the sum over the kernels that launched under it, at each
+call's sizes: exact whenever those launches per step are the profile's. Otherwise (a
+CUDA graph replay, a count that differs) the bytes are the average over the graphs'
+kernels of the name at their hints, marked `approx` when they differ or the graph has
+symbolic sizes.
 
 `summary()` prints, over all ember rows, the distribution (p10/p50/p90) of of_copy
 weighted by launches and by device time, for kernels moving at least `min_mib` per call
@@ -90,11 +94,73 @@ def kernel_bytes(records) -> dict[str, dict]:
     return out
 
 
-def per_kernel(ember_kernels: dict, records, copy: dict) -> dict:
+class GraphCalls:
+    """While active (a context manager), counts the calls of ember's CUDA graph runners,
+    per graph and symbol values (a call's plan): which kernels launched how often, and at
+    which sizes, without matching launches one by one."""
+
+    def __init__(self):
+        self.calls: dict = defaultdict(int)  # (id(cg), symbols or None) -> calls
+        self.graphs: dict = {}
+
+    def __enter__(self):
+        try:
+            from ember.runtime.cuda import CudaGraphRunner
+        except ImportError:
+            self._runner = None
+            return self
+        self._runner, self._original = CudaGraphRunner, CudaGraphRunner._call_context
+        original, calls, graphs = self._original, self.calls, self.graphs
+
+        def counted(runner, plan):
+            calls[(id(runner.cg), tuple(plan.symbols) if plan.symbols is not None else None)] += 1
+            graphs[id(runner.cg)] = runner.cg
+            return original(runner, plan)
+
+        CudaGraphRunner._call_context = counted
+        return self
+
+    def __exit__(self, *exc):
+        if self._runner is not None:
+            self._runner._call_context = self._original
+
+    def per_step(self, steps: int) -> list[tuple]:
+        """[(compiled graph, symbol values or None, calls per step)]."""
+        return [(self.graphs[g], syms, n / steps) for (g, syms), n in self.calls.items()]
+
+
+def launched_bytes(calls: list[tuple]) -> dict[str, dict]:
+    """Profiler name -> {"bytes", "launches"} per step, summed over the graphs' calls
+    (GraphCalls.per_step) at their symbol values: each kernel with a grid, under the
+    function it runs (the name the profiler sees)."""
+    out: dict[str, dict] = {}
+    for cg, syms, per_step in calls:
+        traffic = {t["name"]: t for t in cg.kernel_traffic(list(syms) if syms else [])}
+        for k in cg.kernels:
+            t = traffic.get(k["name"])
+            if t is None or not (k["grid"] or syms):
+                continue
+            e = out.setdefault(k.get("function") or k["name"], {"bytes": 0.0, "read_bytes": 0.0, "launches": 0.0,
+                                                               "kinds": set()})
+            e["bytes"] += per_step * (t["read_bytes"] + t["write_bytes"])
+            e["read_bytes"] += per_step * t["read_bytes"]
+            e["launches"] += per_step
+            e["kinds"].add(t["kind"])
+    return out
+
+
+def per_kernel(ember_kernels: dict, records, copy: dict, calls: list[tuple] | None = None) -> dict:
     """The row's "bandwidth": per ember kernel of the profile (ember_kernels: profiler
     name -> {"us": per step, "calls": per step}) its bytes, time, GB/s and share of the
-    copy's bandwidth, slowest first."""
+    copy's bandwidth, slowest first. With `calls` (GraphCalls.per_step), a kernel whose
+    launches per step are the profile's gets the exact bytes of its calls; any other the
+    records' average over the kernels of its name (approx when they differ)."""
     known = kernel_bytes(records)
+    for name, e in launched_bytes(calls or []).items():
+        profiled = (ember_kernels.get(name) or {}).get("calls", 0.0)
+        if e["launches"] and abs(profiled - e["launches"]) <= 0.01 * e["launches"]:
+            known[name] = {"bytes": round(e["bytes"] / e["launches"]), "read_bytes": round(e["read_bytes"] / e["launches"]),
+                           "kind": "/".join(sorted(e["kinds"])), "approx": False}
     merged: dict[str, dict] = {}
     for name, v in ember_kernels.items():
         m = merged.setdefault(base_name(name), {"us": 0.0, "calls": 0.0, "partial_calls": 0.0})

@@ -209,7 +209,9 @@ def _steady(step, sync, warmup: int, iters: int, max_s: float) -> dict:
             "p90_ms": round(times[int(0.9 * (len(times) - 1))], 4), "timed_calls": len(times)}
 
 
-def _profile(step, sync, spec, records) -> dict:
+def _profile(step, sync, spec, records, graph_calls=None) -> dict:
+    """The profile summary of `profile_steps` steps; `graph_calls` (a bandwidth.GraphCalls)
+    counts the ember graphs' calls during them."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -221,7 +223,7 @@ def _profile(step, sync, spec, records) -> dict:
     with named if named is not None else contextlib.nullcontext():
         step()  # the wrapper's first call builds its names outside the profile
         sync()
-        with profile(activities=activities) as prof:
+        with profile(activities=activities) as prof, graph_calls or contextlib.nullcontext():
             for _ in range(steps):
                 with torch.profiler.record_function(profiling.STEP_NAME):
                     step()
@@ -300,14 +302,16 @@ def measure(spec: dict, row: dict) -> dict:
     row["status"] = "steady"
     emit(row)
     if spec["profile_steps"]:
+        graph_calls = bandwidth.GraphCalls() if cuda and spec["backend"] == "ember" else None
         try:
-            row["profile"] = _profile(step, sync, spec, records.records)
+            row["profile"] = _profile(step, sync, spec, records.records, graph_calls)
         except Exception as e:  # a profile that fails must not lose the timings
             row["profile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
         ember_kernels = (row.get("profile") or {}).pop("ember_kernels", None)
-        if cuda and spec["backend"] == "ember" and ember_kernels is not None:
+        if graph_calls is not None and ember_kernels is not None:
             try:
-                row["bandwidth"] = bandwidth.per_kernel(ember_kernels, records.records, bandwidth.copy_bandwidth())
+                row["bandwidth"] = bandwidth.per_kernel(ember_kernels, records.records, bandwidth.copy_bandwidth(),
+                                                        graph_calls.per_step(spec["profile_steps"]))
             except Exception as e:
                 row["bandwidth_error"] = f"{type(e).__name__}: {str(e)[:300]}"
     _compiler_counts(row, spec, records)  # again: a later call may have compiled more (a recompile)

@@ -124,6 +124,28 @@ def test_per_kernel_reads_a_compiled_graphs_bytes():
     assert k["of_copy"] == pytest.approx(4 * MiB / 4e-6 / 1e12, abs=1e-4)
 
 
+def test_counted_graph_calls_give_exact_bytes(monkeypatch):
+    """The graphs' calls counted while profiling (GraphCalls) give each name its launches'
+    bytes; a name whose profiled launches differ from the count keeps the records' average."""
+    from ember.runtime.cuda import CudaGraphRunner
+
+    cg = cuda_graph(lambda x, b: torch.relu(x + b).sum(-1), torch.randn(1024, 512), torch.randn(512))
+    monkeypatch.setattr(CudaGraphRunner, "_call_context", lambda runner, plan: "context")
+    counter = bandwidth.GraphCalls()
+    with counter:
+        for _ in range(4):  # two profiled steps, two calls of the graph each
+            assert CudaGraphRunner._call_context(SimpleNamespace(cg=cg), SimpleNamespace(symbols=None)) == "context"
+    assert CudaGraphRunner._call_context(None, None) == "context"  # restored
+    calls = counter.per_step(2)
+    assert [(c[1], c[2]) for c in calls] == [(None, 2.0)]
+    name = only(cg.kernels)["name"]
+    profile = {name: {"us": 4.0, "calls": 2.0}}
+    k = only(bandwidth.per_kernel(profile, [], {"copy_gbps": 1000.0}, calls)["kernels"])
+    assert (k["bytes"], k["us"], k.get("approx")) == (2 * MiB + 2048 + 4096, 2.0, None)
+    profile[name]["calls"] = 3.0  # not what the graphs launched: no exact bytes, and no record to fall back on
+    assert only(bandwidth.per_kernel(profile, [], {"copy_gbps": 1000.0}, calls)["kernels"])["bytes"] is None
+
+
 def test_summary_distribution_weights_and_worst():
     def row(model, kernels, gbps=1000.0):
         return {"model": model, "backend": "ember", "variant": "infer", "mode": "default", "device_name": "GPU",
