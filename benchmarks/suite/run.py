@@ -5,7 +5,7 @@ fresh process per (model, variant, backend, mode, threads), JSON lines out, tabl
         [--backends eager,inductor,ember] [--modes default,reduce-overhead] [--train | --train-only]
         [--threads 1,2] [--cpus 0,1] [--refs gpt2,resnet50] [--no-ref-cache] [--no-warm] [--budget S]
         [--timeout S] [--out results.jsonl]
-    python benchmarks/suite/run.py summary FILES... [--update-refs [--replace-refs]]
+    python benchmarks/suite/run.py summary FILES... [--update-refs [--replace-refs]] [--bw-min-mib 4]
     python benchmarks/suite/run.py list [--shard 1/N] [--backends ...] [--modes ...] [--train]
                                         (models, shards and estimated GPU device time)
 
@@ -20,6 +20,9 @@ autocast, modes default and reduce-overhead. CPU (--device cpu, issue 24): "smal
 fp32, at 1 and 2 threads (torch.set_num_threads and OMP_NUM_THREADS), with the CPU's model
 and capability (ATen's, and lscpu flags) recorded beside every row; --cpus pins the
 measuring processes to those CPUs (a process at N threads to the first N of them).
+
+GPU ember rows also carry each kernel's achieved bandwidth against a device-to-device
+copy's (bandwidth.py); the summary prints its distribution.
 
 Reference rows: eager and Inductor rows are reused from benchmarks/suite/refs/ (refcache.py)
 for this device name and torch version when stored; --refs names models re-measured on every
