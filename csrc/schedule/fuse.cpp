@@ -180,6 +180,17 @@ class Fuser {
     return join(ki, pos, ci, sub, inner, vector);
   }
 
+  // The vars of c's unit dims have no loop (shape_of leaves those dims out): they are 0.
+  // A pass may leave one in an index, as split_long_reductions' row chunks of 1 do
+  // ((row + v) * 4099 over a reduce dim of size 1; GPU fuzz seeds 53215, 56224, 56973).
+  static void bind_unit_vars(const ComputedBuffer& c, std::unordered_map<int, Expr>& sub) {
+    for (size_t d = 0; d < c.sizes.size(); ++d)
+      if (c.vars[d] >= 0 && c.sizes[d] == 1 && static_cast<int>(d) != c.scan_dim) sub.emplace(c.vars[d], int_const(0));
+    if (c.scan_dim >= 0) return;  // a scan's reduce var is its scan dim's
+    for (size_t d = 0; d < c.reduce_sizes.size(); ++d)
+      if (c.reduce_vars[d] >= 0 && c.reduce_sizes[d] == 1) sub.emplace(c.reduce_vars[d], int_const(0));
+  }
+
   // Kernel `ki` (at step `pos`) is one stage with a scan, and pointwise buffer `c` reads
   // one of its items (a scan, or a value computed from one): `sub` maps each of c's vars
   // to the kernel var with the same coefficient in that item's store index (the same
@@ -222,9 +233,10 @@ class Fuser {
 
   // Puts buffer `ci` into kernel `ki` with its vars mapped by `sub` onto loops `inner`,
   // if every read of a buffer of that kernel hits the element this thread produced.
-  bool join(int ki, int pos, int ci, const std::unordered_map<int, Expr>& sub, const Dims& inner, bool vector) {
+  bool join(int ki, int pos, int ci, std::unordered_map<int, Expr> sub, const Dims& inner, bool vector) {
     Kernel& k = s_.kernels[ki];
     const ComputedBuffer& c = p_.computed[ci];
+    bind_unit_vars(c, sub);
     KernelItem item;
     item.computed = ci;
     item.is_scan = c.scan_dim >= 0;
