@@ -17,6 +17,15 @@ std::string wrapping_neg(const std::string& x, DType t) {
   return "(" + CEmitter::c_type(t) + ")(0ull - (unsigned long long)(" + x + "))";
 }
 
+// x op y of int32/int64 values, wrapping as in ATen: in unsigned arithmetic, converted
+// back (modulo). NVRTC has no -fwrapv, and with signed arithmetic NVVM took overflow for
+// impossible: it compiled (b - a) > 0 as b > a, wrong where b - a wraps (GPU fuzz seed
+// 40518: rsub of int64 extremes). Narrower integers compute in int, which cannot overflow.
+std::string wrapping(const std::string& x, const char* op, const std::string& y, DType t) {
+  const char* u = t == DType::I64 ? "(unsigned long long)(" : "(unsigned)(";
+  return "(" + CEmitter::c_type(t) + ")(" + u + x + ") " + op + " " + u + y + "))";
+}
+
 }  // namespace
 
 std::string CEmitter::c_type(DType t) {
@@ -170,6 +179,16 @@ std::string CEmitter::emit(const Expr& e) {
   return name;
 }
 
+bool CEmitter::reads_memory(const Expr& e) {
+  if (e->op == ExprOp::Load) return true;
+  auto it = reads_memory_.find(e);
+  if (it != reads_memory_.end()) return it->second;
+  bool r = false;
+  for (const auto& a : e->args) r = r || reads_memory(a);
+  reads_memory_.emplace(e, r);
+  return r;
+}
+
 std::string CEmitter::guarded(const Expr& e) {
   // A Where branch may read an index that is out of bounds when the branch is not
   // taken (padding, cat, pooling windows). Its loads clamp the index into the
@@ -182,6 +201,10 @@ std::string CEmitter::guarded(const Expr& e) {
 
 std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
   DType t = e->dtype;
+  // Values read from memory wrap; arithmetic of loop vars and sizes alone (indices, in
+  // bounds by construction) keeps signed arithmetic, whose no-overflow rule lets the
+  // compilers combine addresses.
+  auto wraps = [&](DType d) { return (d == DType::I32 || d == DType::I64) && reads_memory(e); };
   bool f64 = t == DType::F64;
   bool flt = is_float(t);
   auto fn = [&](const char* name) { return std::string(name) + (f64 ? "" : "f") + "(" + a[0] + ")"; };
@@ -199,7 +222,11 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
     // signed negation it took abs(x) >= 0 for granted, so relu(abs(INT64_MIN)) was
     // INT64_MIN (GPU fuzz seed 4844).
     case ExprOp::Neg: return flt || is_bool(t) ? "-(" + a[0] + ")" : wrapping_neg(a[0], t);
-    case ExprOp::Abs: return flt ? fn("fabs") : "(" + a[0] + " < 0 ? " + wrapping_neg(a[0], t) + " : " + a[0] + ")";
+    // Floats through each prelude's ember_abs (the CUDA one sidesteps a ptxas fold of
+    // |x| >= 0 to true: GPU fuzz seed 53425).
+    case ExprOp::Abs:
+      if (flt) return std::string(f64 ? "ember_abs_f64(" : "ember_abs_f32(") + a[0] + ")";
+      return "(" + a[0] + " < 0 ? " + wrapping_neg(a[0], t) + " : " + a[0] + ")";
     case ExprOp::Exp: return std::string(f64 ? "ember_exp(" : "ember_expf(") + a[0] + (f64 ? ", exp_lo_f64)" : ", exp_lo_f32)");
     case ExprOp::Exp2: return fn("exp2");
     case ExprOp::Expm1: return fn("expm1");
@@ -242,9 +269,9 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
     case ExprOp::IsFinite: return std::string(e->args[0]->dtype == DType::F64 ? "fabs(" : "fabsf(") + a[0] + ") < INFINITY";
     case ExprOp::LogicalNot: return "!" + a[0];
     case ExprOp::BitNot: return "~" + a[0];
-    case ExprOp::Add: return a[0] + " + " + a[1];
-    case ExprOp::Sub: return a[0] + " - " + a[1];
-    case ExprOp::Mul: return a[0] + " * " + a[1];
+    case ExprOp::Add: return wraps(t) ? wrapping(a[0], "+", a[1], t) : a[0] + " + " + a[1];
+    case ExprOp::Sub: return wraps(t) ? wrapping(a[0], "-", a[1], t) : a[0] + " - " + a[1];
+    case ExprOp::Mul: return wraps(t) ? wrapping(a[0], "*", a[1], t) : a[0] + " * " + a[1];
     case ExprOp::Div: return flt ? a[0] + " / " + a[1] : "ember_tdiv(" + a[0] + ", " + a[1] + ")";
     case ExprOp::FloorDiv: return std::string(flt ? (f64 ? "ember_floordiv(" : "ember_floordivf(") : "ember_fdiv(") + a[0] + ", " + a[1] + ")";
     case ExprOp::TruncDiv: return "ember_tdiv(" + a[0] + ", " + a[1] + ")";

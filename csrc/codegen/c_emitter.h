@@ -73,6 +73,7 @@ class CEmitter {
   int level_of(const Expr& e);
   std::string print(const Expr& e, const std::vector<std::string>& a);
   std::string guarded(const Expr& e);
+  bool reads_memory(const Expr& e);  // e depends on a load (is a value, not an index)
   std::string load_text(const Expr& e, const std::string& index);
   // The name of a +0 of C type c_type(t) whose value the C compiler cannot see, declared
   // at the top of the function on first use.
@@ -90,6 +91,7 @@ class CEmitter {
   std::unordered_map<std::string, std::string> opaque_zeros_;  // by C type
   int counter_ = 0;
   int guarded_depth_ = 0;  // > 0 while printing the branch of a Where
+  std::unordered_map<Expr, bool> reads_memory_;  // reads_memory's answers
 };
 
 }  // namespace ember

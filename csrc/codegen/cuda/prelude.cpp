@@ -64,6 +64,14 @@ EMBER_FN float ember_round_bf(float x) { return ember_bf2f(ember_f2bf(x)); }
    replicated above), which ptxas cannot skip. */
 EMBER_FN int16_t ember_neg_i16(int16_t x) { return (int16_t)__byte_perm(0u - (uint32_t)x, 0u, 0x9910); }
 
+/* |x| of a float as a cleared sign bit. ptxas (NVRTC 13.0's) folds fabsf(x) >= 0.0f to
+   true, load and all, though |NaN| >= 0 is false (GPU fuzz seed 53425: abs(x) >= 0 of a
+   NaN was True); through an integer AND it keeps the compare. */
+EMBER_FN float ember_abs_f32(float x) { return __int_as_float(__float_as_int(x) & 0x7fffffff); }
+EMBER_FN double ember_abs_f64(double x) {
+  return __longlong_as_double(__double_as_longlong(x) & 0x7fffffffffffffffLL);
+}
+
 /* The CPU dialect clamps exp's argument for libmvec's sake; the GPU's expf needs no help. */
 #define exp_lo_f32 0.0f
 #define exp_lo_f64 0.0

@@ -53,6 +53,10 @@ static inline double ember_exp(double x, double lo) { return exp(x < lo ? lo : x
 /* -x of an int16, wrapping; the CUDA prelude has its own (a ptxas bug). */
 EMBER_FN int16_t ember_neg_i16(int16_t x) { return (int16_t)(0u - (uint32_t)x); }
 
+/* |x| of a float; the CUDA prelude has its own (a ptxas fold). */
+EMBER_FN float ember_abs_f32(float x) { return fabsf(x); }
+EMBER_FN double ember_abs_f64(double x) { return fabs(x); }
+
 /* NaN-propagating max/min (torch.maximum): a NaN operand wins. Two plain selects,
    because GCC's vectorizer gives up on the `||` form (and on fmaxf). On a tie the
    first operand wins, as in ATen's std::max(a, b) and clamp: relu(-0.0) is -0.0. */
