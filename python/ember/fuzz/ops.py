@@ -173,6 +173,8 @@ class Ops:
                 # discontinuous in an inexact exponent (ember's exp flushes results below
                 # 1e-38 to 0, so softplus(-100) is 0 where eager has a denormal).
                 raise _Reject()
+            if fn == "pow":
+                self.require_pow_in_range(x, y)
             if fn == "atan2":
                 self.require_regular(x, "reciprocal")
                 self.require_regular(y, "reciprocal")
