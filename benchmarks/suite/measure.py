@@ -3,8 +3,9 @@ mode, one thread count, in a fresh process (run.py starts it).
 
     cold   the cache directories run.py gives are empty. Times the first call (from before
            the backend's import and torch.compile to the end of the call, as the anchors did;
-           call_s is the call alone), checks correctness, times the steady state, profiles
-           a few steps, and records graphs, graph breaks, eager fallbacks and memory.
+           call_s is the call alone), checks correctness, times the steady state (on the
+           CPU a compiled backend's also alternating with eager's calls: `beside`),
+           profiles a few steps, and records graphs, graph breaks, eager fallbacks and memory.
     warm   the cache directories a cold process filled: the first call only.
 
 Correctness is Inductor's accuracy rule, torch._dynamo.utils.same(eager, compiled,
@@ -209,6 +210,36 @@ def _steady(step, sync, warmup: int, iters: int, max_s: float) -> dict:
             "p90_ms": round(times[int(0.9 * (len(times) - 1))], 4), "timed_calls": len(times)}
 
 
+def _beside_eager(step, eager_step, sync, threads: int | None, calls: int, max_s: float) -> dict:
+    """The compiled step and eager's alternating call by call in this process (CPU rows).
+    On a shared host a process's neighbours (other processes' compiles, the last-level cache
+    and memory bandwidth they share, hyperthread siblings) move its speed by up to 2x for
+    seconds at a time, and a backend's median from one process against eager's from another
+    inherits that; calls that alternate share it, so each backend's speedup over the eager
+    calls beside it compares backends measured in different processes (report.speedup).
+    One thread: the calling thread's CPU time (time.thread_time: all the work runs on it,
+    and time the machine gives to other processes is not counted); more threads: wall time.
+    The order alternates too (eager first, then the compiled step first), so that neither
+    always finds the caches as the other left them."""
+    clock = time.thread_time if threads == 1 else time.perf_counter
+    eager_step()
+    sync()
+    t_end = time.perf_counter() + max_s
+    eager, compiled = [], []
+    while len(compiled) < calls:
+        pair = (eager_step, step) if len(compiled) % 2 == 0 else (step, eager_step)
+        for fn in pair:
+            t0 = clock()
+            fn()
+            sync()
+            (eager if fn is eager_step else compiled).append(1000 * (clock() - t0))
+        if time.perf_counter() > t_end and len(compiled) >= 6:
+            break
+    e, c = statistics.median(eager), statistics.median(compiled)
+    return {"clock": "cpu" if threads == 1 else "wall", "eager_ms": round(e, 4), "ms": round(c, 4),
+            "speedup": round(e / c, 4), "calls": len(compiled)}
+
+
 def _profile(step, sync, spec, records, graph_calls=None) -> dict:
     """The profile summary of `profile_steps` steps; `graph_calls` (a bandwidth.GraphCalls)
     counts the ember graphs' calls during them."""
@@ -299,6 +330,9 @@ def measure(spec: dict, row: dict) -> dict:
     else:
         peak = _rss_kb("VmHWM")
         row["peak_rss_delta_mib"] = round((peak - rss_before) / 1024, 1) if peak and rss_before else None
+    if not cuda and spec["backend"] != "eager" and spec.get("beside", True):
+        eager_step = make_step(loss_module(model) if train else model, model, inputs, train, spec["device"])
+        row["beside"] = _beside_eager(step, eager_step, sync, spec.get("threads"), spec["iters"], spec["max_steady_s"])
     row["status"] = "steady"
     emit(row)
     if spec["profile_steps"]:

@@ -135,13 +135,23 @@ def _launched(e) -> bool:
     return False
 
 
+def _wraps_ember(e) -> bool:
+    """An ember range around another: ember's runner names each kernel step's range after
+    its kernels (runner._ranged), and named_cpu_kernels' range with the graph's name runs
+    inside it. The time is counted once, as the inner range (which names the graph)."""
+    return kernel_kind(e.name) == "ember" and any(kernel_kind(c.name) == "ember" for c in e.cpu_children)
+
+
 _CPU_GROUP = re.compile(r"ember\[(.+?)\]_(.*)")
 
 
 def kernels_in(name: str) -> int:
-    """Kernels behind one profiler name: a CPU group's name lists each of its kernels."""
+    """Kernels behind one profiler name: a CPU group's name lists each of its kernels (the
+    suite's names join them with '+', the runner's own with ', ')."""
     m = _CPU_GROUP.match(name)
-    return len(m.group(2).split("+")) if m else 1
+    if m:
+        return len(m.group(2).split("+"))
+    return len(name.split(", ")) if name.startswith("ember_") else 1
 
 
 def _ops_of(name: str, ops: dict) -> str | None:
@@ -190,7 +200,7 @@ def summarize(events, steps: int, device: str, top: int = 12, kernel_ops: dict |
     else:
         for e in cpu_events:
             kind = kernel_kind(e.name)
-            is_kernel = kind in ("ember", "inductor_cpp")
+            is_kernel = kind in ("ember", "inductor_cpp") and not _wraps_ember(e)
             if is_kernel or (e.name.startswith(OP_PREFIXES) and not _aten_ancestor(e) and e.name not in METADATA_OPS):
                 totals[e.name] = totals.get(e.name, 0.0) + e.time_range.elapsed_us()
                 counts[e.name] = counts.get(e.name, 0) + 1

@@ -32,9 +32,39 @@ def _ms(r):
     return r.get("median_ms") if r and r.get("status") == "ok" else None
 
 
+def _beside(r) -> dict | None:
+    """A CPU row's timing beside eager's calls in its own process (measure._beside_eager)."""
+    b = (r or {}).get("beside") if r and r.get("status") == "ok" else None
+    return b if b and b.get("speedup") else None
+
+
+def beside_pair(g: dict, over: str = "inductor", of: str = "ember") -> bool:
+    """Whether speedup(g, over, of) comes from timings beside eager (not from two processes' medians)."""
+    b_of = _beside(g.get(of))
+    if over == "eager":
+        return b_of is not None
+    b_over = _beside(g.get(over))
+    return bool(b_of and b_over and b_of["clock"] == b_over["clock"])
+
+
 def speedup(g: dict, over: str = "inductor", of: str = "ember") -> float | None:
+    """`of`'s speed over `over`'s. Where the rows timed eager's calls beside their own (CPU
+    rows, measure._beside_eager): over eager, that speedup; over another backend, the ratio
+    of the two speedups, each from its own process, so that what slowed a process slowed
+    eager's calls in it too. Otherwise the ratio of the medians of the separate processes."""
+    if beside_pair(g, over, of):
+        b_of = _beside(g[of])["speedup"]
+        return b_of if over == "eager" else b_of / _beside(g[over])["speedup"]
     a, b = _ms(g.get(over)), _ms(g.get(of))
     return a / b if a and b else None
+
+
+def _marked(g: dict, over: str) -> str:
+    """A ratio's text: '~' after one from two processes' medians where the CPU rows could
+    have been timed beside eager (a row without `beside`)."""
+    s = speedup(g, over)
+    cpu = (g.get("ember") or {}).get("device") == "cpu"
+    return _f(s, ".2f") + ("~" if s is not None and cpu and not beside_pair(g, over) else "")
 
 
 def _f(v, spec=".2f", missing=""):
@@ -86,7 +116,7 @@ def table(rows: list[dict]) -> str:
         mode_short = {"default": "def", "reduce-overhead": "ro"}.get(mode, mode[:5])
         lines.append(
             f"{model[:20]:20} {variant[:5]:5} {mode_short:5} {threads or '':>3} {ms(e):>9} {ms(i):>9} {ms(m):>9} "
-            f"{_f(speedup(g), '.2f'):>6} {_f(speedup(g, 'eager'), '.2f'):>6} "
+            f"{_marked(g, 'inductor'):>6} {_marked(g, 'eager'):>6} "
             f"{_correct(i) + '/' + _correct(m):>6} {_f(dyn.get('graphs'), 'd'):>6} {_f(dyn.get('graph_breaks'), 'd'):>3} "
             f"{_f(em.get('eager_fallback_graphs'), 'd'):>2} "
             f"{_f(((_prof(m, 'by_kind') or {}).get('ember') or {}).get('kernels_per_step'), '.0f'):>6} "
@@ -129,12 +159,15 @@ def acceptance(rows: list[dict]) -> str:
             failed = sorted(r["model"] for r in embers if r.get("status") in ("error", "timeout"))
             lo = min(pairs, key=lambda p: p[1]) if pairs else None
             lo_e = min(vs_eager, key=lambda p: p[1]) if vs_eager else None
+            paired = sum(1 for g in sel.values() if speedup(g) and beside_pair(g))
             out.append(
                 f"  {label}: ember/Inductor geomean {_f(geomean([p[1] for p in pairs]), '.3f', 'n/a')}x over "
                 f"{len(pairs)} models, min {_f(lo and lo[1], '.2f', 'n/a')}x ({lo[0] if lo else '-'}); "
                 f"ember/eager geomean {_f(geomean([p[1] for p in vs_eager]), '.3f', 'n/a')}x, "
                 f"min {_f(lo_e and lo_e[1], '.2f', 'n/a')}x ({lo_e[0] if lo_e else '-'}); "
-                f"cold first call Inductor/ember geomean {_f(geomean(colds), '.2f', 'n/a')}x")
+                f"cold first call Inductor/ember geomean {_f(geomean(colds), '.2f', 'n/a')}x"
+                + (f"; {paired} of {len(pairs)} ember/Inductor ratios from speedups over eager timed beside each"
+                   if any(_beside(g.get("ember")) for g in sel.values()) else ""))
             out.append(f"    correct {correct}/{checked} of {len(embers)} ember rows; eager-fallback graphs in "
                        f"{len(fallback)}: {', '.join(fallback) or '-'}; failed: {', '.join(failed) or '-'}")
     return "\n".join(out)
@@ -205,7 +238,8 @@ def bandwidth_report(rows: list[dict], min_mib: float = bandwidth.MIN_MIB) -> st
 
 
 def report(rows: list[dict], min_mib: float = bandwidth.MIN_MIB) -> str:
-    parts = [table(rows), "(* a first call on the caches the default mode filled, not a cold one)", "",
+    parts = [table(rows), "(* a first call on the caches the default mode filled, not a cold one; ~ a CPU ratio of two "
+                          "processes' medians, not of speedups over eager timed beside each backend)", "",
              acceptance(rows)]
     bw = bandwidth_report(rows, min_mib)
     if bw:

@@ -83,6 +83,7 @@ def environment(device: str) -> dict:
             env[pkg] = __import__(pkg).__version__ if pkg == "transformers" else _dist_version(pkg)
         except Exception:
             env[pkg] = None
+    env["c_compiler"] = _c_compiler()
     if device == "cuda":
         env["device_name"] = torch.cuda.get_device_name()
         env["capability"] = "sm_%d%d" % torch.cuda.get_device_capability()
@@ -107,6 +108,19 @@ def pycache_prefix(choice: str) -> str:
     if os.path.exists(importlib.util.cache_from_source(torch.__file__)):
         return ""
     return os.path.join(tempfile.gettempdir(), "suite-pycache")
+
+
+def _c_compiler() -> str | None:
+    """ember's C compiler as its kernels see it: path, version and the flags -march=native
+    means here (what a CPU kernel's speed depends on besides the CPU)."""
+    try:
+        from ember import _core
+
+        r = _core.check_c_compiler()
+    except Exception as e:  # noqa: BLE001  a run line without it is still a run line
+        return f"unknown ({type(e).__name__})"
+    ident = dict(line.split(": ", 1) for line in r["identity"].splitlines() if ": " in line)
+    return f"{r['path']}: {ident.get('version', '?')}; {' '.join(r['flags'])}" + ("" if r["ok"] else " (FAILS)")
 
 
 def _dist_version(pkg: str) -> str | None:
@@ -337,6 +351,7 @@ def plan(args) -> list[tuple[registry.Model, dict]]:
                             "device": args.device, "size": args.size, "threads": t, "warmup": args.warmup,
                             "iters": args.iters, "max_steady_s": args.max_steady_s,
                             "profile_steps": args.profile_steps, "top": args.top, "check": not args.no_check,
+                            "beside": not args.no_beside,
                             "cpus": _cpus_for(args.cpus, t)}))
     return out
 
@@ -356,7 +371,7 @@ def cmd_run(args):
     runner = Runner(args, env)
     print(f"suite: {env['device_name']} ({env.get('capability') or env['cpu_capability']}), torch {env['torch']}, "
           f"transformers {env['transformers']}, timm {env['timm']}, torchvision {env['torchvision']}, "
-          f"ember {env['git']}; {len(runner.refs)} stored reference rows", flush=True)
+          f"ember {env['git']}; {len(runner.refs)} stored reference rows; C compiler {env['c_compiler']}", flush=True)
     skipped = set()
     current = None
     for entry, spec in plan(args):
@@ -488,6 +503,8 @@ def main(argv):
     p.add_argument("--fresh-mode-caches", action="store_true",
                    help="reduce-overhead on empty caches (cold and warm first calls) instead of the default mode's")
     p.add_argument("--no-check", action="store_true", help="skip the correctness check (fp64 reference)")
+    p.add_argument("--no-beside", action="store_true",
+                   help="CPU: skip timing eager's calls beside a compiled backend's (measure.py's beside)")
     p.add_argument("--pycache", default="auto", help="PYTHONPYCACHEPREFIX of the processes: auto, off or a path")
     p.add_argument("--budget", type=float, default=0.0, help="seconds for the whole run (0: none)")
     p.add_argument("--timeout", type=float, help="seconds per process")

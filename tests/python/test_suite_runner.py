@@ -91,9 +91,18 @@ def test_profile_names_ember_cpu_kernels():
     assert p["aten_calls"].get("aten::addmm") == 1.0
     ember_rows = [t for t in p["top"] if t["kind"] == "ember"]
     assert ember_rows and "gelu" in ember_rows[0]["ops"]
+    # The runner's own range around each kernel step is not counted beside the named one
+    # inside it (that counted ember's kernel time twice).
+    assert all(t["name"].startswith("ember[") for t in ember_rows), ember_rows
+    assert p["by_kind"]["ember"]["kernels_per_step"] == sum(len(cg_step) for cg_step in _kernel_steps(records))
     # The wrapper is gone afterwards.
     from ember.runtime.runner import GraphRunner
     assert GraphRunner._call_context.__name__ == "_call_context"
+
+
+def _kernel_steps(records):
+    return [payload for r in records if r.cg is not None for kind, payload, _ in r.cg.steps
+            if kind == "kernels" and payload]
 
 
 def test_kernel_kinds():
@@ -124,6 +133,23 @@ def test_acceptance_geomeans():
     assert "b infer default" in report.slower_profiles(rows) and "a infer" not in report.slower_profiles(rows)
 
 
+def test_cpu_ratios_from_timings_beside_eager():
+    """Where both compiled rows timed eager beside their own calls, ember/Inductor is the
+    ratio of their speedups over eager (each process's slowness cancels in its own ratio);
+    a row without them falls back to the medians, marked '~'."""
+    slow_ember = _row("a", "ember", 4.0, beside={"clock": "cpu", "eager_ms": 6.0, "ms": 2.0, "speedup": 3.0})
+    ind = _row("a", "inductor", 2.0, beside={"clock": "cpu", "eager_ms": 3.0, "ms": 2.0, "speedup": 1.5})
+    g = {"eager": _row("a", "eager", 3.0), "inductor": ind, "ember": slow_ember}
+    assert report.speedup(g) == pytest.approx(2.0) and report.speedup(g, "eager") == pytest.approx(3.0)
+    assert report.beside_pair(g)
+    del g["inductor"]["beside"]
+    assert report.speedup(g) == pytest.approx(0.5) and not report.beside_pair(g)
+    assert report.speedup(g, "eager") == pytest.approx(3.0)
+    text = report.table(list(g.values()))
+    assert " 0.50~ " in text and " 3.00 " in text
+    assert "0 of 1 ember/Inductor ratios from speedups over eager" in report.acceptance(list(g.values()))
+
+
 def test_reference_rows_round_trip(tmp_path):
     row = _row("m", "inductor", 2.0, source="measured", device_name="Some GPU", torch="2.11.0+cu130", size="full",
                version=1)
@@ -150,6 +176,9 @@ def test_cpu_run_end_to_end(tmp_path):
     assert ember["warm_first_call_s"] > 0 and ember["warm_ember"]["graphs_compiled"] == 0
     assert ember["ember"]["eager_fallback_graphs"] == 0 and ember["dynamo"]["graph_breaks"] == 0
     assert ember["profile"]["by_kind"]["ember"]["kernels_per_step"] >= 1
+    beside = ember["beside"]
+    assert beside["clock"] == "cpu" and beside["calls"] >= 5 and beside["eager_ms"] > 0 and beside["ms"] > 0
+    assert "beside" not in eager and "C compiler" in text
     assert ember["cpu_capability"] and ember["fingerprint"] == eager["fingerprint"]
     assert "shift_block" in text and "ember/eager geomean" in text
     summary = run(["summary", str(out), "--update-refs", "--ref-dir", str(tmp_path / "refs")])
