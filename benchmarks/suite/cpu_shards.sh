@@ -4,6 +4,8 @@
 # and 2 threads on both. Every child process (Inductor's compile workers too) inherits its
 # shard's pinning, so each shard sees a 2-core machine like the one the issue measured.
 #   SLOTS=24 SECONDS_TOTAL=540 bash benchmarks/suite/cpu_shards.sh OUT_DIR [run.py arguments]
+# With stored eager/Inductor rows (benchmarks/suite/refs/), pass --shard-by-work: the shards
+# are then balanced by the processes left to run, not by the models' weights.
 # Writes OUT_DIR/cpu-suite.jsonl (every shard's rows) and OUT_DIR/cpu-logs.tar.gz (the shards'
 # logs). Memory bandwidth and the last-level cache are shared between slots: say so beside
 # the figures.

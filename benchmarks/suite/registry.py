@@ -93,17 +93,18 @@ def select(names: str | None = None, families: str | None = None) -> list[Model]
     return models
 
 
-def shard(models: list[Model], k: int, n: int) -> list[Model]:
-    """Shard k of n (1-based): models spread over n shards by weight, heaviest first, each
-    to the lightest shard so far (deterministic for a given model list); each shard keeps
-    registry order."""
+def shard(models: list[Model], k: int, n: int, weight=None) -> list[Model]:
+    """Shard k of n (1-based): models spread over n shards by weight (`weight(model)`, the
+    model's own weight by default), heaviest first, each to the lightest shard so far
+    (deterministic for a given model list and weights); each shard keeps registry order."""
     if not 1 <= k <= n:
         raise ValueError(f"shard {k}/{n}: need 1 <= K <= N")
+    weight = weight or (lambda m: m.weight)
     loads = [0.0] * n
     owner = {}
-    for m in sorted(models, key=lambda m: (-m.weight, m.name)):
+    for m in sorted(models, key=lambda m: (-weight(m), m.name)):
         i = min(range(n), key=lambda j: (loads[j], j))
-        loads[i] += m.weight
+        loads[i] += weight(m)
         owner[m.name] = i
     return [m for m in models if owner[m.name] == k - 1]
 

@@ -327,14 +327,48 @@ def _progress(row: dict) -> str:
 
 # ----------------------------------------------------------------------------- commands
 
-def plan(args) -> list[tuple[registry.Model, dict]]:
-    """(entry, spec) for every process group of the run, model by model."""
+def plan(args, refs: dict | None = None) -> list[tuple[registry.Model, dict]]:
+    """(entry, spec) for every process group of the run, model by model. With --shard, the
+    shard's models; with --shard-by-work too, shards balanced by the estimated seconds of
+    the processes left to run once `refs` (the stored rows) serve what they can."""
     models = registry.select(args.models, args.families)
     if args.train_only:
         models = [m for m in models if m.train]
-    if args.shard:
-        k, n = (int(x) for x in args.shard.split("/"))
-        models = registry.shard(models, k, n)
+    if not args.shard:
+        return _specs(args, models)
+    k, n = (int(x) for x in args.shard.split("/"))
+    if not getattr(args, "shard_by_work", False):
+        return _specs(args, registry.shard(models, k, n))
+    work: dict[str, float] = {}
+    ref_models = {m for m in getattr(args, "refs", "").split(",") if m}
+    for entry, spec in _specs(args, models):
+        work[entry.name] = work.get(entry.name, 0.0) + work_s(spec, entry, refs or {}, ref_models, args)
+    keep = registry.shard(models, k, n, weight=lambda m: work[m.name])
+    return _specs(args, keep)
+
+
+# Seconds of one CPU process (2 cores of a shared host, 2026-11-27) for a model of weight 1:
+# Inductor's cold compile is most of a run (40-78 s); ember's and eager's processes ~10 s.
+CPU_PROCESS_S = {"eager": 9.0, "inductor": 57.0, "ember": 10.0}
+
+
+def work_s(spec: dict, entry: registry.Model, refs: dict, ref_models: set, args) -> float:
+    """Estimated seconds of one spec's processes in this run: none where a stored row serves
+    it (an eager or Inductor row not named by --refs); else the stored row's own process
+    time where there is one, or the estimates (CPU_PROCESS_S on the CPU, PROCESS_S else)."""
+    stored = None
+    if spec["backend"] in refcache.REF_BACKENDS:
+        stored = refs.get(refcache.row_key({**spec, "version": entry.version}))
+        if stored and entry.name not in ref_models:
+            return 0.0
+    if stored and stored.get("process_wall_s"):
+        return float(stored["process_wall_s"])
+    if spec["device"] == "cpu":
+        return CPU_PROCESS_S[spec["backend"]] * entry.weight * (TRAIN_FACTOR if spec["variant"] == "train" else 1.0)
+    return estimate_s(spec, entry, args.modes.split(","), not args.no_warm)
+
+
+def _specs(args, models: list) -> list[tuple[registry.Model, dict]]:
     variants = ["train"] if args.train_only else (["infer", "train"] if args.train else ["infer"])
     threads = [int(t) for t in args.threads.split(",") if t] if args.device == "cpu" else [None]
     out = []
@@ -374,7 +408,7 @@ def cmd_run(args):
           f"ember {env['git']}; {len(runner.refs)} stored reference rows; C compiler {env['c_compiler']}", flush=True)
     skipped = set()
     current = None
-    for entry, spec in plan(args):
+    for entry, spec in plan(args, runner.refs):
         if entry.name != current:
             runner.finish_model()
             current = entry.name
@@ -487,6 +521,9 @@ def main(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=("cuda", "cpu"))
     p.add_argument("--shard", default="", help="K/N: the K-th of N shards balanced by model weight")
+    p.add_argument("--shard-by-work", action="store_true",
+                   help="balance the shards by the processes left once stored rows serve theirs (every shard "
+                        "of the run must see the same stored rows and arguments)")
     p.add_argument("--models", default="", help="comma-separated names (run.py list shows them)")
     p.add_argument("--families", default="", help="decoder, encoder, encoder-decoder, vision, audio, ...")
     p.add_argument("--backends", default="eager,inductor,ember")

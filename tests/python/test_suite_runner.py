@@ -51,6 +51,35 @@ def test_shards_partition_the_models():
         registry.shard(models, 6, 5)
 
 
+def test_shards_by_work_left_after_stored_rows():
+    """--shard-by-work: a model whose eager and Inductor rows are stored weighs only its
+    ember processes, unless --refs names it; the shards still partition the models."""
+    import argparse
+
+    from suite import run as run_module
+
+    names = ["gpt2", "llama", "bert", "opt"]
+    args = dict(models=",".join(names), families="", train_only=False, train=False, threads="1", device="cpu",
+                backends="eager,inductor,ember", modes="default", size="small", warmup=1, iters=1, max_steady_s=1.0,
+                profile_steps=0, top=1, no_check=False, no_beside=False, cpus="", no_warm=True, shard_by_work=True)
+    refs = {}
+    for m in ("gpt2", "llama", "bert"):  # stored; opt is not
+        for b in ("eager", "inductor"):
+            row = {"model": m, "variant": "infer", "backend": b, "mode": "default", "size": "small", "threads": 1,
+                   "version": registry.get(m).version, "process_wall_s": 50.0}
+            refs[refcache.row_key(row)] = row
+    shards = [run_module.plan(argparse.Namespace(**args, refs="", shard=f"{k}/2"), refs) for k in (1, 2)]
+    owned = [sorted({e.name for e, _ in s}) for s in shards]
+    assert sorted(owned[0] + owned[1]) == sorted(names)
+    assert ["opt"] in owned  # opt's Inductor compile outweighs the other three's ember processes
+    # Named by --refs, gpt2's stored rows are measured again: its stored process time counts.
+    spec = {"model": "gpt2", "variant": "infer", "backend": "inductor", "mode": "default", "size": "small",
+            "threads": 1, "device": "cpu"}
+    ns = argparse.Namespace(**args, refs="gpt2", shard="1/2")
+    assert run_module.work_s(spec, registry.get("gpt2"), refs, set(), ns) == 0.0
+    assert run_module.work_s(spec, registry.get("gpt2"), refs, {"gpt2"}, ns) == 50.0
+
+
 def test_missing_package_is_a_reason():
     model = registry.Model("x", "convnet", "timm", build=None)
     if registry.importlib.util.find_spec("timm") is None:
