@@ -142,6 +142,28 @@ TEST(vectorizes_max_pool_backward_with_gathers) {
 )");
 }
 
+// 512-bit vectors where the CPU has AVX-512: GCC's tuning for the Xeons it knows by name
+// prefers 256 (two hosts of one CPU model ran ember's kernels at two widths, by GCC
+// version), while Inductor's C++ kernels use 512 on any AVX-512 CPU.
+TEST(prefers_512_bit_vectors_where_the_cpu_has_avx512) {
+  bool wide = false, gcc = false;
+  for (const auto& f : ember::CCompiler().flags()) {
+    wide |= f == "-mprefer-vector-width=512";
+    gcc |= f.rfind("-mtune-ctrl=", 0) == 0;  // GCC's spelling: the compiler takes GCC's switches
+  }
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  bool avx512 = false;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) == 0) {
+      avx512 = (line + " ").find(" avx512f ") != std::string::npos;
+      break;
+    }
+  }
+  if (!avx512) CHECK(!wide);
+  if (avx512 && gcc) CHECK(wide);
+}
+
 TEST(vectorizes_channels_last_mean_and_column_max) {
   check_all_simd_loops_vectorize(R"(graph {
   %0 = input(0) : f32[8,32,16,16]{8192,1,512,32}
