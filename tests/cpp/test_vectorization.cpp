@@ -100,6 +100,20 @@ TEST(vectorizes_softmax_and_gelu) {
 )");
 }
 
+// Softmax on the CPU scales each row by 1 / sum, as ATen's CPU kernel does: one division
+// a row (hoisted out of the loop), not one an element.
+TEST(cpu_softmax_scales_by_the_sums_reciprocal) {
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[64,128]{128,1}
+  %1 = aten._softmax.default(%0, -1, false) : f32[64,128]{128,1}
+  return (%1)
+}
+)");
+  const std::string& c = p.c_code.source;
+  CHECK(c.find("1.0f / acc") != std::string::npos);
+  CHECK_EQ(count(c, "/ acc"), 1);
+}
+
 TEST(vectorizes_batch_norm_relu_max_pool) {
   check_all_simd_loops_vectorize(R"(graph {
   %0 = input(0) : f32[8,16,32,32]{16384,1024,32,1}
