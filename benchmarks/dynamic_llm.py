@@ -21,7 +21,8 @@ suite's rule, measure.py) and bitwise equality with eager (the tell of a graph t
 eagerly); per variant: compiler counters after the first compile and what later shapes
 added (acceptance 2: no new code for shapes the guards admit; batch-1 shapes come last
 and are counted apart, since Dynamo specializes size 1 for every compiler), eager-fallback
-graphs, ops the dynamic compile leaves to ATen that the static one lowers, and kernels that
+graphs, ops the dynamic compile leaves to ATen that the static one lowers, ATen results a
+call copies because their strides differ from the compiled ones, and kernels that
 took a generic path because of a symbol. The table puts each variant's latency over ember
 static's (acceptance 1 and 3) and Inductor dynamic's; under ro, each shape's memory: what
 the process reserved more over the shape's calls, and ember's recordings' own report
@@ -246,6 +247,12 @@ def table(rows: list[dict]) -> str:
         left = aten_left_by_dynamic(g.get("dynamic"), g.get("static"))
         for op, (c, cs, why) in left.items():
             lines.append(f"  ATen in dynamic only: {op} x{c} (static x{cs}): {why}")
+        for key in ("static", "dynamic", "mark", "auto"):
+            copies = {sh: s["result_copies_per_call"] for sh, s in _per_shape(g.get(key)).items()
+                      if s.get("result_copies_per_call")}
+            if copies:
+                lines.append(f"  {key}: ATen results copied per call (strides or dtype other than compiled): " +
+                             ", ".join(f"{b}x{q} {n}" for (b, q), n in copies.items()))
         for key in ("dynamic", "mark", "auto"):
             r = g.get(key) or {}
             for gr in r.get("graphs") or []:

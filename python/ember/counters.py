@@ -48,6 +48,9 @@ _cuda_graphs = [0, 0, 0]
 # variants ("timed") or taken from the cache ("cached"), and the seconds timing took.
 _autotune: dict[str, int] = {}
 _autotune_seconds = [0.0]
+# ATen results a runner converted or copied on a call because they differ from what the
+# kernels were compiled to read (runner.py, _conform_result): its dtype, device or strides.
+_result_copies = [0]
 
 
 def count_graph(kind: str, seconds: float) -> None:
@@ -139,6 +142,12 @@ def count_autotune(timed: int, cached: int, seconds: float = 0.0) -> None:
         _autotune_seconds[0] += seconds
 
 
+def count_result_copy() -> None:
+    """An ATen result made what the kernels read on a call (converted, moved or copied)."""
+    with _lock:
+        _result_copies[0] += 1
+
+
 def count_dynamo_compile() -> None:
     """Called once per graph Dynamo hands to ember's backend."""
     from torch._guards import CompileContext
@@ -186,6 +195,10 @@ def stats() -> dict:
     autotune             max-autotune on CUDA: kernel functions whose launch was chosen by
                          timing at the first call ("timed") or taken from the cache ("cached")
     autotune_seconds     time the first calls spent timing launch variants
+    result_copies        ATen results a call converted or copied because their dtype, device or
+                         strides differ from what the kernels were compiled to read (an extra
+                         copy per call while it happens; a graph with symbols plans strides from
+                         its sizes, and ATen may choose other ones at some sizes)
     precompile           torch's precompile API: artifacts "saved", graphs "loaded" from one,
                          "kernels_installed" into the kernel cache from one, and its
                          "cubins_seeded" into the process's memory (a CUDA graph's)
@@ -218,6 +231,7 @@ def stats() -> dict:
             "cuda_graph_bytes": _cuda_graphs[2],
             "autotune": dict(_autotune),
             "autotune_seconds": round(_autotune_seconds[0], 6),
+            "result_copies": _result_copies[0],
             "precompile": dict(_precompile),
         }
 
@@ -237,6 +251,7 @@ def reset_stats() -> None:
         _symbolic[0] = _symbolic[1] = 0
         _autotune.clear()
         _autotune_seconds[0] = 0.0
+        _result_copies[0] = 0
         _precompile.clear()
         _dynamo[0] = _dynamo[1] = 0
         _compile_seconds[0] = 0.0

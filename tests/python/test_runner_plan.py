@@ -114,3 +114,21 @@ def test_dynamic_plans_share_nothing_that_moves():
         for rows in (5, 9, 5, 9):
             x = torch.randn(rows, 16)
             torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_results_made_what_the_kernels_read_are_counted():
+    # An ATen result whose strides differ from the compiled ones is copied on every call:
+    # ember.stats()["result_copies"] counts it (a graph with symbols plans strides from its
+    # sizes); one that needs nothing is not counted.
+    from ember.runtime.runner import _conform_result
+
+    ember.reset_stats()
+    r = torch.randn(4, 8).t()
+    out = _conform_result(r, plan_code.Expected(0, (8, 4), (4, 1), torch.float32), torch.device("cpu"))
+    assert out.stride() == (4, 1) and torch.equal(out, r)
+    assert ember.stats()["result_copies"] == 1
+    one = torch.randn(1, 1).as_strided((1, 1), (5, 5))
+    assert _conform_result(one, plan_code.Expected(0, (1, 1), (1, 1), torch.float32), torch.device("cpu")) is one
+    assert ember.stats()["result_copies"] == 1
+    ember.reset_stats()
+    assert ember.stats()["result_copies"] == 0

@@ -17,6 +17,7 @@ import torch.autograd.profiler as _profiler
 from torch._C._profiler import _RecordFunctionFast
 
 from . import plan_code, prepared as _prepared
+from .. import counters as _counters
 from ..frontend.fx_import import TORCH_DTYPES, Call, ImportedGraph, Ref, SymValue, resolve_op
 
 
@@ -124,12 +125,15 @@ def _conform_result(r, expect, dev):
     converted, a 0-d value moved to the device, other strides copied into the compiled
     ones; a shape that differs raises _ShapeMismatch."""
     sizes, strides, dtype = expect.sizes, expect.strides, expect.dtype
+    given = r
     if r.dtype != dtype or r.shape != sizes:
         r = _conform(r, sizes, dtype)
     if not sizes and r.device != dev:  # a CPU scalar, a device value to ember
         r = r.to(dev, non_blocking=True)
     if r.stride() != strides and r.numel() > 1:
         r = torch.empty_strided(sizes, strides, dtype=dtype, device=dev).copy_(r)
+    if r is not given:  # ember.stats()["result_copies"]: a copy or kernel more per call
+        _counters.count_result_copy()
     return r
 
 
