@@ -307,3 +307,25 @@ def test_scans_along_a_middle_dim_run_as_columns(tmp_path, monkeypatch):
     fn, args = CASES["head_scan_bf16"]("cpu")
     (cg,) = compile_all(fn, args)
     assert [k["shape"] for k in cg.kernels] == ["scan_columns"], cg.kernels
+
+
+def test_symbolic_row_loops_keep_a_warp_a_row(tmp_path, monkeypatch):
+    """dynamic=True: a row kernel with a stage over a symbolic length keeps a warp a row.
+    BLOOM's attention softmax (rows over the sequence) is fused with the relayout of the
+    same rows' values (16 wide here, 64 at BLOOM's widths); the row tile, planned for the
+    static stage alone, gave the kernel 2 threads a row (8 at full widths), and each of the
+    softmax's passes walked the sequence on those (schedule/cuda/row_tile.cpp)."""
+    transformers = pytest.importorskip("transformers")
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    torch.manual_seed(0)
+    cfg = transformers.BloomConfig(use_cache=False, vocab_size=64, hidden_size=64, n_layer=1, n_head=4)
+    model = transformers.BloomForCausalLM(cfg).to(torch.bfloat16).eval()
+    ids = torch.randint(0, 64, (2, 24))
+    results = compile_all(lambda ids: model(input_ids=ids).logits, (ids,), dynamic=True)
+    assert not [r for r in results if isinstance(r, str)], results
+    rows = [k for cg in results for k in cg.kernels
+            if "softmax" in k["name"] and k["shape"] == "row_warp" and k["grid_per_block"] > 0]
+    assert rows, [k["name"] for cg in results for k in cg.kernels]
+    assert any(k["row_lanes"] > 0 for k in rows), rows  # the tile of the static stage is kept
+    for k in rows:
+        assert k["block"] // k["grid_per_block"] == 32, k

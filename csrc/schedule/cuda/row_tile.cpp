@@ -131,6 +131,9 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
   const Kernel& k = s.kernels[ki];
   if (launch.shape == CudaKernelInfo::Shape::Elementwise) return {};
   const Stage* looping = nullptr;
+  // A stage over symbolic dims keeps its per-element loop on the row's threads: the tile
+  // must not take threads from it (see below).
+  bool symbolic_loop = false;
   for (const auto& st : k.stages) {
     if (st.vector_reduce) return {};
     // A scan is sequential; an arg-reduction needs each element's flat index, which the
@@ -139,7 +142,10 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
       if (item.is_scan || p.computed[item.computed].is_arg_reduction()) return {};
     // A graph with symbols tiles static rows only (their count may be symbolic); a
     // stage over symbolic dims keeps the per-element loop.
-    if (launch.symbolic && is_symbolic(st.inner)) continue;
+    if (launch.symbolic && is_symbolic(st.inner)) {
+      symbolic_loop = true;
+      continue;
+    }
     if (!st.inner.empty() && (!looping || numel(st.inner) > numel(looping->inner))) looping = &st;
   }
   if (!looping || numel(looping->inner) == 0) return {};
@@ -208,7 +214,11 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
   t.lanes = elementwise_elems_per_thread(widest);
   while (t.lanes > 1 && last % t.lanes != 0) t.lanes /= 2;
   int threads = launch.threads;
-  const WarpRowFit fit = launch.shape == CudaKernelInfo::Shape::RowWarp
+  // Fewer threads a row suit the tiled stages only. A stage over a symbolic length keeps
+  // them all: BLOOM's softmax over the sequence, fused with the 64-wide relayout of its
+  // rows' values, took 8 threads a row from the 64-wide stage, 256 elements a thread in
+  // each of its 3 passes at 2,048 tokens.
+  const WarpRowFit fit = launch.shape == CudaKernelInfo::Shape::RowWarp && !symbolic_loop
                              ? fit_warp_row(numel(looping->inner), last, t.lanes, widest)
                              : WarpRowFit{};
   if (fit.lanes > 0) {
@@ -218,7 +228,8 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
   t.chunks = numel(looping->inner) / t.lanes;
   const int64_t slots = (t.chunks + threads - 1) / threads;
   if (slots * t.lanes <= kRowTileValues) t.slots = slots;
-  if (t.slots > 0 && launch.shape == CudaKernelInfo::Shape::RowBlock) even_row_block(launch, info, t.chunks, slots);
+  if (t.slots > 0 && launch.shape == CudaKernelInfo::Shape::RowBlock && !symbolic_loop)
+    even_row_block(launch, info, t.chunks, slots);
   for (const auto& [b, e] : index)
     if (!mixed.count(b) && chunk_access(b, e, t.lanes)) t.loads[b] = e;
   for (const auto& [b, e] : written)
