@@ -1046,3 +1046,22 @@ TEST(cuda_pool_columns_compute_per_channel_values_before_the_rows) {
   CHECK(last < rows);
   check_compiles(code);
 }
+
+// A cat of strided slices (shift_block's patch merging): each element loads only the part
+// its channel selects, the load inside the select, where every part's clamped load into
+// another part's memory once ran for each element (a 4-way cat read 4x its input).
+TEST(cuda_cat_of_strided_slices_loads_only_the_taken_part) {
+  ember::CudaCode code = cuda_of(R"(graph {
+  %0 = input(0) : bf16[8,64,32,32]{65536,1024,32,1}
+  %1 = aten.slice.Tensor(%0, 3, 0, 9223372036854775807, 2) : bf16[8,64,32,16]{65536,1024,32,2}
+  %2 = aten.slice.Tensor(%0, 3, 1, 9223372036854775807, 2) : bf16[8,64,32,16]{65536,1024,32,2}
+  %3 = aten.cat.default([%1, %2], 1) : bf16[8,128,32,16]{65536,512,16,1}
+  return (%3)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  CHECK(has(code, " ? ember_bf2f(b0[ember_clamp_index("));
+  CHECK(has(code, " : ember_bf2f(b0[ember_clamp_index("));
+  CHECK(!has(code, "= ember_bf2f(b0["));  // no load of its own, before the select
+  check_compiles(code);
+}
