@@ -13,6 +13,7 @@ Values are checked against eager (bf16: the tolerances of torch.testing for bf16
     python benchmarks/gpu_rows.py --only short     # short rows: 96..768 channels, 49-wide softmax
     python benchmarks/gpu_rows.py --only long      # long reductions into few results: GroupNorm, losses
     python benchmarks/gpu_rows.py --only operand   # softmax with a mask or bias: BLOOM, DeBERTa, Falcon, Swin
+    python benchmarks/gpu_rows.py --only pool      # channels-last global pools of few images (column split)
 """
 import argparse
 import datetime
@@ -155,7 +156,7 @@ def workloads():
         Forward("softmax 4096x4096 bf16", _softmax, lambda: (_rand(4096, 4096, dtype=bf16),), 4096, 4096, bf16),
         Forward("softmax 4096x50257 bf16", _softmax, lambda: (_rand(4096, 50257, dtype=bf16),), 4096, 50257, bf16),
         Backward("layer_norm backward 8192x768 bf16", 8192, 768, bf16),
-    ] + short_rows() + long_rows() + operand_rows()
+    ] + short_rows() + long_rows() + operand_rows() + pool_rows()
 
 
 def short_rows():
@@ -201,6 +202,36 @@ def long_rows():
         numel = shape[0] * shape[1] * shape[2]
         out.append(Forward(f"long mean square {'x'.join(map(str, shape))} bf16", _mean_square,
                            lambda shape=shape: (_rand(*shape, dtype=bf16),), 1, numel, bf16))
+    return out
+
+
+def _global_pool(x):
+    return x.mean((2, 3), keepdim=True)
+
+
+def _bn_relu_pool(x, mean, var, w, b):
+    """ResNet's last BatchNorm (eval) and ReLU before its global average pool."""
+    return F.relu(F.batch_norm(x, mean, var, w, b, False)).mean((2, 3), keepdim=True)
+
+
+def pool_rows():
+    """Channels-last global average pools of few images, which ember reduces as columns
+    split across blocks (schedule/cuda/column_split.h): DeepLabV3's ASPP pool (8 images,
+    2,048 channels of 64x64), ResNet-50's last BatchNorm + ReLU + pool (64 images, 2,048
+    channels of 7x7) and EfficientNet-B0's first squeeze-excitation pool (64 images, 32
+    channels of 112x112). Shape: (images, channels). `--only pool` runs these alone."""
+    bf16 = torch.bfloat16
+    cl = torch.channels_last
+    out = []
+    for n, c, hw in ((8, 2048, 64), (64, 32, 112)):
+        out.append(Forward(f"pool mean {n}x{c}x{hw}x{hw} cl bf16", _global_pool,
+                           lambda n=n, c=c, hw=hw: (_rand(n, c, hw, hw, dtype=bf16).contiguous(memory_format=cl),),
+                           n, c, bf16))
+    n, c, hw = 64, 2048, 7
+    out.append(Forward(f"pool bn+relu+mean {n}x{c}x{hw}x{hw} cl bf16", _bn_relu_pool,
+                       lambda: (_rand(n, c, hw, hw, dtype=bf16).contiguous(memory_format=cl), _rand(c, dtype=bf16),
+                                _rand(c, dtype=bf16).abs() + 0.5, _rand(c, dtype=bf16), _rand(c, dtype=bf16)),
+                       n, c, bf16))
     return out
 
 

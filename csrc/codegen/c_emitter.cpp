@@ -162,7 +162,7 @@ std::string CEmitter::emit(const Expr& e) {
   // cannot exist (it would have been placed at `level`), so print it now.
   std::vector<std::string> args;
   if (e->op == ExprOp::Where) {
-    args = {emit(e->args[0]), guarded(e->args[1]), guarded(e->args[2])};
+    args = {emit(e->args[0]), arm(e->args[1]), arm(e->args[2])};
   } else {
     for (const auto& a : e->args) args.push_back(emit(a));
   }
@@ -197,6 +197,28 @@ std::string CEmitter::guarded(const Expr& e) {
   std::string r = emit(e);
   --guarded_depth_;
   return r;
+}
+
+std::string CEmitter::arm(const Expr& e) {
+  const bool load = e->op == ExprOp::Load && !locals_.count(static_cast<int>(e->ival));
+  if (!taken_arm_loads_ || (!load && e->op != ExprOp::Where)) return guarded(e);
+  // A value already computed (a vector lane bound to it, an earlier statement) is reused.
+  for (int s = level_of(e); s >= 0; --s) {
+    auto it = scopes_[s].memo.find(e);
+    if (it != scopes_[s].memo.end()) return it->second;
+  }
+  // A nested Where's condition and a load's index are statements before the select,
+  // evaluated whichever arm is taken: their loads clamp as every branch's do (and the
+  // load itself too: ptxas may evaluate the select as both arms).
+  ++guarded_depth_;
+  std::string first = emit(e->args[0]);
+  --guarded_depth_;
+  if (e->op == ExprOp::Where) return "(" + first + " ? " + arm(e->args[1]) + " : " + arm(e->args[2]) + ")";
+  const std::string& index = first;
+  const Dim extent = buffers_.at(static_cast<int>(e->ival)).extent;
+  std::string last = extent.is_static() ? std::to_string(std::max<int64_t>(extent.hint() - 1, 0)) + "LL"
+                                        : emit(max(extent - 1, Dim(0)).expr());
+  return load_text(e, "ember_clamp_index(" + index + ", " + last + ")");
 }
 
 std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {

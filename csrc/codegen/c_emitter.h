@@ -48,6 +48,12 @@ class CEmitter {
   // earlier in the same kernel and only valid from that point).
   void set_min_load_level(int buffer, int level) { min_load_level_[buffer] = level; }
 
+  // Where arms that are loads (or Wheres of them) print inside the select, so that only
+  // the taken arm loads: a cat of four parts read every part for each element, three of
+  // them clamped into other parts' memory (4x the compulsory reads). The CUDA printer's
+  // choice: a select of values the C compiler vectorizes reads every arm there.
+  void set_taken_arm_loads(bool on) { taken_arm_loads_ = on; }
+
   // Symbols (docs/dynamic_shapes.md) print as sym[k]: the kernel reads them from
   // the array of the call's symbol values.
   // Emits statements for e (as needed) and returns a C expression naming its value.
@@ -74,6 +80,7 @@ class CEmitter {
   std::string print(const Expr& e, const std::vector<std::string>& a);
   std::string guarded(const Expr& e);
   bool reads_memory(const Expr& e);  // e depends on a load (is a value, not an index)
+  std::string arm(const Expr& e);  // a Where's arm (set_taken_arm_loads)
   std::string load_text(const Expr& e, const std::string& index);
   // The name of a +0 of C type c_type(t) whose value the C compiler cannot see, declared
   // at the top of the function on first use.
@@ -92,6 +99,7 @@ class CEmitter {
   int counter_ = 0;
   int guarded_depth_ = 0;  // > 0 while printing the branch of a Where
   std::unordered_map<Expr, bool> reads_memory_;  // reads_memory's answers
+  bool taken_arm_loads_ = false;
 };
 
 }  // namespace ember

@@ -982,3 +982,86 @@ TEST(cuda_channels_last_mean_of_few_images_splits_across_blocks) {
   CHECK(has(code, "[((int64_t)x * 64 + s) * 64 + i0]"));
   check_compiles(code);
 }
+
+namespace {
+
+// The text of the partial launch's function.
+std::string partial_source(const ember::CudaCode& code) {
+  const size_t at = code.source.find("_partial(");
+  if (at == std::string::npos) return "";
+  return code.source.substr(at, code.source.find("\n}\n", at) - at);
+}
+
+}  // namespace
+
+// DeepLabV3's ASPP pool: 2,048 channels of 64 x 64 pixels on 8 images. The partial launch
+// gives each thread 8 columns 256 apart, all loaded in one iteration of the rows (8 times
+// the loads in flight of one column a thread), at the same grid and chunks.
+TEST(cuda_wide_channels_last_pool_takes_eight_columns_a_thread) {
+  ember::CudaCode code = cuda_of(R"(graph {
+  %0 = input(0) : bf16[8,2048,64,64]{8388608,1,131072,2048}
+  %1 = aten.mean.dim(%0, [2, 3], true, none) : bf16[8,2048,1,1]{2048,1,2048,2048}
+  return (%1)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  const CudaKernelInfo& k = code.kernels[0];
+  CHECK_EQ(k.partial_block, 256u);
+  CHECK_EQ(k.partial_grid, 8u * 32u);  // 32 chunks of 128 pixels an image
+  const std::string partial = partial_source(code);
+  CHECK(partial.find("for (int k = lane; k < 2048; k += 2048) {") != std::string::npos);
+  CHECK(partial.find("= (int64_t)(k) + 1792;") != std::string::npos);  // the eighth column
+  CHECK(partial.find("#pragma unroll 2") != std::string::npos);
+  size_t stores = 0;
+  for (size_t at = partial.find("[((int64_t)x * 32 + s) * 2048 + col"); at != std::string::npos;
+       at = partial.find("[((int64_t)x * 32 + s) * 2048 + col", at + 1))
+    ++stores;
+  CHECK_EQ(stores, size_t{8});
+  check_compiles(code);
+}
+
+// ResNet's last BatchNorm before its pool: what depends on the channel alone (1 / sqrt(var
+// + eps)) is computed for each of a thread's columns before the loop over the pixels, not
+// once a pixel.
+TEST(cuda_pool_columns_compute_per_channel_values_before_the_rows) {
+  ember::CudaCode code = cuda_of(R"(graph {
+  %0 = input(0) : bf16[64,2048,7,7]{100352,1,14336,2048}
+  %1 = input(1) : f32[2048,1,1]{1,1,1}
+  %2 = aten.add.Tensor(%1, 1e-05, 1) : f32[2048,1,1]{1,1,1}
+  %3 = aten.sqrt.default(%2) : f32[2048,1,1]{1,1,1}
+  %4 = aten.reciprocal.default(%3) : f32[2048,1,1]{1,1,1}
+  %5 = aten.mul.Tensor(%0, %4) : f32[64,2048,7,7]{100352,1,14336,2048}
+  %6 = aten.relu.default(%5) : f32[64,2048,7,7]{100352,1,14336,2048}
+  %7 = aten.mean.dim(%6, [2, 3], true, none) : f32[64,2048,1,1]{2048,1,2048,2048}
+  return (%7)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  const std::string partial = partial_source(code);
+  const size_t rows = partial.find("for (int r = ");
+  CHECK(rows != std::string::npos);
+  size_t sqrts = 0, last = 0;
+  for (size_t at = partial.find("sqrtf("); at != std::string::npos; at = partial.find("sqrtf(", at + 1)) ++sqrts, last = at;
+  CHECK_EQ(sqrts, size_t{8});
+  CHECK(last < rows);
+  check_compiles(code);
+}
+
+// A cat of strided slices (shift_block's patch merging): each element loads only the part
+// its channel selects, the load inside the select, where every part's clamped load into
+// another part's memory once ran for each element (a 4-way cat read 4x its input).
+TEST(cuda_cat_of_strided_slices_loads_only_the_taken_part) {
+  ember::CudaCode code = cuda_of(R"(graph {
+  %0 = input(0) : bf16[8,64,32,32]{65536,1024,32,1}
+  %1 = aten.slice.Tensor(%0, 3, 0, 9223372036854775807, 2) : bf16[8,64,32,16]{65536,1024,32,2}
+  %2 = aten.slice.Tensor(%0, 3, 1, 9223372036854775807, 2) : bf16[8,64,32,16]{65536,1024,32,2}
+  %3 = aten.cat.default([%1, %2], 1) : bf16[8,128,32,16]{65536,512,16,1}
+  return (%3)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  CHECK(has(code, " ? ember_bf2f(b0[ember_clamp_index("));
+  CHECK(has(code, " : ember_bf2f(b0[ember_clamp_index("));
+  CHECK(!has(code, "= ember_bf2f(b0["));  // no load of its own, before the select
+  check_compiles(code);
+}

@@ -94,6 +94,22 @@ def _column_stats(g, x, n):
     return (gx * 2).to(g.dtype), gs + 1, x.amax(0), (x > 2).any(0), (x > -4).all(0), n.sum(0), (g.float() ** 2).mean(0)
 
 
+def _pool_columns(x, mean, var, w, b):
+    """Channels-last global pools of a few images, their columns split across blocks with
+    several columns a thread (schedule/cuda/column_split.h, columns_a_thread): a BatchNorm
+    + ReLU + mean (per-channel values computed before the rows), and a max that meets a NaN."""
+    y = F.relu(F.batch_norm(x, mean, var, w, b, False))
+    return y.mean((2, 3), keepdim=True), x.amax((2, 3))
+
+
+def _pool_columns_args(device, channels):
+    x = _rand(4, channels, 9, 9, device=device, dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    x[1, 700, 3, 4] = float("nan")
+    per = [_rand(channels, device=device, dtype=torch.bfloat16) for _ in range(4)]
+    per[1] = per[1].abs() + 0.5
+    return (x, *per)
+
+
 def _column_stats_args(device, dtype=torch.float32):
     x = _rand(4096, 96, device=device, dtype=dtype)
     x[1000, 7] = float("nan")
@@ -468,6 +484,8 @@ CASES = {
     "column_sum_long": lambda d: (_column_sum, (_rand(20000, 3, device=d),)),
     "column_stats": lambda d: (_column_stats, _column_stats_args(d)),
     "column_stats_bf16": lambda d: (_column_stats, _column_stats_args(d, torch.bfloat16)),
+    "pool_columns_768_bf16": lambda d: (_pool_columns, _pool_columns_args(d, 768)),  # 3 columns a thread
+    "pool_columns_2048_bf16": lambda d: (_pool_columns, _pool_columns_args(d, 2048)),  # 8 columns a thread
     "vector_bias_relu_bf16": lambda d: (_bias_relu, (_rand(64, 768, device=d, dtype=torch.bfloat16),
                                                      _rand(768, device=d, dtype=torch.bfloat16))),
     "vector_widen_bf16_f32": lambda d: (_widen, (_rand(32, 1024, device=d, dtype=torch.bfloat16), _rand(1024, device=d))),

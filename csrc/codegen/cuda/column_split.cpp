@@ -5,32 +5,65 @@
 #include <vector>
 
 #include "codegen/cuda/reduction.h"
+#include "schedule/cuda/lane_invariant.h"
 
 namespace ember {
 
 namespace {
 
-// Column i0 of chunk `chunk` of row x's partials of item `computed`, as an lvalue of type
-// `type`: partials are laid out [row][chunk][column].
+// Column `col` of chunk `chunk` of row x's partials of item `computed`, as an lvalue of
+// type `type`: partials are laid out [row][chunk][column].
 std::string partial_ref(const CudaPrinter& pr, const ColumnSplit& split, int computed, const std::string& type,
-                        int64_t width, const std::string& chunk) {
+                        int64_t width, const std::string& chunk, const std::string& col = "i0") {
   return "((" + type + "*)(" + pr.scratch_name + " + " + std::to_string(split.partial_offset.at(computed)) +
-         "))[((int64_t)x * " + std::to_string(split.chunks) + " + " + chunk + ") * " + std::to_string(width) + " + i0]";
+         "))[((int64_t)x * " + std::to_string(split.chunks) + " + " + chunk + ") * " + std::to_string(width) + " + " +
+         col + "]";
 }
 
 // A vector stage's reduced rows r in [lo, hi) (C expressions), flattened over
-// inner[1..] (`reduced`), accumulated into `accs` for the current kept lane i0.
+// inner[1..] (`reduced`), accumulated into `accs` for the current kept lane i0. With
+// `columns` (C names of kept lanes, one per set of accumulators in `more`), the lanes
+// are those instead, each row's loads of all of them side by side in one iteration.
 void reduce_rows(CudaPrinter& pr, const Stage& stage, const Dims& reduced, std::vector<Acc>& accs,
-                 const std::string& lo, const std::string& hi) {
+                 const std::string& lo, const std::string& hi, const std::vector<std::string>& columns = {},
+                 std::vector<std::vector<Acc>>* more = nullptr) {
   CEmitter& em = *pr.em;
+  // What depends on the column alone (a BatchNorm's 1 / sqrt(var + eps) before a pool),
+  // computed for each column before the loop, as one column's scope would hoist it.
+  std::vector<std::vector<std::pair<Expr, std::string>>> per_column(columns.size());
+  if (!columns.empty()) {
+    std::vector<Expr> roots;
+    for (const auto& item : stage.items) roots.push_back(item.value);
+    const auto invariants = innermost_invariants(roots, inner_var(0), [](int) { return true; });
+    for (size_t j = 0; j < columns.size(); ++j) {
+      em.open_scope({{inner_var(0), columns[j]}});
+      for (const auto& inv : invariants) per_column[j].push_back({inv.value, em.emit(inv.value)});
+      for (const auto& l : em.close_scope()) em.line(l);  // the names are the function's own
+    }
+  }
   std::vector<std::pair<int, std::string>> vars;
   for (size_t d = 1; d < stage.inner.size(); ++d) vars.push_back({inner_var(static_cast<int>(d)), "i" + std::to_string(d)});
   em.open_scope(vars);
   for (const auto& l : pr.decompose_dims("r", reduced, "i", 1)) em.line(l);
-  for (size_t i = 0; i < stage.items.size(); ++i)
-    accumulate(em, pr.p.computed[stage.items[i].computed], accs[i], em.emit(stage.items[i].value));
+  if (columns.empty()) {
+    for (size_t i = 0; i < stage.items.size(); ++i)
+      accumulate(em, pr.p.computed[stage.items[i].computed], accs[i], em.emit(stage.items[i].value));
+  }
+  for (size_t j = 0; j < columns.size(); ++j) {
+    em.open_scope({{inner_var(0), columns[j]}});
+    for (const auto& [value, name] : per_column[j]) em.bind_value(value, name);
+    for (size_t i = 0; i < stage.items.size(); ++i)
+      accumulate(em, pr.p.computed[stage.items[i].computed], (*more)[j][i], em.emit(stage.items[i].value));
+    std::vector<std::string> lane = em.close_scope();
+    em.line("{");
+    for (const auto& l : lane) em.line("  " + l);
+    em.line("}");
+  }
   std::vector<std::string> body = em.close_scope();
-  em.line("#pragma unroll 4");  // independent loads in flight (the sums wait, the loads need not)
+  // Independent loads in flight (the sums wait, the loads need not): about 16 a thread
+  // when each row loads several columns.
+  const size_t unroll = columns.size() <= 1 ? 4 : std::max<size_t>(2, 16 / columns.size());
+  em.line("#pragma unroll " + std::to_string(unroll));
   em.line("for (" + pr.index_type() + " r = " + lo + "; r < " + hi + "; ++r) {");
   for (const auto& l : body) em.line("  " + l);
   em.line("}");
@@ -58,21 +91,37 @@ std::string partial_kernel(CudaPrinter& pr, const ColumnSplit& split, const Cuda
     reduced.erase(reduced.begin());
     const int64_t rows = numel(reduced), width = stage.inner[0].hint();
     const int64_t span = (rows + split.chunks - 1) / split.chunks;
-    em.open_scope({{inner_var(0), "i0"}});
-    em.line("const int64_t i0 = (int64_t)(k);");
+    // A thread takes `per_thread` columns lanes apart at once (see columns_a_thread).
+    const int64_t per_thread = columns_a_thread(width, split.group_lanes);
+    std::vector<std::string> columns;
+    em.open_scope(per_thread == 1 ? std::vector<std::pair<int, std::string>>{{inner_var(0), "i0"}}
+                                  : std::vector<std::pair<int, std::string>>{});
+    if (per_thread == 1) em.line("const int64_t i0 = (int64_t)(k);");
+    for (int64_t j = 0; j < per_thread && per_thread > 1; ++j) {
+      columns.push_back(em.fresh("col"));
+      em.line("const int64_t " + columns.back() + " = (int64_t)(k) + " + std::to_string(j * split.group_lanes) + ";");
+    }
     std::vector<Acc> accs(stage.items.size());
-    for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_thread_acc(em, pr.p.computed[stage.items[i].computed], rows);
+    std::vector<std::vector<Acc>> more(columns.size(), std::vector<Acc>(stage.items.size()));
+    for (size_t i = 0; i < stage.items.size(); ++i) {
+      const ComputedBuffer& c = pr.p.computed[stage.items[i].computed];
+      if (columns.empty()) accs[i] = declare_thread_acc(em, c, rows);
+      for (auto& lane : more) lane[i] = declare_thread_acc(em, c, rows);
+    }
     const std::string lo = "s * " + std::to_string(span), n = std::to_string(rows);
     em.line("const int64_t hi = " + lo + " + " + std::to_string(span) + " < " + n + " ? " + lo + " + " +
             std::to_string(span) + " : " + n + ";");
-    reduce_rows(pr, stage, to_dims(reduced), accs, lo, "hi");
-    for (size_t i = 0; i < stage.items.size(); ++i) {
-      const Acc& a = accs[i];
-      std::string v = a.flag.empty() ? a.acc : "(" + a.flag + " ? (" + a.type + ")NAN : " + a.acc + ")";
-      em.line(partial_ref(pr, split, stage.items[i].computed, a.type, width, "s") + " = " + v + ";");
-    }
+    reduce_rows(pr, stage, to_dims(reduced), accs, lo, "hi", columns, &more);
+    for (size_t j = 0; j < std::max<size_t>(1, columns.size()); ++j)
+      for (size_t i = 0; i < stage.items.size(); ++i) {
+        const Acc& a = columns.empty() ? accs[i] : more[j][i];
+        std::string v = a.flag.empty() ? a.acc : "(" + a.flag + " ? (" + a.type + ")NAN : " + a.acc + ")";
+        em.line(partial_ref(pr, split, stage.items[i].computed, a.type, width, "s", columns.empty() ? "i0" : columns[j]) +
+                " = " + v + ";");
+      }
     std::vector<std::string> body = em.close_scope();
-    em.line("for (" + I + " k = lane; k < " + std::to_string(width) + "; k += " + lanes + ") {");
+    em.line("for (" + I + " k = lane; k < " + std::to_string(width) + "; k += " +
+            std::to_string(split.group_lanes * per_thread) + ") {");
     for (const auto& l : body) em.line("  " + l);
     em.line("}");
   }

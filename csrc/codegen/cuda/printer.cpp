@@ -30,6 +30,7 @@ std::string CudaPrinter::signature(const std::string& fname, uint32_t block, con
   if (p.num_symbols > 0) head << (args.empty() ? "" : ", ") << "const ember_syms sym";
   head << ") {\n";
   em = std::make_unique<CEmitter>(refs);
+  em->set_taken_arm_loads(true);
   return head.str();
 }
 

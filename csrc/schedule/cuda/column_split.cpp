@@ -6,6 +6,14 @@
 
 namespace ember {
 
+int64_t columns_a_thread(int64_t width, int64_t group_lanes) {
+  if (group_lanes <= 0 || width % group_lanes != 0) return 1;
+  const int64_t passes = width / group_lanes;
+  for (int64_t d = std::min(passes, kColumnSplitColumnsAThread); d > 1; --d)
+    if (passes % d == 0) return d;
+  return 1;
+}
+
 ColumnSplit plan_column_split(const Program& p, const Schedule& s, const Placement& m, int ki, const CudaLaunch& launch,
                               int scratch_id, CudaKernelInfo& info) {
   const Kernel& k = s.kernels[ki];
