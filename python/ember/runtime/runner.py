@@ -16,7 +16,7 @@ import torch
 import torch.autograd.profiler as _profiler
 from torch._C._profiler import _RecordFunctionFast
 
-from . import plan_code, prepared as _prepared
+from . import openmp, plan_code, prepared as _prepared
 from .. import counters as _counters
 from ..frontend.fx_import import TORCH_DTYPES, Call, ImportedGraph, Ref, SymValue, resolve_op
 
@@ -349,6 +349,8 @@ class GraphRunner:
         if not self._symbol_args:
             self._plan = _Plan(self, {"buffers": cg.buffers, "externs": cg.externs, "outputs": cg.outputs,
                                       "arena_bytes": cg.arena_bytes}, None)
+        if getattr(cg, "kernels_ready", False):
+            self._kernels_loaded()
 
     def wait_for_kernels(self, finish):
         """The kernels are still being built: the first call runs finish(), which waits for
@@ -373,6 +375,13 @@ class GraphRunner:
             if self._finish_compile is not None:
                 self._eager = self._finish_compile()
                 self._finish_compile = None
+                if self._eager is None:
+                    self._kernels_loaded()
+
+    def _kernels_loaded(self):
+        # The first CPU kernel library loaded shows which OpenMP runtime the kernels bind to.
+        if self.device.type == "cpu" and self.cg.kernels:
+            openmp.check_once()
 
     def inputs_read(self) -> frozenset:
         """The indices of the inputs a call reads: those a kernel step, an ATen call or an

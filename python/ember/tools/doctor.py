@@ -29,7 +29,7 @@ class Check:
 
 def run_checks() -> list[Check]:
     checks = [_python_and_torch(), _dynamo(), _ember_core(), _libstdcxx(), _backends(), _c_compiler(), _cpu(), _threads(),
-              _cuda(), _cache(), _torch_cache(), _smoke_compile()]
+              _cuda(), _cache(), _torch_cache(), _smoke_compile(), _openmp()]
     return [c for c in checks if c is not None]
 
 
@@ -217,7 +217,7 @@ def _threads():
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     threads = torch.get_num_threads()
     details = {"torch_threads": threads, "cores_available": cores, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")}
-    summary = f"{threads} torch/OpenMP thread(s) on {cores} available core(s) (ember's kernels share torch's threads)"
+    summary = f"{threads} torch/OpenMP thread(s) on {cores} available core(s) (ember's kernels share them: see openmp)"
     if threads > cores:
         return Check("threads", "WARN", summary + ": oversubscribed",
                      f"torch.set_num_threads({cores}) or OMP_NUM_THREADS={cores}", details)
@@ -343,7 +343,8 @@ def _smoke_compile():
         warnings.simplefilter("always")
         out = ember.compile(fn, options={"disk_cache": False})(x)
     torch._dynamo.reset()
-    ours = [str(w.message) for w in caught if "ember" in str(w.message)]
+    # A second OpenMP runtime is the openmp check's to report (the graph itself compiled).
+    ours = [str(w.message) for w in caught if "ember" in str(w.message) and "OpenMP" not in str(w.message)]
     if ours:
         return Check("compile", "FAIL", f"a test graph fell back to eager: {ours[0]}",
                      "run `ember doctor` checks above; report the warning if they pass")
@@ -351,6 +352,25 @@ def _smoke_compile():
         return Check("compile", "FAIL", "a test graph compiled but gave a wrong result", "report this as a bug")
     kernels = ember.last_compile_stats()["kernels"]
     return Check("compile", "OK", f"softmax test graph compiled to {kernels} kernel(s) and matches eager")
+
+
+@_guard("openmp")
+def _openmp():
+    """After the test compile loaded kernels: do they share PyTorch's OpenMP runtime?"""
+    from ember.runtime import openmp
+
+    if not os.path.exists("/proc/self/maps"):
+        return None  # nothing to read it from (not Linux)
+    runtimes = openmp.loaded_runtimes()
+    details = {"runtimes": runtimes}
+    if len(runtimes) > 1:
+        return Check("openmp", "WARN", f"{len(runtimes)} OpenMP runtimes loaded: two thread pools compete for "
+                     "the cores", openmp.advice(runtimes), details)
+    if not runtimes:
+        return Check("openmp", "INFO", "no OpenMP runtime found loaded (kernels run on one thread)",
+                     details=details)
+    return Check("openmp", "OK", f"one OpenMP runtime ({runtimes[0]}): ember's kernels run on torch's threads",
+                 details=details)
 
 
 def format_checks(checks: list[Check]) -> str:
