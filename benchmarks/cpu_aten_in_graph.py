@@ -33,9 +33,8 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import ember  # noqa: E402,F401  (registers the backend)
-from ember.runtime import openmp  # noqa: E402
+import ember  # noqa: F401  (registers the backend)
+from ember.runtime import openmp
 
 
 class Block(nn.Module):
