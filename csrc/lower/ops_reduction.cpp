@@ -180,12 +180,6 @@ std::vector<TensorIR> minmax_dim(LowerCtx& ctx, const Node& n, ReduceOp vop, Red
 // weights of about 100, made errors 20x eager's, whose Welford mean has no offset error.
 // (A shift by the slice's first element would need no second sum, but it reads the row
 // at a second index, which keeps CUDA's row tiles from holding the row in registers.)
-// On the CPU an f32 slice accumulates in f64, as eager's CPU Welford does: the C loop
-// sums each block of 4096 in f32 vector lanes, and sum(d), whose partial sums wander
-// to sqrt(n) times the spread, then carried more rounding than the mean it corrects
-// (fuzz seed 304781: 4099 integers in [-9, 9], a mean off by 4.7e-7 where sum / n was
-// off by 7e-9, a variance off by 20x eager's; a cumsum of the layer_norm summed the
-// offset 4099 times). CUDA's tree reductions keep f32 (as eager's CUDA Welford does).
 std::vector<TensorIR> variance(LowerCtx& ctx, const Node& n, bool take_sqrt, bool with_mean) {
   const TensorIR& in = ctx.tensor(n.args[0]);
   std::vector<int64_t> dims = reduce_dims(n.args.size() > 1 ? n.args[1] : Arg::none(), in.rank());
@@ -194,7 +188,7 @@ std::vector<TensorIR> variance(LowerCtx& ctx, const Node& n, bool take_sqrt, boo
   bool keepdim = n.args.size() > 3 && n.args[3].kind == Arg::Kind::Bool && n.args[3].b;
   DType out = ctx.out_type(0).dtype;
   if (!is_float(out)) throw Unsupported("variance of a non-float tensor");
-  const DType acc = out == DType::F32 && !ctx.options().aten_cuda ? DType::F64 : acc_type(out);
+  DType acc = acc_type(out);
   const Dim n_dim = count(in, dims);
   Expr nelem = count_value(n_dim, acc);
   TensorIR sum = ctx.reduce(in, dims, ReduceOp::Sum, acc, acc);
