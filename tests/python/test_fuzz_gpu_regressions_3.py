@@ -3,7 +3,8 @@ GPU seeds 120000 to 140000, CPU static 300000 to 310000, dynamic 310000 to 32000
 /work/notes/gpu-fuzz-3) found, minimized: each program runs compiled and eagerly on the
 CPU and on CUDA; NVRTC tests (no GPU needed) check the generated code where the cause
 shows there. Four findings were eager's rounding, not ember's: the generator rules that
-leave them out are tested last (docs/reliability.md has the table)."""
+leave them out are tested last (docs/reliability.md has the table). CPU seed 304781 is
+open (an xfail)."""
 import pytest
 import torch
 
@@ -62,9 +63,10 @@ def test_unread_column_reduction_compiles():
 # CPU seed 304781: cumsum(layer_norm(x)) over rows of 4099 integers in [-9, 9] was off by
 # 1e-3 (eager 4.5e-5). The corrected two-pass mean adds sum(x - m) / n, which the C loop
 # summed in f32 lanes per block of 4096: off by 4.7e-7 where sum / n alone was off by
-# 7e-9, and the cumsum added that offset 4099 times. f32 variances now accumulate in f64
-# on the CPU, as eager's do.
+# 7e-9, and the cumsum added that offset 4099 times. OPEN: accumulating in f64 fixed it
+# but cost CPU LayerNorm 28% and BatchNorm statistics 70% (reverted; docs/reliability.md).
 
+@pytest.mark.xfail(strict=True, reason="CPU seed 304781: var_mean's f32 correction sum (open)")
 def test_f32_var_mean_on_the_cpu_is_as_close_as_eager():
     x = torch.randint(-9, 10, (129, 4099), generator=torch.Generator().manual_seed(304781)).float()
     var, mean = compile_fresh(lambda t: torch.var_mean(t, [1], correction=0))(x)
