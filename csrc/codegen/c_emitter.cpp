@@ -292,8 +292,12 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
     case ExprOp::LogicalNot: return "!" + a[0];
     case ExprOp::BitNot: return "~" + a[0];
     case ExprOp::Add: return wraps(t) ? wrapping(a[0], "+", a[1], t) : a[0] + " + " + a[1];
-    case ExprOp::Sub: return wraps(t) ? wrapping(a[0], "-", a[1], t) : a[0] + " - " + a[1];
-    case ExprOp::Mul: return wraps(t) ? wrapping(a[0], "*", a[1], t) : a[0] + " * " + a[1];
+    case ExprOp::Sub:
+      if (t == DType::I16) return "ember_sub_i16(" + a[0] + ", " + a[1] + ")";  // see wrapping_neg
+      return wraps(t) ? wrapping(a[0], "-", a[1], t) : a[0] + " - " + a[1];
+    case ExprOp::Mul:
+      if (t == DType::I16) return "ember_mul_i16(" + a[0] + ", " + a[1] + ")";
+      return wraps(t) ? wrapping(a[0], "*", a[1], t) : a[0] + " * " + a[1];
     case ExprOp::Div: return flt ? a[0] + " / " + a[1] : "ember_tdiv(" + a[0] + ", " + a[1] + ")";
     case ExprOp::FloorDiv: return std::string(flt ? (f64 ? "ember_floordiv(" : "ember_floordivf(") : "ember_fdiv(") + a[0] + ", " + a[1] + ")";
     case ExprOp::TruncDiv: return "ember_tdiv(" + a[0] + ", " + a[1] + ")";

@@ -57,6 +57,8 @@ static inline double ember_exp(double x, double lo) { return exp(x < lo ? lo : x
 
 /* -x of an int16, wrapping; the CUDA prelude has its own (a ptxas bug). */
 EMBER_FN int16_t ember_neg_i16(int16_t x) { return (int16_t)(0u - (uint32_t)x); }
+EMBER_FN int16_t ember_sub_i16(int16_t x, int16_t y) { return (int16_t)((uint32_t)x - (uint32_t)y); }
+EMBER_FN int16_t ember_mul_i16(int16_t x, int16_t y) { return (int16_t)((uint32_t)x * (uint32_t)y); }
 
 /* |x| of a float; the CUDA prelude has its own (a ptxas fold). */
 EMBER_FN float ember_abs_f32(float x) { return fabsf(x); }

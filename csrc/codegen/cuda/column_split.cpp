@@ -157,6 +157,9 @@ bool print_vector_stage(CudaPrinter& pr, const ColumnSplit& split, const Stage& 
   for (size_t i = 0; i < stage.items.size(); ++i) {
     const ComputedBuffer& c = pr.p.computed[stage.items[i].computed];
     const Buffer& buf = pr.p.buffers[c.buffer];
+    // A result nothing reads has no memory (placement.cpp): a later stage whose use of
+    // it simplified away (all(...) * 0, GPU fuzz seed 133907: "unordered_map::at").
+    if (!pr.m.in_memory[c.buffer]) continue;
     std::string result = finish_acc(em, c, accs[i], buf.dtype);
     em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(stage.items[i].store_index), buf.dtype, result));
   }

@@ -59,10 +59,15 @@ EMBER_FN float ember_round_bf(float x) { return ember_bf2f(ember_f2bf(x)); }
 /* -x of an int16, wrapping (-(-32768) is -32768). ptxas (NVRTC 13.0's) compiles PTX's neg.s16
    and abs.s16 as a 32-bit negation of the sign-extended value and treats the result as
    still sign-extended, so -(-32768) compared greater than 0 and divided as +32768 (GPU
-   fuzz seed 25141); add, sub and mul are narrowed after the op. Here the negation is
+   fuzz seed 25141); add is narrowed after the op (sub and mul: below). Here the negation is
    32-bit and the narrowing an explicit byte permute (0x9910: the low half, its sign bit
    replicated above), which ptxas cannot skip. */
 EMBER_FN int16_t ember_neg_i16(int16_t x) { return (int16_t)__byte_perm(0u - (uint32_t)x, 0u, 0x9910); }
+/* x - y and x * y of int16 likewise: NVVM turns 0 - x (rsub(x, 0)) and x * -1 into the
+   same neg.s16, and a 0-d operand may hold 0 or -1 (GPU fuzz seed 133257: cumprod of
+   rsub(x, 0) into int64 read -(-32768) as +32768). */
+EMBER_FN int16_t ember_sub_i16(int16_t x, int16_t y) { return (int16_t)__byte_perm((uint32_t)x - (uint32_t)y, 0u, 0x9910); }
+EMBER_FN int16_t ember_mul_i16(int16_t x, int16_t y) { return (int16_t)__byte_perm((uint32_t)x * (uint32_t)y, 0u, 0x9910); }
 
 /* |x| of a float as a cleared sign bit. ptxas (NVRTC 13.0's) folds fabsf(x) >= 0.0f to
    true, load and all, though |NaN| >= 0 is false (GPU fuzz seed 53425: abs(x) >= 0 of a

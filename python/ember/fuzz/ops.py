@@ -158,6 +158,11 @@ class Ops:
                 self.require_regular(a, "pow" if e in (0.5, -1, -0.5, 1.5, -2) else "")
                 self.emit(f"torch.pow({a.name}, {e})", False)
             else:
+                if fn in ("div", "true_divide") and s == 0:
+                    # x / 0 is +-inf or NaN by the sign of x: discontinuous at x = 0, so an
+                    # inexact x stays away from 0 (dynamic seed 312141: eager's f16
+                    # log_softmax rounded -4.6e-4 to 0, NaN after / -0.0; ember and fp64 +inf).
+                    self.require_regular(a, "reciprocal")
                 self.emit(f"torch.{fn}({a.name}, {_fmt(s)})", False)
             return
         b = self.partner(a)
@@ -168,6 +173,8 @@ class Ops:
             x, y = (a, b) if r.random() < 0.8 else (b, a)
             if fn in ("div", "true_divide", "pow"):
                 self.require_regular(y if fn != "pow" else x, "reciprocal")
+            if fn in ("div", "true_divide") and bool((y.t == 0).any()):
+                self.require_regular(x, "reciprocal")  # x / 0, as for a scalar 0 above
             if fn == "pow" and not y.exact and bool((x.t < 0).any()):
                 # A negative base to a non-integer power is NaN, to an integer one is not:
                 # discontinuous in an inexact exponent (ember's exp flushes results below
