@@ -246,10 +246,14 @@ void ember_red_var_mean_0(int64_t begin, int64_t end, char* const* args) {
       a1[i0] = t19;
       const bool t20 = (comb16[i0] != comb16[i0]);
       const float t21 = comb5[i0] / (131072.0f);
-      const float t22 = comb18[i0] / (131072.0f);
-      const float t23 = t21 + t22;
-      const float t24 = t20 ? NAN : t23;
-      a2[i0] = t24;
+      const float t22 = t21 * t21;
+      const float t23 = t22 * (131072.0f);
+      const bool t24 = t23 > comb16[i0];
+      const float t25 = comb18[i0] / (131072.0f);
+      const float t26 = t21 + t25;
+      const float t27 = t24 ? t26 : t21;
+      const float t28 = t20 ? NAN : t27;
+      a2[i0] = t28;
     }
   }
 }

@@ -153,21 +153,25 @@ void ember_red_var_mean_rsqrt_add_sub_plus1_0(int64_t begin, int64_t end, char* 
       acc5 += t9;
     }
     const bool t13 = (acc4 != acc4);
-    const float t14 = acc5 / (16.0f);
-    const float t15 = t8 + t14;
-    const float t16 = t13 ? NAN : t15;
-    const float t18 = acc4 / (16.0f);
-    const float t19 = t18 + (9.99999975e-06f);
-    const float t20 = 1.0f / sqrtf(t19);
+    const float t14 = t8 * t8;
+    const float t15 = t14 * (16.0f);
+    const bool t16 = t15 > acc4;
+    const float t17 = acc5 / (16.0f);
+    const float t18 = t8 + t17;
+    const float t19 = t16 ? t18 : t8;
+    const float t20 = t13 ? NAN : t19;
+    const float t22 = acc4 / (16.0f);
+    const float t23 = t22 + (9.99999975e-06f);
+    const float t24 = 1.0f / sqrtf(t23);
     #pragma omp simd
     for (int64_t i0 = 0; i0 < 16LL; ++i0) {
       const int64_t t11 = t1 + i0;
       const float t12 = a0[t11];
-      const float t17 = t12 - t16;
-      const float t21 = t17 * t20;
-      const float t22 = a1[i0];
-      const float t23 = t21 * t22;
-      a2[t11] = t23;
+      const float t21 = t12 - t20;
+      const float t25 = t21 * t24;
+      const float t26 = a1[i0];
+      const float t27 = t25 * t26;
+      a2[t11] = t27;
     }
   }
 }
