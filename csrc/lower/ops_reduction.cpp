@@ -113,8 +113,8 @@ std::vector<TensorIR> vector_norm(LowerCtx& ctx, const Node& n) {
   // Over one element every p-norm but p = 0 is |x|, as eager's CUDA kernels give it: as
   // the max, no square of x overflows (GPU fuzz seed 40519: |x| = 8.3e24, whose square
   // in f32 made the norm inf).
-  bool one_element = true;
-  for (int64_t d : dims) one_element = one_element && in.sizes[d].is_static() && in.sizes[d].hint() == 1;
+  bool one_element = true;  // a 0-d tensor's dims are [0] (or none) over no sizes
+  for (int64_t d : dims) one_element = one_element && (in.sizes.empty() || (in.sizes[d].is_static() && in.sizes[d].hint() == 1));
   if (std::isinf(p) || (one_element && p != 0)) {
     TensorIR r = ctx.reduce(a, dims, p > 0 || one_element ? ReduceOp::Max : ReduceOp::Min, out, acc);
     return {squeeze_dims(ctx, r, dims, keepdim)};
