@@ -12,6 +12,7 @@ from ember.fuzz.campaign import GPU_DTYPES
 
 from test_cuda_codegen import compile_all
 from test_fuzz_gpu_regressions import DEVICES, _ptx_of, needs_nvrtc
+from test_fuzz_gpu_regressions_2 import _rejected
 from test_fuzz_regressions import check_identical
 from helpers import compile_fresh
 
@@ -77,14 +78,6 @@ def test_f32_var_mean_of_small_integers_is_as_close_as_eager(n):
 
 
 # -- eager's rounding, not ember's: generator rules ----------------------------------------
-
-def _rejected(check, *args):
-    try:
-        check(*args)
-    except fuzz._Reject:
-        return True
-    return False
-
 
 def test_division_by_zero_of_an_inexact_value_near_zero_is_not_generated():
     # Dynamic seed 312141: log_softmax(f16) / -0.0; eager rounded -4.6e-4 to 0 (NaN),
