@@ -164,7 +164,7 @@ std::string CEmitter::emit(const Expr& e) {
   if (e->op == ExprOp::Where) {
     args = {emit(e->args[0]), arm(e->args[1]), arm(e->args[2])};
   } else {
-    for (const auto& a : e->args) args.push_back(emit(a));
+    for (size_t i = 0; i < e->args.size(); ++i) args.push_back(operand(e, i));
   }
   if (e->op == ExprOp::Load && guarded_depth_ > 0) {
     const Dim extent = buffers_.at(static_cast<int>(e->ival)).extent;
@@ -187,6 +187,29 @@ bool CEmitter::reads_memory(const Expr& e) {
   for (const auto& a : e->args) r = r || reads_memory(a);
   reads_memory_.emplace(e, r);
   return r;
+}
+
+bool CEmitter::reads_statistic(const Expr& e) {
+  if (e->op == ExprOp::Load) {
+    const auto b = static_cast<size_t>(e->ival);
+    if (b < statistic_.size() && statistic_[b]) return true;
+  }
+  if (e->args.empty()) return false;
+  auto it = reads_statistic_.find(e);
+  if (it != reads_statistic_.end()) return it->second;
+  bool r = false;
+  for (const auto& a : e->args) r = r || reads_statistic(a);
+  reads_statistic_.emplace(e, r);
+  return r;
+}
+
+std::string CEmitter::operand(const Expr& e, size_t i) {
+  const Expr& x = e->args[i];
+  const bool sum = (e->op == ExprOp::Add || e->op == ExprOp::Sub) && e->args.size() == 2 && is_float(e->dtype);
+  if (statistic_.empty() || !sum || x->op != ExprOp::Mul || !is_float(x->dtype) || !reads_statistic(e->args[1 - i]))
+    return emit(x);
+  const std::string a = emit(x->args[0]), b = emit(x->args[1]);
+  return std::string(x->dtype == DType::F64 ? "__dmul_rn(" : "__fmul_rn(") + a + ", " + b + ")";
 }
 
 std::string CEmitter::guarded(const Expr& e) {

@@ -54,6 +54,15 @@ class CEmitter {
   // choice: a select of values the C compiler vectorizes reads every arm there.
   void set_taken_arm_loads(bool on) { taken_arm_loads_ = on; }
 
+  // A float product that an add or sub takes together with a statistic (a value that
+  // depends on a load of a buffer `statistic` marks: a reduction's result or one derived
+  // from it) prints rounded, __fmul_rn / __dmul_rn, which ptxas never contracts into an
+  // fma: `x * y - mean` of one element is exactly 0 in eager, and fma(x, y, -mean) is the
+  // product's rounding error, which var divides by n - correction = 0 and layer_norm
+  // multiplies by 1 / sqrt(eps) (GPU fuzz seeds 1703, 24099, 25939). The CUDA printer's
+  // choice, so that NVRTC may contract everywhere else (--fmad=true, csrc/jit/nvrtc.cpp).
+  void set_statistics(std::vector<bool> statistic) { statistic_ = std::move(statistic); }
+
   // Symbols (docs/dynamic_shapes.md) print as sym[k]: the kernel reads them from
   // the array of the call's symbol values.
   // Emits statements for e (as needed) and returns a C expression naming its value.
@@ -80,6 +89,10 @@ class CEmitter {
   std::string print(const Expr& e, const std::vector<std::string>& a);
   std::string guarded(const Expr& e);
   bool reads_memory(const Expr& e);  // e depends on a load (is a value, not an index)
+  bool reads_statistic(const Expr& e);  // e depends on a load of a buffer statistic_ marks
+  // The operand `i` of e as C: a float product rounded (__fmul_rn) when e is a float add
+  // or sub whose other operand reads a statistic (set_statistics), else emit(operand).
+  std::string operand(const Expr& e, size_t i);
   std::string arm(const Expr& e);  // a Where's arm (set_taken_arm_loads)
   std::string load_text(const Expr& e, const std::string& index);
   // The name of a +0 of C type c_type(t) whose value the C compiler cannot see, declared
@@ -100,6 +113,8 @@ class CEmitter {
   int guarded_depth_ = 0;  // > 0 while printing the branch of a Where
   std::unordered_map<Expr, bool> reads_memory_;  // reads_memory's answers
   bool taken_arm_loads_ = false;
+  std::vector<bool> statistic_;                    // by buffer id; empty: none
+  std::unordered_map<Expr, bool> reads_statistic_;  // reads_statistic's answers
 };
 
 }  // namespace ember

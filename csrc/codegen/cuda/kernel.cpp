@@ -24,10 +24,13 @@ namespace {
 
 // Kernel `ks`'s source (and its partial launch's, for a column split): its signature,
 // then the body of its shape.
-std::string print_kernel(const Program& p, const Schedule& s, const Placement& m, const CudaKernelSchedule& ks) {
+// `statistics`: statistic_buffers(p).
+std::string print_kernel(const Program& p, const Schedule& s, const Placement& m, const CudaKernelSchedule& ks,
+                         const std::vector<bool>& statistics) {
   const Kernel& k = s.kernels[ks.kernel];
   const CudaKernelInfo& info = ks.info;
   CudaPrinter pr(p, s, m, ks);
+  pr.statistics = &statistics;
   std::string head = pr.signature(info.name, info.block, info.args, ks.min_blocks);
   std::vector<std::string> body;
   if (ks.launch.shape == CudaKernelInfo::Shape::Transpose) {
@@ -107,7 +110,8 @@ std::vector<CudaKernelVariant> generate_cuda_variants(const Program& p, const Sc
   if (rules.scratch >= 0 || rules.info.shape == CudaKernelInfo::Shape::Transpose) return out;
   // Kernels that print the same (up to their names) are one variant: a choice the rules
   // clamp back to the default, or two choices that meet.
-  std::set<std::string> seen = {sharing_key(print_kernel(p, s, cs.placement, rules), rules.info)};
+  const std::vector<bool> statistics = statistic_buffers(p);
+  std::set<std::string> seen = {sharing_key(print_kernel(p, s, cs.placement, rules, statistics), rules.info)};
   const int no_scratch = static_cast<int>(p.buffers.size());
   for (const LaunchChoice& choice : launch_alternatives(rules.launch)) {
     CudaKernelSchedule ks = schedule_cuda_kernel(p, s, cs.placement, k, choice, no_scratch);
@@ -116,7 +120,7 @@ std::vector<CudaKernelVariant> generate_cuda_variants(const Program& p, const Sc
     if (ks.scratch >= 0 || !tile_keeps_unstored(p, s, cs.placement, k, ks.row_tile)) continue;
     ks.info.name = s.kernels[k].name + "_t" + std::to_string(out.size() + 1);
     ks.info.function = ks.info.name;
-    CudaKernelVariant v{choice.text(), print_kernel(p, s, cs.placement, ks) + "\n", ks.info};
+    CudaKernelVariant v{choice.text(), print_kernel(p, s, cs.placement, ks, statistics) + "\n", ks.info};
     if (!seen.insert(sharing_key(v.source, v.info)).second) continue;
     out.push_back(std::move(v));
   }
@@ -131,9 +135,10 @@ CudaCode generate_cuda(const Program& p, const Schedule& s, const CudaSchedule& 
   // whose functions have it. A model's repeated layers print the same kernels; each is
   // compiled once (NVRTC's time goes per kernel).
   std::unordered_map<std::string, std::string> printed;
+  const std::vector<bool> statistics = statistic_buffers(p);
   for (const CudaKernelSchedule& ks : cs.kernels) {
     CudaKernelInfo info = ks.info;
-    std::string text = print_kernel(p, s, cs.placement, ks) + "\n";
+    std::string text = print_kernel(p, s, cs.placement, ks, statistics) + "\n";
     auto [first, fresh] = printed.emplace(sharing_key(text, info), info.name);
     info.function = first->second;
     out.kernel_sources.push_back(fresh ? text : "/* " + info.name + ": runs " + info.function + " */\n");

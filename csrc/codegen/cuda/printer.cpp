@@ -31,6 +31,7 @@ std::string CudaPrinter::signature(const std::string& fname, uint32_t block, con
   head << ") {\n";
   em = std::make_unique<CEmitter>(refs);
   em->set_taken_arm_loads(true);
+  if (statistics) em->set_statistics(*statistics);
   return head.str();
 }
 
@@ -76,6 +77,18 @@ std::vector<std::pair<int, std::string>> CudaPrinter::inner_vars(const Stage& st
 void CudaPrinter::pin_own_loads() {
   for (const auto& stage : k.stages)
     for (const auto& item : stage.items) em->set_min_load_level(p.computed[item.computed].buffer, em->depth());
+}
+
+std::vector<bool> statistic_buffers(const Program& p) {
+  std::vector<bool> statistic(p.buffers.size(), false);
+  for (const Step& step : p.steps) {
+    if (step.kind != Step::Kind::Compute) continue;
+    const ComputedBuffer& c = p.computed[step.index];
+    bool derived = c.is_reduction;
+    for (int b : loaded_buffers(c.body)) derived = derived || statistic[b];
+    statistic[c.buffer] = derived;
+  }
+  return statistic;
 }
 
 std::vector<std::string> decompose(const std::string& flat, const std::vector<int64_t>& sizes, const std::string& prefix,

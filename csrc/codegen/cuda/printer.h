@@ -36,6 +36,9 @@ struct CudaPrinter {
   const CudaLaunch& launch;      // ks.launch
   std::unique_ptr<CEmitter> em;  // made by signature(): reads that function's parameters
   std::string scratch_name;      // the scratch buffer's parameter, once signature() named it
+  // statistic_buffers(p), for the emitters signature() makes (CEmitter::set_statistics);
+  // null: none marked (every product may contract).
+  const std::vector<bool>* statistics = nullptr;
 
   // `extern "C" __global__ void fname(params) {` over `args`, and a fresh emitter that
   // reads them. The scratch buffer, if any, is raw bytes.
@@ -58,6 +61,11 @@ struct CudaPrinter {
   // (and its barrier), so they may be hoisted to the row scope but no further.
   void pin_own_loads();
 };
+
+// By buffer id: whether the buffer is a reduction's (or scan's) result, or is computed
+// from one (its body loads such a buffer): the values a product's rounding error must not
+// meet in a sum (CEmitter::set_statistics). Extern results and inputs are not.
+std::vector<bool> statistic_buffers(const Program& p);
 
 // `flat` split into coordinates over `sizes` (row-major), one `const int64_t` line per
 // dim named prefix + d. The divisions run in the type of `flat` (32-bit where sizes allow).

@@ -24,9 +24,8 @@ struct InvariantValue {
 //  - values met only inside a Where branch (the branch's loads may be out of bounds when
 //    it is not taken; the emitter clamps them there, not before the loop);
 //  - values containing a float product that is an operand of a float sum or difference
-//    (written when NVRTC ran with --fmad=true, where which products fuse into an fma was
-//    the compiler's choice per expression DAG; it runs with --fmad=false now, which fuses
-//    none, so this exclusion no longer changes any result and could go).
+//    (NVRTC runs with --fmad=true, csrc/jit/nvrtc.cpp: which products fuse into an fma is
+//    the compiler's choice per expression DAG, so moving one could change its rounding).
 std::vector<InvariantValue> innermost_invariants(const std::vector<Expr>& roots, int v,
                                                  const std::function<bool(int)>& readable);
 
