@@ -3,12 +3,14 @@ runner and a fake torch.cuda stand in for the device, so that which call records
 replays, the pool and stream the captures share, and the memory reported per recording
 are checked without a GPU. The device tests (test_cuda_runtime.py, pytest -m gpu) check
 the same on real CUDA graphs and real memory."""
+import collections
 import contextlib
 import logging
 import types
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 import ember
 from ember.runtime import cudagraphs
@@ -29,6 +31,7 @@ class _FakeCuda:
         self.captures = []  # (pool, stream) of each capture
         self.capturing = None  # the graph being captured
         self.pools = 0
+        self.syncs = 0  # host waits for the device: Stream.synchronize, torch.cuda.synchronize
 
     def install(self, monkeypatch):
         fake = self
@@ -38,8 +41,10 @@ class _FakeCuda:
                 self.work = []
 
             def replay(self):
-                for fn in self.work:
-                    fn()
+                # The device's work: not among the host's ATen calls a dispatch mode counts.
+                with _disable_current_modes():
+                    for fn in self.work:
+                        fn()
 
         class Stream:
             def __init__(self, device=None):
@@ -49,7 +54,7 @@ class _FakeCuda:
                 self.waits.append(other)
 
             def synchronize(self):
-                pass
+                fake.syncs += 1
 
         @contextlib.contextmanager
         def graph(g, pool=None, stream=None):
@@ -71,7 +76,7 @@ class _FakeCuda:
         for name, value in [("CUDAGraph", Graph), ("Stream", Stream), ("graph", graph),
                             ("graph_pool_handle", graph_pool_handle),
                             ("current_stream", lambda device=None: current),
-                            ("synchronize", lambda device=None: None),
+                            ("synchronize", lambda device=None: setattr(fake, "syncs", fake.syncs + 1)),
                             ("memory_snapshot", lambda: [dict(s) for s in fake.segments])]:
             monkeypatch.setattr(torch.cuda, name, value, raising=False)
         return self
@@ -189,6 +194,83 @@ def test_a_moved_parameter_records_again_in_the_same_pool(replay):
     _call(replay, x, w2)
     assert replay.recorded == 2 and len(replay.recordings()) == 1
     assert len({p for p, _ in fake.captures}) == 1
+
+
+class _ManyParamsRunner(_FakeRunner):
+    """y = x * (p_0 + ... + p_n) * s: as GPT-2's graph, many parameters read in place, one
+    activation, and a 0-d CPU scalar the graph reads (a float attribute under dynamic=True)."""
+
+    def inputs_read(self):
+        return frozenset(range(self.nargs))
+
+    def run(self, args):
+        self.nargs = len(args)
+        x, *params, s = args
+        out = x * torch.stack(params).sum(0) * s.to(x.device)
+        if self.cuda.capturing is not None:
+            self.cuda.capturing.work.append(lambda: torch.mul(x * torch.stack(params).sum(0), s, out=out))
+        return [out]
+
+
+class _CountOps(TorchDispatchMode):
+    """The ATen ops run while active (but is_pinned, a query), and each copy_'s (source, non_blocking)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = collections.Counter()
+        self.copies = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.overloadpacket is not torch.ops.aten.is_pinned:
+            self.ops[func.overloadpacket.__name__] += 1
+        if func.overloadpacket is torch.ops.aten.copy_:
+            self.copies.append((args[1], kwargs.get("non_blocking", args[2] if len(args) > 2 else False)))
+        return func(*args, **kwargs)
+
+
+def test_a_replay_copies_only_the_activations_and_never_waits_for_the_device(monkeypatch):
+    """Per replay, counted through the dispatcher: one copy per argument not read in place
+    (x, and the CPU scalar, without a stream sync), none per parameter, one copy of the
+    output; no sync. A caller passing a static buffer itself gets no copy of it."""
+    fake = _FakeCuda(growth=[(MiB, MiB)]).install(monkeypatch)
+    runner = _ManyParamsRunner(fake)
+    params = [torch.randn(8) for _ in range(40)]
+    replay = cudagraphs.CudaGraphReplay(runner, "inference_0", static_inputs=list(range(1, 41)))
+    scale = torch.tensor(0.5, dtype=torch.float64)
+    for _ in range(2):  # runs as usual, then records
+        replay([torch.randn(4, 8), *params, scale])
+    syncs = fake.syncs
+    x = torch.randn(4, 8)
+    with _CountOps() as counted:
+        for _ in range(3):
+            (out,) = replay([x, *params, scale])
+    torch.testing.assert_close(out, x * torch.stack(params).sum(0) * 0.5)
+    assert replay.recorded == 1 and replay.replays == 4
+    assert fake.syncs == syncs
+    assert counted.ops == {"copy_": 6, "clone": 3}, counted.ops
+    assert [(src is x or src is scale, blocking) for src, blocking in counted.copies] == [(True, True)] * 6
+    # The static buffers themselves as arguments (a caller feeding a replay's input back): no copy.
+    (rec,) = replay._recordings.values()
+    with _CountOps() as counted:
+        replay([rec.static_args[0], *params, rec.static_args[41]])
+    assert counted.ops == {"clone": 1}, counted.ops
+
+
+def test_a_replay_copies_views_of_one_output_storage_once(replay):
+    """Outputs that view one storage are copied as one, and stay views of one copy."""
+    replay, runner, fake = replay
+    w = torch.randn(8)
+    run = runner.run
+    runner.run = lambda args: (lambda out: [out, out[1:], out.t()])(run(args)[0])
+    for _ in range(3):
+        x = torch.randn(4, 8)
+        with _CountOps() as counted:
+            a, b, c = replay([x, w])
+    torch.testing.assert_close(a, x * w + 1)
+    assert b.untyped_storage().data_ptr() == a.untyped_storage().data_ptr() == c.untyped_storage().data_ptr()
+    assert (b.storage_offset(), c.stride()) == (8, (1, 8))
+    assert counted.ops["clone"] == 1 and counted.ops["copy_"] == 1, counted.ops
 
 
 def test_sizes_beyond_the_limit_run_as_usual(replay, monkeypatch):

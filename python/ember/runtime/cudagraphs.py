@@ -15,6 +15,11 @@ later calls replay the recording:
   gets copies, storage by storage, so outputs that are views of one another stay so.
 - A graph with symbols records once per set of symbol values, at most MAX_RECORDINGS;
   calls at further sizes run without a recording (logged once per graph).
+- A replay's host work is a few C calls (benchmarks/replay_host_cost.py counts and times
+  it): its recording found by the symbol values (a dict lookup), the addresses of the
+  arguments read in place compared as one list, one copy per other argument (none where
+  the argument is the static buffer itself; a CPU scalar's without a stream sync), the
+  launch, and one copy per output storage. Nothing waits for the device.
 - Calls are serialized (one set of static buffers), and a replay on another stream than
   the last one waits for it.
 - A recording that fails (an op that cannot be captured), or whose outputs alias its
@@ -40,6 +45,7 @@ outputs include the saved activations, which would be copied on every call.
 from __future__ import annotations
 
 import collections
+import operator
 import threading
 import weakref
 
@@ -61,6 +67,30 @@ class _Recording:
         self.outputs = outputs          # the recording's outputs (in the pool)
         self.memory = memory            # what recording took: see CudaGraphReplay.recordings()
         self.replays = 0
+        # What a replay does, decided here so that it is a few C calls: the arguments read in
+        # place taken in one call and their addresses compared as one list (GPT-2 has ~150);
+        # each copied argument with its static buffer and that buffer's address.
+        self.place_of = _getter([i for i, _ in in_place])
+        self.place_ptrs = [ptr for _, ptr in in_place]
+        self.copies = [(i, static_args[i], static_args[i].data_ptr()) for i in copied]
+        self.copy_out = _output_copier(outputs)
+
+    def reads_in_place(self, args) -> bool:
+        """Whether every argument read in place is at the address the recording read."""
+        return list(map(_data_ptr, self.place_of(args))) == self.place_ptrs
+
+
+_data_ptr = torch.Tensor.data_ptr
+
+
+def _getter(indices):
+    """A function args -> the tuple of args at `indices`, in one C call where it can."""
+    if not indices:
+        return lambda args: ()
+    if len(indices) == 1:
+        (i,) = indices
+        return lambda args: (args[i],)
+    return operator.itemgetter(*indices)
 
 
 class CudaGraphReplay:
@@ -110,7 +140,7 @@ class CudaGraphReplay:
     def _call(self, args):
         key = self._runner.symbol_values(args)
         rec = self._recordings.get(key)
-        if rec is not None and all(args[i].data_ptr() == ptr for i, ptr in rec.in_place):
+        if rec is not None and rec.reads_in_place(args):
             self._recordings.move_to_end(key)
             return self._replay(rec, args)
         if key not in self._first:
@@ -202,13 +232,20 @@ class CudaGraphReplay:
         if self._last_stream is not None and self._last_stream != stream:
             stream.wait_stream(self._last_stream)  # the static buffers' and the pool's last users
         self._last_stream = stream
-        for i in rec.copied:
-            rec.static_args[i].copy_(args[i])
+        for i, buffer, ptr in rec.copies:
+            a = args[i]
+            # An argument that is the static buffer itself (a caller feeding a replay's
+            # input back) needs no copy. non_blocking: a CPU scalar's copy from pageable
+            # memory is staged by the driver before the call returns, with no stream sync
+            # (a blocking copy would wait for the device on every replay); one from pinned
+            # memory would be read later, after the caller may have changed it.
+            if a.data_ptr() != ptr:
+                buffer.copy_(a, non_blocking=a.device.type != "cpu" or not a.is_pinned())
         rec.graph.replay()
         rec.replays += 1
         self.replays += 1
         stats.count_cuda_graph(recorded=False)
-        return _copy_outputs(rec.outputs)
+        return rec.copy_out()
 
 
 def _pool_usage(pool) -> tuple[int, int]:
@@ -230,18 +267,35 @@ def _identities(args):
     return [(weakref.ref(a), a.data_ptr()) if isinstance(a, torch.Tensor) else (None, None) for a in args]
 
 
-def _copy_outputs(outputs):
-    """Copies of `outputs`, one per storage they view, with their views kept."""
-    storages = {}
-    out = []
-    for o in outputs:
-        if not isinstance(o, torch.Tensor):
-            out.append(o)
-            continue
-        st = o.untyped_storage()
-        new = storages.get(st.data_ptr())
-        if new is None:
-            raw = torch.empty(0, dtype=torch.uint8, device=o.device).set_(st)
-            new = storages[st.data_ptr()] = raw.clone().untyped_storage()
-        out.append(torch.empty(0, dtype=o.dtype, device=o.device).set_(new, o.storage_offset(), o.size(), o.stride()))
-    return out
+def _output_copier(outputs):
+    """A function () -> copies of `outputs`, one per storage they view, with their views
+    kept (the next replay overwrites the recording's outputs). Decided once per recording:
+    an output alone in its storage and covering all of it (GPT-2's logits) is one clone."""
+    groups = {}  # storage address -> indices of the outputs viewing it
+    for k, o in enumerate(outputs):
+        if isinstance(o, torch.Tensor):
+            groups.setdefault(o.untyped_storage().data_ptr(), []).append(k)
+    whole, shared = [], []
+    for ks in groups.values():
+        o = outputs[ks[0]]
+        nbytes = o.untyped_storage().nbytes()
+        if len(ks) == 1 and o.is_contiguous() and o.storage_offset() == 0 and o.numel() * o.element_size() == nbytes:
+            whole.append(ks[0])
+        else:
+            raw = torch.empty(0, dtype=torch.uint8, device=o.device).set_(o.untyped_storage())
+            shared.append((raw, [(k, outputs[k].dtype, outputs[k].storage_offset(), outputs[k].size(),
+                                  outputs[k].stride()) for k in ks]))
+    if not shared and len(whole) == len(outputs):
+        return lambda: [o.clone() for o in outputs]
+
+    def copy_out():
+        out = list(outputs)  # values that are not tensors pass as they are
+        for k in whole:
+            out[k] = outputs[k].clone()
+        for raw, views in shared:
+            st = raw.clone().untyped_storage()
+            for k, dtype, offset, size, stride in views:
+                out[k] = torch.empty(0, dtype=dtype, device=raw.device).set_(st, offset, size, stride)
+        return out
+
+    return copy_out
