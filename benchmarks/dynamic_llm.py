@@ -244,6 +244,16 @@ def table(rows: list[dict]) -> str:
             if per and g[key].get("device") == "cuda":
                 lines.append(f"  {key} memory per shape: " + "; ".join(
                     f"{b}x{q} {_memory_text(s)}" for (b, q), s in per.items()))
+        for key in ("static", "ro", "inductor-ro"):
+            per = _per_shape(g.get(key))
+            if any("issue_ms" in s for s in per.values()):
+                lines.append(f"  {key} host per call (issue ms" + (", of it in ember's replay; timed calls' "
+                             "recordings/replays" if key == "ro" else "") + "): " + "; ".join(
+                    f"{b}x{q} {_host_text(s)}" for (b, q), s in per.items()))
+            first = next(iter(per.values()), {})
+            if first.get("host_profile"):
+                lines.append(f"  {key} host profile at the first shape (cProfile, us per call of own time): " +
+                             "; ".join(f"{e['function']} {e['own_us']:.0f}" for e in first["host_profile"][:8]))
         left = aten_left_by_dynamic(g.get("dynamic"), g.get("static"))
         for op, (c, cs, why) in left.items():
             lines.append(f"  ATen in dynamic only: {op} x{c} (static x{cs}): {why}")
@@ -270,6 +280,16 @@ def table(rows: list[dict]) -> str:
 
 def _mib(nbytes) -> str:
     return "-" if nbytes is None else f"{nbytes / 2**20:.0f}"
+
+
+def _host_text(s: dict) -> str:
+    """A shape's host time per call: until the call returned (before the sync), and under ro
+    the part in ember's replay and what the timed calls recorded and replayed."""
+    text = _f(s.get("issue_ms"), ".3f")
+    if "replay_host_ms" in s:
+        counts = s.get("cuda_graphs_in_timing") or {}
+        text += f" ({_f(s['replay_host_ms'], '.3f')}; {counts.get('recordings', '-')}/{counts.get('replays', '-')})"
+    return text
 
 
 def _memory_text(s: dict) -> str:

@@ -36,6 +36,7 @@ kills leaves what it measured.
 from __future__ import annotations
 
 import copy
+import os
 import statistics
 import time
 
@@ -140,7 +141,7 @@ def steady_ms(fn, sync, warmup: int, iters: int, max_s: float, paired=None) -> d
     for _ in range(warmup):
         fn()
     sync()
-    times, eager = [], []
+    times, issue, eager = [], [], []
     while len(times) < iters:
         if paired is not None:
             t0 = time.perf_counter()
@@ -149,11 +150,16 @@ def steady_ms(fn, sync, warmup: int, iters: int, max_s: float, paired=None) -> d
             eager.append(1000 * (time.perf_counter() - t0))
         t0 = time.perf_counter()
         fn()
+        t1 = time.perf_counter()
         sync()
         times.append(1000 * (time.perf_counter() - t0))
+        issue.append(1000 * (t1 - t0))
         if time.perf_counter() > t_end and len(times) >= 3:
             break
-    d = {"median_ms": round(statistics.median(times), 4), "min_ms": round(min(times), 4), "calls": len(times)}
+    # issue_ms: the host's time until the call returns, before the sync; close to median_ms,
+    # the call is bound by the host issuing its work, far below it by the device.
+    d = {"median_ms": round(statistics.median(times), 4), "min_ms": round(min(times), 4), "calls": len(times),
+         "issue_ms": round(statistics.median(issue), 4)}
     if eager:
         d["eager_paired_ms"] = round(statistics.median(eager), 4)
         d["over_eager"] = round(d["median_ms"] / d["eager_paired_ms"], 4)
@@ -233,6 +239,65 @@ def recordings_of(records) -> dict:
     return out
 
 
+def host_profile(fn, sync, calls: int = 10, top: int = 12) -> list[dict]:
+    """Where the host's time of `calls` synchronized calls of `fn` goes: the functions with the
+    most time of their own (cProfile, which slows Python calls down: shares, not latencies),
+    in us per call, the sync's wait included as its own entry."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+        sync()
+    prof.disable()
+    stats = pstats.Stats(prof).stats
+    rows = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
+    return [{"function": f"{os.path.basename(file)}:{line}({name})" if file != "~" else name,
+             "calls": nc // calls, "own_us": round(1e6 * tt / calls, 1), "cum_us": round(1e6 * ct / calls, 1)}
+            for (file, line, name), (_, nc, tt, ct, _) in rows]
+
+
+def _cuda_graph_counts(backend: str) -> dict:
+    if backend != "ember":
+        return {}
+    import ember
+
+    st = ember.stats()
+    return {"recordings": st["cuda_graph_recordings"], "replays": st["cuda_graph_replays"]}
+
+
+class _ReplayTimer:
+    """While active, the host time of each call into ember's CUDA graph replays (the
+    CudaGraphReplay of each record's runner, timed around)."""
+
+    def __init__(self, records):
+        self._replays = [r.cuda_graphs for r in records if getattr(r, "cuda_graphs", None) is not None]
+        self.times = []
+
+    def __enter__(self):
+        for replay in self._replays:
+            runner, times = replay._runner, self.times
+
+            def timed(args, replay=replay):
+                t0 = time.perf_counter()
+                try:
+                    return replay(args)
+                finally:
+                    times.append(1000 * (time.perf_counter() - t0))
+
+            runner._replay = timed
+        return self
+
+    def __exit__(self, *exc):
+        for replay in self._replays:
+            replay._runner._replay = replay
+
+    def median_ms(self):
+        return round(statistics.median(self.times), 4) if self.times else None
+
+
 def run_variant(spec, backend, variant, model, entry, shapes, checker, sync, row_base) -> dict:
     import torch
 
@@ -288,9 +353,17 @@ def run_variant(spec, backend, variant, model, entry, shapes, checker, sync, row
                 copies = ember.stats()["result_copies"]
                 step()
                 s["result_copies_per_call"] = ember.stats()["result_copies"] - copies
-            s.update(steady_ms(step, sync, spec["warmup"], spec["iters"], spec["max_shape_s"],
-                               paired=eager_step if variant != "eager" and spec.get("paired", True) else None))
+            graphs_before = _cuda_graph_counts(backend)
+            with _ReplayTimer(records.records if variant == "ro" else []) as replay_time:
+                s.update(steady_ms(step, sync, spec["warmup"], spec["iters"], spec["max_shape_s"],
+                                   paired=eager_step if variant != "eager" and spec.get("paired", True) else None))
             if variant == "ro":
+                # What the timed calls did: replays only, once the shape's recording exists; and the
+                # host's time inside ember's replays (the rest of issue_ms is Dynamo's frame and the model's).
+                s["cuda_graphs_in_timing"] = {k: v - graphs_before.get(k, 0)
+                                              for k, v in _cuda_graph_counts(backend).items()}
+                s["replay_host_ms"] = replay_time.median_ms()
+                s["host_profile"] = host_profile(step, sync)
                 # The shape's first call runs as usual, its second records: both are behind us.
                 s["reserved_growth"] = _reserved(spec["device"]) - reserved_before
                 s["recordings"] = {k: new for k, graphs in recordings_of(records.records).items()
