@@ -26,7 +26,11 @@ call copies because their strides differ from the compiled ones, and kernels tha
 took a generic path because of a symbol. The table puts each variant's latency over ember
 static's (acceptance 1 and 3) and Inductor dynamic's; under ro, each shape's memory: what
 the process reserved more over the shape's calls, and ember's recordings' own report
-(acceptance 4; `--variants static,ro --backends ember,inductor` measures only that).
+(acceptance 4; `--variants static,ro --backends ember,inductor` measures only that). Host
+time per call (`issue_ms`: until the call returns, before the sync); under ro also the part
+inside ember's replays, the recordings and replays the timed calls made, and a cProfile of
+ten calls (`host_profile`); on CUDA, static and ro at the last shape: the device's time per
+call and its top kernels under torch.profiler (`device_profile`).
 
 GPU (the default where CUDA is): full sizes, bf16, shapes 4x128 16x7 2x2048 8x512 3x1000
 1x333 (sequences capped where a learned position table is shorter). CPU (--device cpu):
@@ -250,6 +254,15 @@ def table(rows: list[dict]) -> str:
                 lines.append(f"  {key} host per call (issue ms" + (", of it in ember's replay; timed calls' "
                              "recordings/replays" if key == "ro" else "") + "): " + "; ".join(
                     f"{b}x{q} {_host_text(s)}" for (b, q), s in per.items()))
+            last = next(reversed(per.items()), None)
+            prof = last and last[1].get("device_profile")
+            if prof and "device_us" in prof:
+                (b, q), _ = last
+                lines.append(f"  {key} device at {b}x{q} (torch.profiler): {prof['device_us'] / 1000:.3f} ms a call, "
+                             f"{prof['kernels']:.0f} kernels; most: " + "; ".join(
+                                 f"{k['name'][:60]} x{k['calls']:g} {k['us']:.0f} us" for k in prof["top"][:5]))
+            elif prof:
+                lines.append(f"  {key} device profile: {prof.get('error')}")
             first = next(iter(per.values()), {})
             if first.get("host_profile"):
                 lines.append(f"  {key} host profile at the first shape (cProfile, us per call of own time): " +

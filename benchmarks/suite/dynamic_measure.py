@@ -259,6 +259,28 @@ def host_profile(fn, sync, calls: int = 10, top: int = 12) -> list[dict]:
             for (file, line, name), (_, nc, tt, ct, _) in rows]
 
 
+def device_profile(fn, sync, calls: int = 5, top: int = 10) -> dict:
+    """The device's time per call of `fn` under torch.profiler: in all, and the kernels with
+    the most (CUDA graph replays included: their kernels are traced on the device)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    sync()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        sync()
+    # The device's own events (kernels, copies): an op's event counts its kernels' time too.
+    kernels = [e for e in prof.key_averages()
+               if e.device_type != torch.autograd.DeviceType.CPU and e.self_device_time_total > 0]
+    kernels.sort(key=lambda e: -e.self_device_time_total)
+    return {"device_us": round(sum(e.self_device_time_total for e in kernels) / calls, 1),
+            "kernels": round(sum(e.count for e in kernels) / calls, 1),
+            "top": [{"name": e.key[:120], "calls": round(e.count / calls, 1),
+                     "us": round(e.self_device_time_total / calls, 1)} for e in kernels[:top]]}
+
+
 def _cuda_graph_counts(backend: str) -> dict:
     if backend != "ember":
         return {}
@@ -374,6 +396,13 @@ def run_variant(spec, backend, variant, model, entry, shapes, checker, sync, row
                 for r in records.records[len(shape_of):]:
                     shape_of.append(i)
             measure.emit({**row, "status": "running"})
+            if spec["device"] == "cuda" and variant in ("static", "ro") and i == len(shapes) - 1:
+                # Where the device's time goes at the last shape, per kernel (after the row is
+                # out: a profiler failure leaves the timings).
+                try:
+                    s["device_profile"] = device_profile(step, sync)
+                except Exception as e:
+                    s["device_profile"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
     if variant != "eager":
         # Counters: the first compile (after shape 1; "auto": after shape 2, its dynamic
         # recompile), then what shapes with batch > 1 added after it, then batch 1.
