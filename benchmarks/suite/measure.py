@@ -8,6 +8,10 @@ mode, one thread count, in a fresh process (run.py starts it).
            profiles a few steps, and records graphs, graph breaks, eager fallbacks and memory.
     warm   the cache directories a cold process filled: the first call only.
 
+The backend "dynamo" is torch.compile(backend="eager"): Dynamo's trace and guards, then the
+captured graph run by eager, with no compiler and no cache. Its process times the first call
+only: Dynamo's floor, below which no Dynamo backend's first call (cold or warm) can go.
+
 Correctness is Inductor's accuracy rule, torch._dynamo.utils.same(eager, compiled,
 fp64_ref, tol): allclose at tol, else RMSE(compiled, fp64) <= k * RMSE(eager, fp64) + tol/10,
 with the model and its floating inputs in float64 as the reference; the first call's
@@ -54,6 +58,8 @@ def compile_for(backend: str, mode: str, model, device: str):
 
     if backend == "eager":
         return model
+    if backend == "dynamo":
+        return torch.compile(model, backend="eager")
     kw = {} if mode == "default" else {"mode": mode}
     if backend == "inductor":
         if device == "cpu":
@@ -308,7 +314,7 @@ def measure(spec: dict, row: dict) -> dict:
         row["peak_first_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     _compiler_counts(row, spec, records)
     emit(row)
-    if spec["phase"] == "warm":
+    if spec["phase"] == "warm" or spec["backend"] == "dynamo":
         row["status"] = "ok"
         return row
 

@@ -17,7 +17,7 @@ import os
 import re
 
 REF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "refs")
-REF_BACKENDS = ("eager", "inductor")
+REF_BACKENDS = ("eager", "dynamo", "inductor")
 
 
 def path_for(device_name: str, torch_version: str, ref_dir: str = REF_DIR) -> str:
@@ -43,9 +43,11 @@ def load(path: str) -> dict:
 
 
 def storable(row: dict) -> bool:
-    """A measured eager or Inductor row with a steady-state time (not a reused one)."""
+    """A measured eager or Inductor row with a steady-state time, or a Dynamo floor row
+    (a first call only), not a reused one."""
+    timed = row.get("first_call_s") if row.get("backend") == "dynamo" else row.get("median_ms")
     return (row.get("backend") in REF_BACKENDS and row.get("source") == "measured" and row.get("status") == "ok"
-            and row.get("median_ms") is not None)
+            and timed is not None)
 
 
 def update(rows: list[dict], ref_dir: str = REF_DIR, replace: bool = False) -> dict[str, int]:

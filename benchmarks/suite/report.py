@@ -9,23 +9,28 @@ from collections import defaultdict
 
 from . import bandwidth
 
+MODELESS = ("eager", "dynamo")  # backends with one row for every mode
+WARM_TARGET = 0.6  # issue 27: ember's warm first call <= 0.6x Inductor's where Dynamo's floor allows
+
 
 def _group(rows: list[dict]) -> dict:
-    """(model, variant, mode, threads) -> backend -> row; eager's default-mode row serves
-    every mode (eager has no modes). A later row of the same key replaces an earlier one."""
+    """(model, variant, mode, threads) -> backend -> row; eager's and Dynamo's floor's
+    default-mode rows serve every mode (they have no modes). A later row of the same key
+    replaces an earlier one."""
     groups: dict = defaultdict(dict)
-    eager = {}
+    modeless = {}
     for r in rows:
         if r.get("record", "row") != "row":
             continue
         k = (r["model"], r["variant"], r["mode"], r.get("threads"))
         groups[k][r["backend"]] = r
-        if r["backend"] == "eager":
-            eager[(r["model"], r["variant"], r.get("threads"))] = r
+        if r["backend"] in MODELESS:
+            modeless[(r["model"], r["variant"], r.get("threads"), r["backend"])] = r
     for (model, variant, mode, threads), g in groups.items():
-        if "eager" not in g and (model, variant, threads) in eager:
-            g["eager"] = eager[(model, variant, threads)]
-    return {k: g for k, g in groups.items() if not (k[2] != "default" and set(g) == {"eager"})}
+        for b in MODELESS:
+            if b not in g and (model, variant, threads, b) in modeless:
+                g[b] = modeless[(model, variant, threads, b)]
+    return {k: g for k, g in groups.items() if not (k[2] != "default" and set(g) <= set(MODELESS))}
 
 
 def _ms(r):
@@ -95,7 +100,8 @@ def _prof(r, field):
 def table(rows: list[dict]) -> str:
     head = (f"{'model':20} {'var':5} {'mode':5} {'thr':>3} {'eager ms':>9} {'ind ms':>9} {'ember ms':>9} "
             f"{'vs ind':>6} {'vs eag':>6} {'ok i/e':>6} {'graphs':>6} {'brk':>3} {'fb':>2} "
-            f"{'e kern':>6} {'e aten':>6} {'i kern':>6} {'cold i/e s':>11} {'warm i/e s':>11} {'peak i/e MiB':>13}")
+            f"{'e kern':>6} {'e aten':>6} {'i kern':>6} {'cold i/e s':>11} {'warm i/e s':>11} {'floor s':>7} "
+            f"{'peak i/e MiB':>13}")
     lines = [head]
     for k, g in sorted(_group(rows).items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2], kv[0][3] or 0)):
         model, variant, mode, threads = k
@@ -121,8 +127,30 @@ def table(rows: list[dict]) -> str:
             f"{_f(em.get('eager_fallback_graphs'), 'd'):>2} "
             f"{_f(((_prof(m, 'by_kind') or {}).get('ember') or {}).get('kernels_per_step'), '.0f'):>6} "
             f"{_f(_prof(m, 'aten_calls_per_step'), '.0f'):>6} {_f(_prof(i, 'kernels_per_step'), '.0f'):>6} "
-            f"{pair('first_call_s'):>11} {pair('warm_first_call_s'):>11} {pair(peak, '.0f'):>13}")
+            f"{pair('first_call_s'):>11} {pair('warm_first_call_s'):>11} {_f(floor_s(g), '.1f', '-'):>7} "
+            f"{pair(peak, '.0f'):>13}")
     return "\n".join(lines)
+
+
+def floor_s(g: dict) -> float | None:
+    """Dynamo's floor: the first call of torch.compile(backend="eager") in a fresh process."""
+    r = g.get("dynamo")
+    return r.get("first_call_s") if r and r.get("status") == "ok" else None
+
+
+def warm_check(g: dict) -> tuple[float, str] | None:
+    """(ember's warm first call / Inductor's, verdict): "met" (<= WARM_TARGET), "floor"
+    (not met, and Dynamo's floor is above WARM_TARGET x Inductor's: the target is out of
+    reach for any Dynamo backend), "no floor" (not met, no floor measured) or "NOT MET"."""
+    i, m = (g.get("inductor") or {}).get("warm_first_call_s"), (g.get("ember") or {}).get("warm_first_call_s")
+    if not i or not m:
+        return None
+    ratio, floor = m / i, floor_s(g)
+    if ratio <= WARM_TARGET:
+        return ratio, "met"
+    if floor is None:
+        return ratio, "no floor"
+    return ratio, "floor" if floor > WARM_TARGET * i else "NOT MET"
 
 
 def geomean(values: list[float]) -> float | None:
@@ -170,6 +198,16 @@ def acceptance(rows: list[dict]) -> str:
                    if any(_beside(g.get("ember")) for g in sel.values()) else ""))
             out.append(f"    correct {correct}/{checked} of {len(embers)} ember rows; eager-fallback graphs in "
                        f"{len(fallback)}: {', '.join(fallback) or '-'}; failed: {', '.join(failed) or '-'}")
+            warm = {k[0]: warm_check(g) for k, g in sel.items() if warm_check(g)}
+            if warm:
+                by = defaultdict(list)
+                for model, (ratio, verdict) in sorted(warm.items()):
+                    by[verdict].append(f"{model} {ratio:.2f}x")
+                out.append(f"    warm first call ember/Inductor geomean "
+                           f"{_f(geomean([r for r, _ in warm.values()]), '.2f', 'n/a')}x over {len(warm)} models; "
+                           f"<= {WARM_TARGET}x: {len(by['met'])}; not met: {', '.join(by['NOT MET']) or '-'}; "
+                           f"not met, Dynamo's floor above {WARM_TARGET}x Inductor's: {', '.join(by['floor']) or '-'}"
+                           + (f"; not met, no floor row: {', '.join(by['no floor'])}" if by["no floor"] else ""))
     return "\n".join(out)
 
 

@@ -2,7 +2,7 @@
 fresh process per (model, variant, backend, mode, threads), JSON lines out, tables printed.
 
     python benchmarks/suite/run.py [--device cuda|cpu] [--shard K/N] [--models a,b] [--families f,g]
-        [--backends eager,inductor,ember] [--modes default,reduce-overhead] [--train | --train-only]
+        [--backends eager,dynamo,inductor,ember] [--modes default,reduce-overhead] [--train | --train-only]
         [--threads 1,2] [--cpus 0,1] [--refs gpt2,resnet50] [--no-ref-cache] [--no-warm] [--budget S]
         [--timeout S] [--out results.jsonl]
     python benchmarks/suite/run.py summary FILES... [--update-refs [--replace-refs]] [--bw-min-mib 4]
@@ -12,6 +12,10 @@ fresh process per (model, variant, backend, mode, threads), JSON lines out, tabl
 Per (model, variant, backend, mode, threads): a cold process on empty cache directories
 (first call, correctness, steady state, profile; measure.py), then a warm process on the
 caches it filled (first call only; --no-warm skips it). Eager has one process and no modes.
+So has "dynamo" (torch.compile with backend="eager"), whose first call is Dynamo's floor:
+the table prints it beside the warm first calls (issue 27 asks ember's warm first call for
+0.6x Inductor's where that floor allows); like eager's and Inductor's, its rows are stored
+as reference rows and reused.
 reduce-overhead runs one process, on the caches its default mode filled (the same kernels;
 its first call is then neither cold nor warm), unless --fresh-mode-caches.
 
@@ -65,6 +69,7 @@ DEFAULTS = {
 }
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
              "amx_bf16", "amx_int8", "asimd", "sve")
+NO_MODES = ("eager", "dynamo")  # one process per model, variant and thread count: no modes, no warm process
 MIN_START_S = 60.0  # with --budget, no process starts with less than this left
 PYCACHE = [""]  # PYTHONPYCACHEPREFIX of the measuring processes ("": Python's default)
 
@@ -296,7 +301,7 @@ class Runner:
         filled in this run, unless --fresh-mode-caches: its compiled kernels are the same, and
         the device time of a second cold compile buys no figure the suite asks for. Kept
         until the model's rows are done (finish_model)."""
-        if spec["backend"] == "eager":
+        if spec["backend"] in NO_MODES:
             return None, False
         key = (spec["model"], spec["variant"], spec["backend"], spec["threads"])
         if spec["mode"] != "default" and key in self.caches and not self.args.fresh_mode_caches:
@@ -349,7 +354,7 @@ def plan(args, refs: dict | None = None) -> list[tuple[registry.Model, dict]]:
 
 # Seconds of one CPU process (2 cores of a shared host, 2026-11-27) for a model of weight 1:
 # Inductor's cold compile is most of a run (40-78 s); ember's and eager's processes ~10 s.
-CPU_PROCESS_S = {"eager": 9.0, "inductor": 57.0, "ember": 10.0}
+CPU_PROCESS_S = {"eager": 9.0, "dynamo": 10.0, "inductor": 57.0, "ember": 10.0}
 
 
 def work_s(spec: dict, entry: registry.Model, refs: dict, ref_models: set, args) -> float:
@@ -379,7 +384,7 @@ def _specs(args, models: list) -> list[tuple[registry.Model, dict]]:
             for t in threads:
                 for backend in args.backends.split(","):
                     modes = sorted(args.modes.split(","), key=lambda m: m != "default")  # default first
-                    for mode in (["default"] if backend == "eager" else modes):
+                    for mode in (["default"] if backend in NO_MODES else modes):
                         out.append((entry, {
                             "model": entry.name, "variant": variant, "backend": backend, "mode": mode,
                             "device": args.device, "size": args.size, "threads": t, "warmup": args.warmup,
@@ -455,7 +460,7 @@ def cmd_summary(args):
 # process's start (imports, building the model) plus its work, for a model of weight 1.
 # Guesses from the anchors (Inductor cold 10-40 s, warm ~3 s; ember cold ~1/3 of
 # Inductor's) until the first runs replace them: each row records its process_wall_s.
-PROCESS_S = {("eager", "cold"): 12, ("inductor", "cold"): 33, ("inductor", "warm"): 9,
+PROCESS_S = {("eager", "cold"): 12, ("dynamo", "cold"): 14, ("inductor", "cold"): 33, ("inductor", "warm"): 9,
              ("inductor", "shared"): 25, ("ember", "cold"): 18, ("ember", "warm"): 9, ("ember", "shared"): 14}
 TRAIN_FACTOR = 1.35  # a training graph pair compiles and runs longer
 
@@ -463,7 +468,7 @@ TRAIN_FACTOR = 1.35  # a training graph pair compiles and runs longer
 def estimate_s(spec: dict, entry: registry.Model, modes: list[str], warm: bool = True) -> float:
     """Estimated device seconds of the processes of one spec (see PROCESS_S)."""
     b = spec["backend"]
-    if b == "eager":
+    if b in NO_MODES:
         phases = ["cold"]
     elif spec["mode"] != "default" and "default" in modes:
         phases = ["shared"]
@@ -526,7 +531,8 @@ def main(argv):
                         "of the run must see the same stored rows and arguments)")
     p.add_argument("--models", default="", help="comma-separated names (run.py list shows them)")
     p.add_argument("--families", default="", help="decoder, encoder, encoder-decoder, vision, audio, ...")
-    p.add_argument("--backends", default="eager,inductor,ember")
+    p.add_argument("--backends", default="eager,dynamo,inductor,ember",
+                   help="dynamo: Dynamo with no compiler (torch.compile(backend='eager')), the first call's floor")
     p.add_argument("--modes", help="default,reduce-overhead on the GPU; default on the CPU")
     p.add_argument("--train", action="store_true", help="also the training variants")
     p.add_argument("--train-only", action="store_true", help="only the training variants")

@@ -162,6 +162,26 @@ def test_acceptance_geomeans():
     assert "b infer default" in report.slower_profiles(rows) and "a infer" not in report.slower_profiles(rows)
 
 
+def test_warm_first_call_against_dynamos_floor():
+    """Issue 27, acceptance 4: ember's warm first call over Inductor's, met at <= 0.6x;
+    a model that misses it is floor-bound when Dynamo's floor (the first call of
+    backend="eager") is above 0.6x Inductor's, and the table prints the floor in every mode."""
+    rows = []
+    for model, (ind, emb, floor) in {"a": (2.0, 1.0, 0.5), "b": (2.0, 1.6, 1.5), "c": (2.0, 1.6, 0.5),
+                                     "d": (2.0, 1.6, None)}.items():
+        rows += [_row(model, "inductor", 1.0, warm_first_call_s=ind), _row(model, "ember", 1.0, warm_first_call_s=emb)]
+        rows += [_row(model, "dynamo", None, first_call_s=floor)] if floor else []
+    rows.append(_row("a", "ember", 1.0, mode="reduce-overhead", warm_first_call_s=1.0))
+    text = report.acceptance(rows)
+    assert "warm first call ember/Inductor geomean" in text and "<= 0.6x: 1;" in text
+    assert "not met: c 0.80x;" in text
+    assert "Dynamo's floor above 0.6x Inductor's: b 0.80x" in text and "no floor row: d 0.80x" in text
+    table = report.table(rows)
+    assert "floor s" in table
+    lines = [line for line in table.splitlines() if line.startswith("a ")]
+    assert len(lines) == 2 and all(" 0.5 " in line for line in lines)  # the floor beside both modes
+
+
 def test_cpu_ratios_from_timings_beside_eager():
     """Where both compiled rows timed eager beside their own calls, ember/Inductor is the
     ratio of their speedups over eager (each process's slowness cancels in its own ratio);
@@ -196,9 +216,9 @@ def test_cpu_run_end_to_end(tmp_path):
     """eager and ember on a small block: correct, timed, profiled, CPU capability beside the
     row, cold and warm first calls; then the summary of the JSONL."""
     out = tmp_path / "rows.jsonl"
-    text = run(["--device", "cpu", "--models", "shift_block", "--backends", "eager,ember", "--threads", "1",
+    text = run(["--device", "cpu", "--models", "shift_block", "--backends", "eager,dynamo,ember", "--threads", "1",
                 "--iters", "5", "--out", str(out), "--ref-dir", str(tmp_path / "refs")])
-    header, eager, ember = rows_of(out)
+    header, eager, floor, ember = rows_of(out)
     assert header["record"] == "run" and header["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert eager["status"] == "ok" and eager["median_ms"] > 0 and eager["source"] == "measured"
     assert ember["status"] == "ok" and ember["accurate"] is True and ember["threads"] == 1
@@ -210,8 +230,12 @@ def test_cpu_run_end_to_end(tmp_path):
     assert "beside" not in eager and "C compiler" in text
     assert ember["cpu_capability"] and ember["fingerprint"] == eager["fingerprint"]
     assert "shift_block" in text and "ember/eager geomean" in text
+    # Dynamo's floor: a first call only, with Dynamo's counts and no warm process.
+    assert floor["backend"] == "dynamo" and floor["status"] == "ok" and floor["first_call_s"] > 0
+    assert floor["dynamo"]["graphs"] >= 1 and "median_ms" not in floor and "warm_first_call_s" not in floor
+    assert "floor s" in text
     summary = run(["summary", str(out), "--update-refs", "--ref-dir", str(tmp_path / "refs")])
-    assert "shift_block" in summary and "1 reference rows stored" in summary
+    assert "shift_block" in summary and "2 reference rows stored" in summary
 
     # A second run reuses the stored eager row; --refs measures it again beside the stored one.
     out2 = tmp_path / "rows2.jsonl"
