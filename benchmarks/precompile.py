@@ -12,6 +12,18 @@ Both backends go through torch's own precompile API, side by side:
          the load), model building and CUDA context creation are outside the timed span for
          both backends. The output must equal the saved one bitwise.
 
+  eager  (with --backends ...,eager) the floor: eager's first call of the same model in a
+         fresh process, timed the same way (after the model, its inputs and the CUDA
+         context): what any backend's first call pays for the libraries' first use
+         (cuDNN's and cuBLAS's handles and heuristics, kernels' modules loaded at their
+         first launch). No artifact, no load.
+  eager-thread  (the same, with --backends ...,eager-thread) eager's first call on the main
+         thread after the model ran once on another thread, before the timer: what of the
+         first call's cost is the process's (libraries loaded, kernels' modules, handles in
+         the pool, which a backend could pay on a thread while torch rebuilds the guards)
+         and what stays the calling thread's (cuDNN's execution-plan cache is
+         thread-local in ATen).
+
 `call(model, *inputs)` is the same function for both, and so is the guard filter: the
 guards torch can serialize (Hugging Face's decorators make Dynamo guard on a code object's
 identity, which torch cannot save; ember.save drops the same ones).
@@ -19,10 +31,16 @@ identity, which torch cannot save; ember.save drops the same ones).
 Loads use fresh cache directories by default (a new machine: everything must come from the
 artifact); --warm-caches loads with the caches the saving process filled.
 
+--inductor-from FILE,... reuses Inductor's rows from earlier runs' JSON (same device name,
+torch, dtype and model) instead of measuring them: Inductor's save is most of a run's time
+(minutes for the Llama decoder), and its load + first call does not change with ember.
+The table marks such rows "stored"; a model with no stored row is measured as usual.
+
 Usage:
   python benchmarks/precompile.py                                   # CPU: built-in examples
   python benchmarks/precompile.py --device cuda --dtype bf16        # GPU: GPT-2, BERT, ResNet-50, Llama
           [--models gpt2,bert] [--backends inductor,ember] [--runs 3] [--warm-caches] [--json out.json]
+          [--inductor-from benchmarks/results/precompile-cuda-....json,...]
   python benchmarks/precompile.py child save|load MODEL BACKEND DEVICE DTYPE DIR   # one process (internal)
 """
 import argparse
@@ -63,11 +81,16 @@ def build(name, device, dtype):
     """(model, inputs) on the device: the built-in examples on the CPU; on CUDA the shapes of
     the Inductor anchor (docs/benchmarks.md): GPT-2 124M 8x512, BERT-base 16x512, ResNet-50 batch 64, and a
     Llama-style decoder (TinyLlama-1.1B widths, 8 layers) 8x512."""
+    import contextlib
+
     import torch
 
     from ember import examples
 
-    model, inputs = examples.get(name)
+    # On CUDA the weights are made on the device: initializing the Llama decoder's 480 M
+    # parameters on the CPU took seconds of every process (both backends alike, untimed).
+    with torch.device(device) if device == "cuda" else contextlib.nullcontext():
+        model, inputs = examples.get(name)
     torch.manual_seed(0)
     if device == "cuda":
         shapes = {"gpt2": (8, 512, 50257), "bert": (16, 512, 30522), "llama": (8, 512, 32000)}
@@ -86,6 +109,8 @@ def child(action, name, backend, device, dtype_name, directory):
 
     if backend == "ember":
         import ember  # noqa: F401  (registers the backend; an import, outside the timed span)
+    elif backend.startswith("eager"):
+        pass
     elif action == "load":
         # Inductor imports its compiler lazily, inside the load: imports are outside the timed
         # span for both backends, so they come first here.
@@ -102,7 +127,24 @@ def child(action, name, backend, device, dtype_name, directory):
         sync()
     result = {"model": name, "backend": backend, "action": action}
     with torch.no_grad():
-        if action == "save":
+        if backend.startswith("eager"):  # the floor: the first call alone
+            if backend == "eager-thread":
+                import threading
+
+                def warm():
+                    with torch.no_grad():
+                        model(*inputs)
+                    sync()
+
+                thread = threading.Thread(target=warm)
+                thread.start()
+                thread.join()
+            t0 = time.perf_counter()
+            model(*inputs)
+            sync()
+            result.update(load_s=0.0, first_call_s=time.perf_counter() - t0, bitwise_equal=None)
+            result["total_s"] = result["first_call_s"]
+        elif action == "save":
             t0 = time.perf_counter()
             if hasattr(torch._dynamo.config, "enable_aot_compile"):
                 torch._dynamo.config.enable_aot_compile = True  # off by default before torch 2.13
@@ -136,26 +178,57 @@ def run_child(args, cache_dir, timeout):
     env = dict(os.environ, PYTHONUNBUFFERED="1", TORCHINDUCTOR_CACHE_DIR=os.path.join(cache_dir, "torch"),
                EMBER_CACHE_DIR=os.path.join(cache_dir, "ember"))
     cmd = [sys.executable, os.path.abspath(__file__), "child", *args]
+    t0 = time.perf_counter()
     try:
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timeout after {timeout} s"}
+    print(f"#   ({time.perf_counter() - t0:.1f} s in that process)", file=sys.stderr, flush=True)
     for line in reversed(r.stdout.splitlines()):
         if line.startswith(RESULT_TAG):
-            return json.loads(line[len(RESULT_TAG):])
+            return {**json.loads(line[len(RESULT_TAG):]), "process_s": round(time.perf_counter() - t0, 1)}
     return {"error": f"exit {r.returncode}: " + (r.stderr or r.stdout)[-1500:]}
 
 
-def measure(name, backends, device, dtype, runs, warm_caches, timeout):
+def stored_rows(files, device, dtype):
+    """{model: Inductor's row} from earlier runs' JSON files of this device name (the GPU's,
+    or the machine's on the CPU), torch and dtype, the latest file winning."""
+    import torch
+
+    here = torch.cuda.get_device_name() if device == "cuda" else platform.node()
+    rows = {}
+    for path in files:
+        with open(path) as f:
+            run = json.load(f)
+        there = run.get("gpu") if device == "cuda" else run.get("machine")
+        if (run.get("device"), run.get("dtype"), run.get("torch"), there) != (device, dtype, torch.__version__, here):
+            print(f"# {path}: another device, dtype or torch ({there}, {run.get('dtype')}, {run.get('torch')}): "
+                  "not reused", file=sys.stderr, flush=True)
+            continue
+        for row in run["rows"]:
+            if row["backend"] == "inductor" and row.get("total_s") is not None:
+                rows[row["model"]] = {**row, "stored": os.path.basename(path)}
+    return rows
+
+
+def measure(name, backends, device, dtype, runs, warm_caches, timeout, stored=None):
     work = tempfile.mkdtemp(prefix=f"precompile_{name}_")
     rows = {b: {"model": name, "backend": b, "loads": []} for b in backends}
+    if stored is not None and "inductor" in rows:
+        rows["inductor"] = stored
+        print(f"# {name} inductor: stored ({stored['stored']}): {stored['total_s']:.3f} s", file=sys.stderr,
+              flush=True)
+    measured = [b for b in backends if b != "inductor" or stored is None]
     try:
-        for b in backends:
+        for b in measured:
+            if b.startswith("eager"):
+                rows[b]["save"] = {}
+                continue
             print(f"# {name} {b}: save", file=sys.stderr, flush=True)
             rows[b]["save"] = run_child(["save", name, b, device, dtype, work], os.path.join(work, f"save-{b}"),
                                         timeout)
         for i in range(runs):
-            for b in backends:
+            for b in measured:
                 if "error" in rows[b]["save"]:
                     continue
                 print(f"# {name} {b}: load {i + 1}/{runs}", file=sys.stderr, flush=True)
@@ -163,11 +236,12 @@ def measure(name, backends, device, dtype, runs, warm_caches, timeout):
                 rows[b]["loads"].append(run_child(["load", name, b, device, dtype, work], caches, timeout))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    for row in rows.values():
+    for b in measured:
+        row = rows[b]
         ok = [x for x in row["loads"] if "error" not in x]
         for key in ("load_s", "first_call_s", "total_s"):
             row[key] = statistics.median(x[key] for x in ok) if ok else None
-        row["bitwise_equal"] = all(x["bitwise_equal"] for x in ok) if ok else None
+        row["bitwise_equal"] = all(x["bitwise_equal"] for x in ok) if ok and not b.startswith("eager") else None
     return list(rows.values())
 
 
@@ -187,7 +261,9 @@ def table(rows):
         base = inductor.get(r["model"])
         ratio = r["total_s"] / base if base and r["total_s"] is not None else None
         size = r["save"].get("artifact_bytes")
-        lines.append(f"| {r['model']} | {r['backend']} | {fmt(size / 1024 if size else None, '.0f')} "
+        backend = r["backend"] + (" (stored)" if r.get("stored") else "") + (
+            " (floor: its first call)" if r["backend"].startswith("eager") else "")
+        lines.append(f"| {r['model']} | {backend} | {fmt(size / 1024 if size else None, '.0f')} "
                      f"| {fmt(r['load_s'])} | {fmt(r['first_call_s'])} | {fmt(r['total_s'])} | {fmt(ratio, '.2f')} "
                      f"| {r['bitwise_equal']} |")
     return "\n".join(lines)
@@ -203,22 +279,25 @@ def main():
     parser.add_argument("--runs", type=int, default=3, help="load processes per backend (the median is reported)")
     parser.add_argument("--warm-caches", action="store_true", help="load with the saving process's caches")
     parser.add_argument("--timeout", type=int, default=1800)
-    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--json", help="write the results here (after each model)")
+    parser.add_argument("--inductor-from", default="",
+                        help="comma-separated JSON files of earlier runs: their Inductor rows are reused")
     args = parser.parse_args()
     dtype = args.dtype or ("bf16" if args.device == "cuda" else "fp32")
     models = args.models.split(",") if args.models else (CUDA_MODELS if args.device == "cuda" else CPU_MODELS)
-    rows = []
-    for name in models:
-        rows += measure(name, args.backends.split(","), args.device, dtype, args.runs, args.warm_caches, args.timeout)
     import torch
 
+    stored = stored_rows([f for f in args.inductor_from.split(",") if f], args.device, dtype)
     out = {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cpu_count": os.cpu_count(),
            "torch": torch.__version__, "device": args.device, "dtype": dtype, "warm_caches": args.warm_caches,
-           "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None, "rows": rows}
-    print(table(rows))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
+           "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None, "rows": []}
+    for name in models:
+        out["rows"] += measure(name, args.backends.split(","), args.device, dtype, args.runs, args.warm_caches,
+                               args.timeout, stored.get(name))
+        print(table(out["rows"]), flush=True)
+        if args.json:  # after each model: a run cut short keeps the models it finished
+            with open(args.json, "w") as f:
+                json.dump(out, f, indent=2)
 
 
 if __name__ == "__main__":

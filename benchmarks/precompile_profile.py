@@ -26,7 +26,7 @@ ember's decode) and not the C++ it does not: --no-profile times without it.
 
 Usage:
   python benchmarks/precompile_profile.py                                  # CPU: tiny_gpt2, mlp, tiny_bert
-  python benchmarks/precompile_profile.py --device cuda --models gpt2,bert # GPU, bf16
+  python benchmarks/precompile_profile.py --device cuda --models gpt2,bert # GPU, bf16 (default: gpt2,bert,resnet50)
           [--backend ember|inductor] [--warm-caches] [--top 30] [--variant after|before | --compare]
           [--loads N] [--steps] [--no-profile] [--json out.json]
   python benchmarks/precompile_profile.py child save|profile MODEL BACKEND DEVICE DTYPE DIR TOP VARIANT STEPS  (internal;
@@ -50,7 +50,7 @@ import time
 
 RESULT_TAG = "PRECOMPILE_PROFILE "
 CPU_MODELS = ["tiny_gpt2", "mlp", "tiny_bert"]
-CUDA_MODELS = ["gpt2", "bert"]
+CUDA_MODELS = ["gpt2", "bert", "resnet50"]
 
 
 def call(model, *inputs):
