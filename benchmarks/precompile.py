@@ -65,11 +65,14 @@ def call(model, *inputs):
 
 
 def portable_guards(entries):
-    """The guards torch can serialize, without their user stacks (the same rule as
-    ember.deploy.portable_guards)."""
+    """The guards torch can serialize, without their user stacks and without the empty-hooks
+    guards torch does not check (the same rule as ember.deploy.portable_guards)."""
+    import torch
     from torch._dynamo.guards import CheckFunctionManager
 
     unsupported = set(CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES)
+    if torch._dynamo.config.skip_nnmodule_hook_guards:
+        unsupported.add("EMPTY_NN_MODULE_HOOKS_DICT")
     for e in entries:
         e.orig_guard.user_stack = e.orig_guard.stack = None
     return [not (e.is_global or e.guard_type in unsupported

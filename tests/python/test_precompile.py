@@ -226,6 +226,35 @@ def test_a_call_the_artifact_does_not_serve_names_the_failed_guard(saved):
     assert "args" in str(failure.value), str(failure.value)
 
 
+@pytest.mark.parametrize("skip_hook_guards", [True, False])
+def test_saved_guards_leave_out_the_empty_hook_guards_torch_does_not_check(tmp_path, monkeypatch, skip_hook_guards):
+    """The guards that a module's hook dicts are empty are checked by torch only with
+    skip_nnmodule_hook_guards off; with it on (torch's default) ember.save leaves them out
+    of the artifact, which then loads and serves the model as before."""
+    seen, kept = [], []
+    original = deploy.portable_guards
+
+    def spy(entries):
+        keep = original(entries)
+        seen.extend(e.guard_type for e in entries)
+        kept.extend(e.guard_type for e, k in zip(entries, keep) if k)
+        return keep
+
+    monkeypatch.setattr(deploy, "portable_guards", spy)
+    torch._dynamo.reset()
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4)).eval()
+    x = torch.randn(2, 8)
+    path = str(tmp_path / "hooks.ember")
+    with torch.no_grad(), torch._dynamo.config.patch(skip_nnmodule_hook_guards=skip_hook_guards):
+        ember.save(model, (x,), path)
+        expected = model(x)
+    assert "EMPTY_NN_MODULE_HOOKS_DICT" in seen and "TENSOR_MATCH" in kept
+    assert ("EMPTY_NN_MODULE_HOOKS_DICT" in kept) == (not skip_hook_guards)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        assert torch.equal(ember.load(path, model, strict=True)(x), expected)
+
+
 def test_a_graph_that_runs_eagerly_cannot_be_saved(tmp_path, monkeypatch):
     from ember import compiler, config
 
