@@ -82,6 +82,29 @@ def _transposed(x, y):
     return (x.t() + y).relu().sum(-1)
 
 
+def _gather_transposed(x, index, y):
+    """Disentangled attention's position-to-content term: rows of relative positions
+    gathered by an index of the scores' layout, transposed, added to the scores."""
+    return y + torch.gather(x, -1, index.expand(x.shape[0], -1, -1)).transpose(-1, -2)
+
+
+def _gather_transposed_args(d, n=200, span=256):
+    # n x n scores (a tile edge: 200 is no multiple of the tile), rows of 2 x span positions,
+    # an index clamped into range as DeBERTa builds it; 6 heads.
+    rel = torch.arange(n, device=d)[:, None] - torch.arange(n, device=d)[None, :]
+    index = (rel + span).clamp(0, 2 * span - 1)[None]
+    return (_rand(6, n, 2 * span, device=d, dtype=torch.bfloat16), index, _rand(6, n, n, device=d, dtype=torch.bfloat16))
+
+
+def _cat_relu(a, b, c):
+    """ASPP's concatenation: branches relu'd and joined along the channels-last dim."""
+    return torch.cat((a.relu(), b.relu(), c), dim=-1)
+
+
+def _cat_relu_args(d, widths):
+    return tuple(_rand(2, 16, 16, w, device=d, dtype=torch.bfloat16) for w in widths)
+
+
 def _column_sum(x):
     return x.sum(0)
 
@@ -508,6 +531,12 @@ CASES = {
                                                              _rand(2, 20, 20, 64, device=d, dtype=torch.bfloat16))),
     "transpose_two_loads_f32": lambda d: (_two_transposed, (_rand(100, 70, device=d), _rand(100, 70, device=d),
                                                             _rand(70, 100, device=d))),
+    # A gather read across the store's contiguous dim, staged along its index's (issue 23).
+    # A cat along the innermost dim: each operand read only by the lane groups that take it,
+    # boundaries on a group's edge (256) and inside one (12 + 20).
+    "cat_channels_bf16": lambda d: (_cat_relu, _cat_relu_args(d, (256, 256, 64))),
+    "cat_straddling_bf16": lambda d: (_cat_relu, _cat_relu_args(d, (12, 20, 8))),
+    "transpose_gather_bf16": lambda d: (_gather_transposed, _gather_transposed_args(d)),
     "transpose_stem_bf16": lambda d: (_stem, (_rand(2, 3, 64, 64, device=d, dtype=torch.bfloat16),
                                               _rand(64, 3, 7, 7, device=d, dtype=torch.bfloat16))),
     "stem_pool_bf16": lambda d: (_stem_pool, _stem_pool_args(d)),
@@ -580,7 +609,7 @@ TRAINING = {
 # depends on the layout, which ember chooses (channels-last operands).
 # column_stats: f32 sums of 4,096 products (|sum| ~ 64) in another order than eager's.
 # Copies move bits: the transposes must equal eager exactly.
-EXACT = ("transpose_image_bf16", "transpose_image_f32", "transpose_to_nhwc_64_bf16", "transpose_to_nchw_64_bf16",
+EXACT = ("cat_channels_bf16", "cat_straddling_bf16", "transpose_gather_bf16", "transpose_image_bf16", "transpose_image_f32", "transpose_to_nhwc_64_bf16", "transpose_to_nchw_64_bf16",
          "transpose_to_nchw_3_f32", "transpose_odd_f32", "transpose_odd_bf16", "transpose_square_odd_f32")
 
 # transpose_fused_bf16 widens a bf16 chain to f32: eager rounds the chain's result to bf16

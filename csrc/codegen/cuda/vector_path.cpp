@@ -19,13 +19,29 @@ void bind_word(CudaPrinter& pr, const VectorPlan::Word& w, const std::string& la
   for (const auto& l : w.loads) pr.em->bind_value(l, name);
 }
 
-// `const <vector type> <name> = *(...)(b + index at the group's first lane);`
-void load_word(CudaPrinter& pr, const VectorPlan& vec, const VectorPlan::Word& w) {
+// `const <vector type> <name> = *(...)(b + index at the group's first lane);`, or with
+// `tested` and the word's `needed` tests, the load only when some lane reads it (zeros,
+// which no lane uses, otherwise).
+void load_word(CudaPrinter& pr, const VectorPlan& vec, const VectorPlan::Word& w, bool tested = true) {
   CEmitter& em = *pr.em;
   const std::string vt = vector_type(vector_bytes(pr.p.buffers[w.buffer].dtype, vec.lanes));
   std::string idx = em.emit(substitute(w.index, {{vec.v, var(kFirstLaneVar)}}));
   if (w.clamp) idx = "ember_clamp_index(" + idx + ", " + std::to_string(pr.p.buffers[w.buffer].extent().hint() - vec.lanes) + "LL)";
-  em.line("const " + vt + " " + w.name + " = *(const " + vt + "*)(b" + std::to_string(w.buffer) + " + " + idx + ");");
+  const std::string word = "*(const " + vt + "*)(b" + std::to_string(w.buffer) + " + " + idx + ")";
+  if (!tested || w.needed.empty()) {
+    em.line("const " + vt + " " + w.name + " = " + word + ";");
+    return;
+  }
+  std::string any;
+  for (const auto& tests : w.needed) {
+    std::string all;
+    for (const auto& t : tests) {
+      const Expr lane = t.last ? add(var(kFirstLaneVar), int_const(vec.lanes - 1)) : var(kFirstLaneVar);
+      all += (all.empty() ? "" : " && ") + em.emit(substitute(t.cond, {{vec.v, lane}}));
+    }
+    any += (any.empty() ? "(" : " || (") + all + ")";
+  }
+  em.line("const " + vt + " " + w.name + " = " + any + " ? " + word + " : " + vt + "{};  /* only if a lane's branch reads it */");
 }
 
 // plan_hoist's values, before the grid-stride loop: the thread's innermost coordinate
@@ -37,13 +53,13 @@ std::vector<std::string> hoisted_values(CudaPrinter& pr, const VectorPlan& vec) 
   out.push_back("const " + I + " g0 = (" + I + ")blockIdx.x * blockDim.x + threadIdx.x;");
   out.push_back("const int64_t hv = (int64_t)(g0 * " + U + " % " + std::to_string(vec.extent) + ");");
   em.open_scope({{kFirstLaneVar, "hv"}});
-  for (size_t w : vec.kept) load_word(pr, vec, vec.words[w]);
+  for (size_t w : vec.kept) load_word(pr, vec, vec.words[w], false);
   std::set<size_t> needed = words_read(vec, vec.hoisted, {});
   for (size_t k = 0; k < vec.hoisted.size(); ++k)
     em.line(CEmitter::c_type(vec.hoisted[k]->dtype) + " h" + std::to_string(k) + "[" + U + "];");
   em.open_scope({});
   for (size_t w : needed)
-    if (!vec.kept.count(w)) load_word(pr, vec, vec.words[w]);
+    if (!vec.kept.count(w)) load_word(pr, vec, vec.words[w], false);
   em.open_scope({{vec.v, "(hv + u)"}});
   for (size_t w : needed) bind_word(pr, vec.words[w], "u");
   for (size_t k = 0; k < vec.hoisted.size(); ++k) em.line("h" + std::to_string(k) + "[u] = " + em.emit(vec.hoisted[k]) + ";");

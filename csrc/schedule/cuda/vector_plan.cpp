@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 #include "ir/affine.h"
@@ -22,6 +23,43 @@ namespace {
 bool guarded_vector_index(const Program& p, const Expr& index, int b, int v, int lanes) {
   return p.buffers[b].extent().hint() % lanes == 0 && symbolic_vector_index(index, v, lanes);
 }
+
+// A branch condition as a test on a group of lanes that holds when it holds for some
+// lane: cmp(a, b) over integers with a - b linear in v is monotone along the group, so
+// a test that holds for small a - b holds for some lane iff it holds for the lane with
+// the smallest a - b (the first when a - b grows with v), and the other way round.
+std::optional<VectorPlan::LaneTest> lane_test(const Expr& cond, bool taken, int v) {
+  static const std::map<ExprOp, ExprOp> negated = {
+      {ExprOp::Lt, ExprOp::Ge}, {ExprOp::Le, ExprOp::Gt}, {ExprOp::Gt, ExprOp::Le}, {ExprOp::Ge, ExprOp::Lt}};
+  auto it = negated.find(cond->op);
+  if (it == negated.end()) return std::nullopt;
+  const Expr& a = cond->args[0];
+  const Expr& b = cond->args[1];
+  if (!is_int(a->dtype) || !is_int(b->dtype)) return std::nullopt;
+  auto c = coefficient(binary(ExprOp::Sub, a, b, DType::I64), v);
+  if (!c) return std::nullopt;
+  const ExprOp op = taken ? cond->op : it->second;
+  const bool below = op == ExprOp::Lt || op == ExprOp::Le;
+  return VectorPlan::LaneTest{taken ? cond : binary(op, a, b, DType::Bool), *c != 0 && below == (*c < 0)};
+}
+
+using Path = std::vector<std::pair<Expr, bool>>;  // enclosing Where conditions, taken or not
+
+void walk_branch_loads(const Expr& e, Path& path, const std::function<void(const Expr&, const Path&)>& f) {
+  if (e->op == ExprOp::Load) f(e, path);
+  if (e->op != ExprOp::Where) {
+    for (const auto& a : e->args) walk_branch_loads(a, path, f);
+    return;
+  }
+  walk_branch_loads(e->args[0], path, f);
+  for (int i = 1; i <= 2; ++i) {
+    path.push_back({e->args[0], i == 1});
+    walk_branch_loads(e->args[i], path, f);
+    path.pop_back();
+  }
+}
+
+constexpr size_t kMaxAlternatives = 4;  // branches a word is read under, each tested
 
 std::unordered_map<int, int64_t> var_extents(const Kernel& k, const Stage& stage) {
   std::unordered_map<int, int64_t> extents;
@@ -64,17 +102,32 @@ VectorPlan plan_vector(const Program& p, const Schedule& s, const Placement& m, 
   // Loads, grouped by buffer and index: one word per index that is vector-addressable
   // on its own (max-pool's nine window loads of one buffer are nine words).
   std::vector<VectorPlan::Word> found;
-  std::vector<bool> unguarded;
+  std::vector<bool> unguarded, always;  // read outside every branch; read where no test tells
+  Path path;
   for (const auto& item : stage.items)
-    walk_guarded_loads(item.value, false, [&](const Expr& e, bool guarded) {
+    walk_branch_loads(item.value, path, [&](const Expr& e, const Path& branches) {
       const int b = static_cast<int>(e->ival);
       size_t w = 0;
       while (w < found.size() && !(found[w].buffer == b && same_index(found[w].index, e->args[0]))) ++w;
       if (w == found.size()) {
-        found.push_back({b, e->args[0], {}, "", false, false});
+        found.push_back({b, e->args[0], {}, "", false, false, {}});
         unguarded.push_back(false);
+        always.push_back(false);
       }
-      unguarded[w] = unguarded[w] || !guarded;
+      unguarded[w] = unguarded[w] || branches.empty();
+      std::vector<VectorPlan::LaneTest> tests;
+      for (const auto& [cond, taken] : branches)
+        if (auto t = lane_test(cond, taken, plan.v)) tests.push_back(*t);
+      auto same = [&](const std::vector<VectorPlan::LaneTest>& other) {
+        return other.size() == tests.size() && std::equal(tests.begin(), tests.end(), other.begin(), [](const auto& x, const auto& y) {
+                 return x.last == y.last && equal(x.cond, y.cond);
+               });
+      };
+      auto& needed = found[w].needed;
+      if (tests.empty() || (needed.size() >= kMaxAlternatives && std::none_of(needed.begin(), needed.end(), same)))
+        always[w] = true;
+      else if (std::none_of(needed.begin(), needed.end(), same))
+        needed.push_back(std::move(tests));
       auto& loads = found[w].loads;
       if (std::none_of(loads.begin(), loads.end(), [&](const Expr& l) { return equal(l, e); })) loads.push_back(e);
     });
@@ -89,6 +142,7 @@ VectorPlan plan_vector(const Program& p, const Schedule& s, const Placement& m, 
       if (unguarded[w] || !guarded_vector_index(p, word.index, b, plan.v, plan.lanes)) continue;
       word.clamp = true;
     }
+    if (always[w] || launch.symbolic) word.needed.clear();
     const int n = per_buffer[b]++;
     word.name = "raw" + std::to_string(b) + (n ? "_" + std::to_string(n) : "");
     word.invariant = depends_only_on(word.index, plan.v);

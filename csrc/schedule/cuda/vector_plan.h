@@ -44,6 +44,12 @@ constexpr int64_t kHoistBlocks = 1024;
 // An elementwise kernel's vector path. Each thread takes groups of `lanes` consecutive
 // elements along the innermost dim (var v).
 struct VectorPlan {
+  // A Where condition (as taken: negated for the else branch) tested at one lane of the
+  // group, which holds there exactly when it holds for some lane of the group.
+  struct LaneTest {
+    Expr cond;
+    bool last;  // at the group's last lane (else its first)
+  };
   struct Word {  // one vector load: a buffer at one index, lane u at v = iv + u
     int buffer = 0;
     Expr index;
@@ -51,6 +57,12 @@ struct VectorPlan {
     std::string name;         // raw<b>; raw<b>_<n> for a buffer's later indices
     bool invariant = false;   // the index depends on v alone
     bool clamp = false;       // read only under Where branches, possibly out of bounds
+    // Read only under Where branches whose conditions are monotone along the group
+    // (a cat's `v < 256`): the word is loaded when, for one of these alternatives (its
+    // reads' branches), every test holds; empty: always loaded. A lane whose branch is
+    // not taken discards the word's value, so one no lane needs is never read (a cat
+    // of five branches read all five operands for every element: 13% of copy bandwidth).
+    std::vector<std::vector<LaneTest>> needed;
   };
   int lanes = 0;  // 0: no vector path
   int v = 0;
