@@ -62,9 +62,8 @@ static inline double ember_exp(double x, double lo) { return exp(x < lo ? lo : x
 #endif
 
 /* erf of a float without a call of its own: libmvec's erff is a call per vector, and
-   GELU through it took 1.1-1.3x the time of this form (benchmarks/cpu_kernels.py
-   --cases gelu; docs/benchmarks.md). From |x| = 0.25 up, Abramowitz & Stegun 7.1.26,
-   1 - t r(t) exp(-x^2) with t = 1 / (1 + 0.3275911 |x|): absolute error below 1.5e-7,
+   exact GELU through it took 1.14x the time of this form (docs/benchmarks.md). From
+   |x| = 0.25 up, Abramowitz & Stegun 7.1.26, 1 - t r(t) exp(-x^2) with t = 1 / (1 + 0.3275911 |x|): absolute error below 1.5e-7,
    the formula of ATen's vectorized erf and so of eager's on x86 (4.2e-7 after float
    rounding, eager's 5.7e-7); |x| is clamped at 4, where erf rounds to 1, so that exp
    stays on libmvec's fast path, and the clamp keeps NaN. Below 0.25 the odd Taylor
