@@ -293,7 +293,7 @@ std::string CEmitter::print(const Expr& e, const std::vector<std::string>& a) {
     case ExprOp::Asinh: return fn("asinh");
     case ExprOp::Acosh: return fn("acosh");
     case ExprOp::Atanh: return fn("atanh");
-    case ExprOp::Erf: return fn("erf");
+    case ExprOp::Erf: return f64 ? fn("erf") : "ember_erff(" + a[0] + ")";
     case ExprOp::Erfc: return fn("erfc");
     case ExprOp::Sigmoid:
       return one + " / (" + one + " + " + std::string(f64 ? "ember_exp(-" : "ember_expf(-") + a[0] + (f64 ? ", exp_lo_f64))" : ", exp_lo_f32))");

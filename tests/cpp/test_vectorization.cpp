@@ -114,6 +114,38 @@ TEST(cpu_softmax_scales_by_the_sums_reciprocal) {
   CHECK_EQ(count(c, "/ acc"), 1);
 }
 
+// The sum's stage stores exp(x - max) into a row-long array and the scaling stage reads
+// it back (codegen/c/row_buffers.cpp): one exp per element, as in ATen's and Inductor's
+// CPU softmax. Before, the scaling loop computed exp again.
+TEST(cpu_softmax_computes_exp_once_per_element) {
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[64,128]{128,1}
+  %1 = aten._softmax.default(%0, -1, false) : f32[64,128]{128,1}
+  return (%1)
+}
+)");
+  const std::string& c = p.c_code.source;
+  CHECK_EQ(count(c, "= ember_expf("), 1);
+  CHECK_EQ(count(c, "float rowbuf0[128];"), 1);
+  CHECK_EQ(count(c, "rowbuf0[i0] = "), 1);
+}
+
+// Exact GELU's erf is the prelude's inline ember_erff, not libm's (libmvec's) erff call.
+TEST(cpu_erf_is_computed_inline) {
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[64,128]{128,1}
+  %1 = aten.gelu.default(%0, "none") : f32[64,128]{128,1}
+  %2 = input(1) : f64[64]{1}
+  %3 = aten.erf.default(%2) : f64[64]{1}
+  return (%1, %3)
+}
+)");
+  const std::string& c = p.c_code.source;
+  CHECK_EQ(count(c, "= ember_erff("), 1);
+  CHECK_EQ(count(c, "= erf("), 1);  // double keeps libm's
+  CHECK_EQ(count(c, "= erff("), 0);
+}
+
 TEST(vectorizes_batch_norm_relu_max_pool) {
   check_all_simd_loops_vectorize(R"(graph {
   %0 = input(0) : f32[8,16,32,32]{16384,1024,32,1}

@@ -81,6 +81,7 @@ std::string KernelPrinter::print(KernelInfo& info) {
   em_ = std::make_unique<CEmitter>(refs);
 
   precompute_row_invariants(info);
+  precompute_row_buffers();
 
   // Row scope: decompose the flat row index into outer coordinates.
   std::vector<std::pair<int, std::string>> outer_vars;

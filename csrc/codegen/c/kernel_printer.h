@@ -95,6 +95,7 @@ class KernelPrinter {
   void row_invariants(const Expr& e, const Dims& inner, std::vector<std::pair<Expr, int>>& out,
                       std::vector<int>& symbolic) const;
   void precompute_row_invariants(KernelInfo& info);
+  void precompute_row_buffers();  // row_buffers.cpp
 
   const Program& p_;
   const Schedule& s_;
@@ -110,6 +111,13 @@ class KernelPrinter {
     int dim;
   };
   std::map<size_t, std::vector<RowInvariant>> row_invariant_names_;  // per stage
+  // A value one stage of a row computes and stores into an array, a later one reads.
+  struct RowBuffer {
+    Expr expr;
+    std::string ref;  // "rowbufN[i0]"
+  };
+  std::map<size_t, std::vector<RowBuffer>> row_buffer_stores_;  // per stage
+  std::map<size_t, std::vector<RowBuffer>> row_buffer_loads_;   // per stage
 };
 
 }  // namespace ember

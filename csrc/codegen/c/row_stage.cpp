@@ -48,7 +48,9 @@ void KernelPrinter::print_stage(int st) {
     for (const auto& inv : row_invariant_names_[st])
       if (inv.dim == static_cast<int>(d)) em_->bind_value(inv.expr, inv.name);
   }
+  for (const auto& rb : row_buffer_loads_[st]) em_->bind_value(rb.expr, rb.ref);
   print_stage_items(*em_, {p_, stage, m_.in_memory, accs, [&] { return flat_index(stage); }, ""});
+  for (const auto& rb : row_buffer_stores_[st]) em_->line(rb.ref + " = " + em_->emit(rb.expr) + ";");
   // Close the loops from the inside out, adding the SIMD pragma to the innermost.
   for (size_t d = stage.inner.size(); d-- > 0;) {
     std::vector<std::string> body = em_->close_scope();

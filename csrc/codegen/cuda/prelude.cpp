@@ -82,6 +82,8 @@ EMBER_FN double ember_abs_f64(double x) {
 #define exp_lo_f64 0.0
 EMBER_FN float ember_expf(float x, float) { return expf(x); }
 EMBER_FN double ember_exp(double x, double) { return exp(x); }
+/* The CPU dialect computes erf inline (a libmvec call is slower); CUDA's erff is inline already. */
+EMBER_FN float ember_erff(float x) { return erff(x); }
 
 )CU") + R"CU(/* NaN-propagating max/min (relu, clamp, torch.maximum), as ATen's CUDA kernels: a NaN
    test, then ::max/::min, which are fmaxf/fminf and order -0.0 below +0.0 (relu(-0.0)
