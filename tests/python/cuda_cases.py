@@ -531,7 +531,7 @@ CASES = {
                                                              _rand(2, 20, 20, 64, device=d, dtype=torch.bfloat16))),
     "transpose_two_loads_f32": lambda d: (_two_transposed, (_rand(100, 70, device=d), _rand(100, 70, device=d),
                                                             _rand(70, 100, device=d))),
-    # A gather read across the store's contiguous dim, staged along its index's (issue 23).
+    # A gather read across the store's contiguous dim (deberta's position-to-content term).
     # A cat along the innermost dim: each operand read only by the lane groups that take it,
     # boundaries on a group's edge (256) and inside one (12 + 20).
     "cat_channels_bf16": lambda d: (_cat_relu, _cat_relu_args(d, (256, 256, 64))),

@@ -59,130 +59,6 @@ bool in_bounds(const SymbolicAffine& f, const Sizes& size, const Dim& extent) {
   return known_nonnegative(lo) && known_nonnegative(extent - hi - Dim(1));
 }
 
-// [lo, hi] of an integer index expression over the loop space (static sizes), each end
-// when it is known: a clamp (gather's indices, lower/ops_indexing.cpp) bounds a value
-// read from memory, which alone is unbounded.
-struct Bounds {
-  std::optional<int64_t> lo, hi;
-};
-
-Bounds bounds(const Expr& e, const Sizes& size) {
-  auto both = [&](auto f) {
-    const Bounds a = bounds(e->args[0], size), b = bounds(e->args[1], size);
-    return f(a, b);
-  };
-  switch (e->op) {
-    case ExprOp::Const: return {e->ival, e->ival};
-    case ExprOp::Var: {
-      auto it = size.find(static_cast<int>(e->ival));
-      if (it == size.end() || !it->second.is_static()) return {};
-      return {int64_t{0}, it->second.hint() - 1};
-    }
-    case ExprOp::Cast: return is_int(e->dtype) ? bounds(e->args[0], size) : Bounds{};
-    case ExprOp::Neg: {
-      const Bounds a = bounds(e->args[0], size);
-      Bounds out;
-      if (a.hi) out.lo = -*a.hi;
-      if (a.lo) out.hi = -*a.lo;
-      return out;
-    }
-    case ExprOp::Add:
-      return both([](const Bounds& a, const Bounds& b) {
-        Bounds out;
-        if (a.lo && b.lo) out.lo = *a.lo + *b.lo;
-        if (a.hi && b.hi) out.hi = *a.hi + *b.hi;
-        return out;
-      });
-    case ExprOp::Mul: {
-      const Expr& c = e->args[0]->op == ExprOp::Const ? e->args[0] : e->args[1];
-      const Expr& x = e->args[0]->op == ExprOp::Const ? e->args[1] : e->args[0];
-      if (c->op != ExprOp::Const) return {};
-      const Bounds a = bounds(x, size);
-      if (!a.lo || !a.hi) return {};
-      const int64_t p = *a.lo * c->ival, q = *a.hi * c->ival;
-      return {std::min(p, q), std::max(p, q)};
-    }
-    case ExprOp::Max:  // at least either's low end; at most the larger high end
-      return both([](const Bounds& a, const Bounds& b) {
-        Bounds out;
-        if (a.lo || b.lo) out.lo = std::max(a.lo.value_or(INT64_MIN), b.lo.value_or(INT64_MIN));
-        if (a.hi && b.hi) out.hi = std::max(*a.hi, *b.hi);
-        return out;
-      });
-    case ExprOp::Min:
-      return both([](const Bounds& a, const Bounds& b) {
-        Bounds out;
-        if (a.lo && b.lo) out.lo = std::min(*a.lo, *b.lo);
-        if (a.hi || b.hi) out.hi = std::min(a.hi.value_or(INT64_MAX), b.hi.value_or(INT64_MAX));
-        return out;
-      });
-    case ExprOp::Where: {
-      const Bounds a = bounds(e->args[1], size), b = bounds(e->args[2], size);
-      Bounds out;
-      if (a.lo && b.lo) out.lo = std::min(*a.lo, *b.lo);
-      if (a.hi && b.hi) out.hi = std::max(*a.hi, *b.hi);
-      return out;
-    }
-    default: return {};
-  }
-}
-
-void add_terms(const Expr& e, std::vector<Expr>& out) {
-  if (e->op == ExprOp::Add && is_int(e->dtype)) {
-    add_terms(e->args[0], out);
-    add_terms(e->args[1], out);
-  } else {
-    out.push_back(e);
-  }
-}
-
-// A load whose index reads other buffers (gather, embedding, index_select, index.Tensor):
-// the index is rows + column terms, the rows affine, each column term a bounded function
-// of values read through affine indices that are all unit-stride along one loop dim
-// (`unit`). Along that dim consecutive elements read consecutive index entries, so a
-// gather whose index tensor has the output's layout (torch.gather along the last dim)
-// reads near-consecutive values of one row there: a transposed gather is staged along it.
-struct GatherForm {
-  SymbolicAffine rows;    // the affine terms
-  SymbolicAffine column;  // the first index entry's index (it orders the tile's sides)
-  int unit;
-};
-
-std::optional<GatherForm> gather_form(const Program& p, const Expr& index, const Sizes& size, const Dim& extent) {
-  std::vector<Expr> terms;
-  add_terms(index, terms);
-  Expr rows = int_const(0);
-  Bounds range{int64_t{0}, int64_t{0}};
-  std::optional<SymbolicAffine> column;  // the first value-read term's index buffer's index
-  int unit = -1;
-  for (const Expr& term : terms) {
-    const Bounds b = bounds(term, size);
-    if (!b.lo || !b.hi) return std::nullopt;
-    *range.lo += *b.lo;
-    *range.hi += *b.hi;
-    if (index_form(term)) {
-      rows = add(rows, term);
-      continue;
-    }
-    bool ok = true, any = false;
-    walk_loads(term, [&](const Expr& l) {
-      auto f = index_form(l->args[0]);
-      const int u = f ? unit_var(*f, size) : -1;
-      // Staged loads run unconditionally: an entry read under a condition must be in bounds anyway.
-      if (u < 0 || (unit >= 0 && u != unit) || !in_bounds(*f, size, p.buffers[l->ival].extent())) ok = false;
-      if (!ok) return;
-      unit = u;
-      if (!column) column = f;
-      any = true;
-    });
-    if (!ok || !any) return std::nullopt;
-  }
-  if (!column || *range.lo < 0 || !extent.is_static() || *range.hi >= extent.hint()) return std::nullopt;
-  auto r = index_form(rows);
-  if (!r) return std::nullopt;
-  return GatherForm{*r, *column, unit};
-}
-
 // Grows `side` (starting at its unit-stride var) by loop dims that both accesses see as
 // continuing it: a dim whose stride in `a` is the side's extent so far, and whose stride
 // in `b` is the last dim's stride in `b` times that dim's size.
@@ -356,16 +232,9 @@ std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, c
   std::vector<Candidate> candidates;
   for (const auto& [b, idx] : index) {
     if (mixed.count(b) || own.count(b)) continue;
-    const Dim extent = p.buffers[b].extent();
     auto f = index_form(idx);
-    if (!f) {
-      // A transposed gather (DeBERTa's position-to-content term, gather(...).transpose(-1, -2)):
-      // its rows move along S, its column moves along L only through the index entries.
-      auto g = gather_form(p, idx, size, extent);
-      if (g && g->unit != s_var && coef_of(g->rows, s_var) != Dim(0) && coef_of(g->rows, g->unit) == Dim(0))
-        candidates.push_back({b, g->unit, extent.hint(), g->column});
-      continue;
-    }
+    if (!f) continue;
+    const Dim extent = p.buffers[b].extent();
     const int unit = unit_var(*f, size);
     if (unit < 0 || unit == s_var || coef_of(*f, s_var) == Dim(0) || !in_bounds(*f, size, extent)) continue;
     candidates.push_back({b, unit, extent.hint(), *f});

@@ -74,11 +74,6 @@ struct TransposePlan {
 // varies along S (a transposed read, not a broadcast); and a tile holds at least a
 // block's worth of elements. Loads unit-stride along L are staged (the largest first,
 // within kTransposeSharedBytes); any other load is read where it is used.
-// A gathered load (static sizes) counts as unit-stride along L when its index is affine
-// rows that vary along S but not along L, plus clamped terms computed from index entries
-// read unit-stride along L: gather(x, -1, index).transpose(-1, -2), whose rows the
-// elementwise shape read one per thread (DeBERTa's relative-position scores at 22% of
-// copy bandwidth), is staged reading each row along the index's contiguous dim.
 std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, const std::vector<bool>& in_memory);
 
 // Element (l, s) of a staged tile in shared memory: rows along the tile's shorter side,
