@@ -3,7 +3,8 @@ seeds 140000 to 160000, CPU static 340000 to 350000, dynamic 350000 to 360000;
 /work/notes/gpu-fuzz-5) found, minimized. Two were ember's CPU float sums (fixed: blocks of
 kCpuSumBlock into a double total); two were eager's half-precision or denormal results,
 left out by generator rules (docs/reliability.md has the table); one, an f16 product not
-rounded under emulate_precision_casts, is open (strict xfail)."""
+rounded under emulate_precision_casts, was fx_import taking a graph traced without grad for
+one autograd formula (fixed)."""
 import pytest
 import torch
 
@@ -65,19 +66,19 @@ def test_f16_logsumexp_whose_sum_overflows_is_not_generated():
     assert "torch.logsumexp(v1, [0, 1, 2, 3]" not in fuzz.generate(152497, GPU_DTYPES).source()
 
 
-# -- open: an f16 product feeding a scalar product is not rounded -----------------------------
+# -- an f16 product feeding a scalar product, not rounded: fixed ---------------------------------
 # GPU seed 147393: (f16 x * arange(4099, int32)) * 0.5. Eager rounds the product to f16
-# (inf beyond 65504), then halves it: -inf. With emulate_precision_casts (the fuzzer's
-# setting) ember should round it too, but keeps it in f32: -34336.0 (the CPU path alike:
-# 114,731 infinities where eager has 165,500). Without the option (the default, as
-# Inductor's) ember's answer is the intended one.
+# (inf beyond 65504), then halves it: -inf. ember kept it in f32 (-34336.0; on the CPU
+# 114,731 infinities where eager has 165,500): the fuzzer's graph, symbolic_trace'd and
+# traced by AOTAutograd without grad, has seq_nr -1 on every node, and fx_import took that
+# for one autograd formula, so the product was "internal" (eager's value inside one op) and
+# not rounded under emulate_precision_casts. Now seq_nr -1 ties nothing together.
 
 PRODUCT = {'seed': 147393, 'inputs': [{'shape': [64, 4099], 'dtype': 'f16', 'layout': 'offset', 'layout_arg': [3], 'values': 'normal', 'scale': 100.0, 'index_bound': 0}, {'shape': [1], 'dtype': 'i16', 'layout': 'offset', 'layout_arg': [5], 'values': 'wide_ints', 'scale': 1.0, 'index_bound': 0}, {'shape': [1], 'dtype': 'i16', 'layout': 'contiguous', 'layout_arg': [], 'values': 'ints', 'scale': 1.0, 'index_bound': 0}], 'lines': ['v2 = a0 * torch.arange(4099, dtype=D_i32, device=a0.device)', 'v3 = torch.mul(v2, 0.5)'], 'outputs': ['v3']}
 
 
-@pytest.mark.xfail(strict=True, reason="emulate_precision_casts misses the product's rounding (seed 147393)")
 def test_emulated_f16_product_overflows_as_in_eager(tmp_path):
     # The fuzzer's path (symbolic_trace, emulate_precision_casts in the backend's options),
-    # on the CPU. (A 3-element version through torch.compile rounds correctly.)
+    # on the CPU.
     result = fuzz.check(Program.from_json(PRODUCT), str(tmp_path))
     assert result.status == "ok", result.detail
