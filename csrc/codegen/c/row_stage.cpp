@@ -7,8 +7,8 @@
 
 namespace ember {
 
-// Float sums longer than kLongSum (schedule/accumulator.h) accumulate in blocks of
-// that many: each block's partial (split across SIMD lanes) is added to a double total,
+// Float sums longer than kCpuSumBlock (schedule/accumulator.h) accumulate in blocks
+// of that many: each block's partial (split across SIMD lanes) is added to a double total,
 // which keeps the error near that of eager's cascade summation at one double add per
 // block.
 
@@ -23,14 +23,14 @@ void KernelPrinter::print_stage(int st) {
   auto blocks_sum = [&](size_t i) {
     const auto& c = p_.computed[stage.items[i].computed];
     return c.is_reduction && !stage.items[i].is_scan && c.reduce_op == ReduceOp::Sum && is_float(c.acc_dtype) &&
-           may_exceed(inner_numel, kLongSum);
+           may_exceed(inner_numel, kCpuSumBlock);
   };
-  bool blocked = false;  // some float sum accumulates per block (kLongSum)
+  bool blocked = false;  // some float sum accumulates per block (kCpuSumBlock)
   for (size_t i = 0; i < stage.items.size(); ++i) blocked |= blocks_sum(i);
   // A split stage runs dim 0 in chunks (blocked single loops in whole blocks);
   // everything from the accumulators to the block totals is private to a chunk.
   const Chunks chunks = chunk_plan(stage.split, stage.inner.empty() ? Dim(1) : stage.inner[0],
-                                   stage.inner.size() == 1 && blocked ? kLongSum : 1,
+                                   stage.inner.size() == 1 && blocked ? kCpuSumBlock : 1,
                                    [this](const Dim& d) { return dim_text(d); });
   if (chunks.count > 1) em_->open_scope({});
   // Accumulators live in the row scope (in a chunk's scope when split).
@@ -66,10 +66,10 @@ void KernelPrinter::print_stage(int st) {
     const bool chunked = d == 0 && chunks.count > 1;
     std::string n = chunked ? "ch_hi" : dim_text(stage.inner[d]);
     std::string first = chunked ? "ch_lo" : "0";
-    bool in_blocks = innermost && blocked && may_exceed(stage.inner[d], kLongSum);
+    bool in_blocks = innermost && blocked && may_exceed(stage.inner[d], kCpuSumBlock);
     std::string lo = in_blocks ? iv + "b" : first;
-    std::string hi = in_blocks ? "(" + lo + " + " + std::to_string(kLongSum) + "LL < " + n + " ? " + lo + " + " +
-                                     std::to_string(kLongSum) + "LL : " + n + ")"
+    std::string hi = in_blocks ? "(" + lo + " + " + std::to_string(kCpuSumBlock) + "LL < " + n + " ? " + lo + " + " +
+                                     std::to_string(kCpuSumBlock) + "LL : " + n + ")"
                                : n;
     loop.push_back("for (int64_t " + iv + " = " + lo + "; " + iv + " < " + hi + "; ++" + iv + ") {");
     for (const auto& l : body) loop.push_back("  " + l);
@@ -80,7 +80,7 @@ void KernelPrinter::print_stage(int st) {
     }
     // One block: fresh f32 partials (the names the body accumulates into), then
     // their sum into the double totals.
-    if (in_blocks) em_->line("for (int64_t " + lo + " = " + first + "; " + lo + " < " + n + "; " + lo + " += " + std::to_string(kLongSum) + "LL) {");
+    if (in_blocks) em_->line("for (int64_t " + lo + " = " + first + "; " + lo + " < " + n + "; " + lo + " += " + std::to_string(kCpuSumBlock) + "LL) {");
     else em_->line("{");
     for (const auto& a : accs)
       if (!a.wide.empty()) em_->line("  " + a.type + " " + a.acc + " = 0;");

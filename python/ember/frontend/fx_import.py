@@ -357,8 +357,11 @@ def _source_op(node):
         return tuple((getattr(s, "name", None), getattr(s, "graph_id", None)) for s in sources)
     # Backward graphs have no Dynamo node: the autograd node and the ATen op that was
     # decomposed stand for the call (a chain of one op within one formula counts as one).
+    # seq_nr -1: no autograd node (a graph traced without grad, as a symbolic_trace'd
+    # module through AOTAutograd): nothing ties its ops into one call. The ops are compared
+    # by name: the traced graph's OpOverload objects need not be torch.ops' own.
     seq_nr, original = node.meta.get("seq_nr"), node.meta.get("original_aten")
-    if seq_nr is None or original is None or original == node.target:
+    if seq_nr is None or seq_nr < 0 or original is None or str(original) == str(node.target):
         return None
     return ("backward", seq_nr, str(original))
 

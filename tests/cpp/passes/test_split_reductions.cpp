@@ -76,15 +76,15 @@ TEST(split_stages_run_chunks_on_threads_and_combine_in_order) {
 )");
   CHECK(p.schedule_text().find("split=61 inner=[1000000]") != std::string::npos);
   const std::string& c = p.c_code.source;
-  // Up to 61 chunks (16k iterations each at least): 245 blocks of 4096 make 49 chunks of
-  // 5 blocks, the last one shorter.
+  // Up to 61 chunks (16k iterations each at least): 3907 blocks of 256 make 61 chunks of
+  // 65 blocks, the last one shorter.
   CHECK(c.find("#pragma omp parallel for schedule(static) if (!omp_in_parallel())\n"
-               "    for (int64_t ch = 0; ch < 49LL; ++ch) {\n"
-               "      const int64_t ch_lo = ch * 20480LL, ch_hi = ch_lo + 20480LL < 1000000LL ? ch_lo + 20480LL : 1000000LL;") !=
+               "    for (int64_t ch = 0; ch < 61LL; ++ch) {\n"
+               "      const int64_t ch_lo = ch * 16640LL, ch_hi = ch_lo + 16640LL < 1000000LL ? ch_lo + 16640LL : 1000000LL;") !=
         std::string::npos);
-  CHECK(c.find("for (int64_t i0b = ch_lo; i0b < ch_hi; i0b += 4096LL) {") != std::string::npos);
+  CHECK(c.find("for (int64_t i0b = ch_lo; i0b < ch_hi; i0b += 256LL) {") != std::string::npos);
   // Partials combine from chunk 0 on, in order; a later arg partial wins only if strictly better.
-  CHECK(c.find("for (int64_t ch = 1; ch < 49LL; ++ch) {") != std::string::npos);
+  CHECK(c.find("for (int64_t ch = 1; ch < 61LL; ++ch) {") != std::string::npos);
   CHECK(c.find("if ((acc1_ch[ch] > comb5) || (acc1_ch[ch] != acc1_ch[ch] && comb5 == comb5)) { comb5 = acc1_ch[ch]; comb6 = arg2_ch[ch]; }") != std::string::npos);
   CHECK(c.find("rows <= grain || rows < omp_get_max_threads()") != std::string::npos);
 }
