@@ -67,6 +67,10 @@ inline nb::list externs_at(const Graph& g, const Program& p, const Symbols& s) {
     d["none_args"] = none_args;
     d["output_buffers"] = nb::cast(e.output_buffers);
     d["prepared_args"] = nb::cast(e.prepared_args);
+    nb::list padded;  // (argument position, the copy's sizes, its strides)
+    for (const auto& pa : e.padded_args)
+      padded.append(nb::make_tuple(pa.arg, nb::cast(eval_dims(pa.sizes, s)), nb::cast(eval_dims(pa.strides, s))));
+    d["padded_args"] = padded;
     out.append(d);
   }
   return out;

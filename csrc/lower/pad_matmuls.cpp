@@ -1,6 +1,8 @@
 #include "lower/pad_matmuls.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
@@ -109,6 +111,18 @@ Ints dense_strides(const Ints& sizes, const std::vector<int>& order) {
     s *= std::max<int64_t>(sizes[*it], 1);
   }
   return strides;
+}
+
+int64_t numel(const Ints& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+std::string us_text(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, us < 10 ? "%.1f us" : "%.0f us", us);
+  return buf;
 }
 
 std::string pow2_text(int64_t v) {
@@ -232,9 +246,33 @@ class Padder {
           p_.steps.push_back(step);
           return "not padded (" + sizes + "): one value is two of its operands";
         }
+    // Bytes copied on every call: operands that are not graph inputs (those are padded once),
+    // read and written, and a wider result's slice (read and written) unless only rows grew.
+    const int64_t item = dtype_size(out.dtype);
+    auto per_call = [&](int arg, const Layout& l, const Ints& padded) -> int64_t {
+      if (once(e.tensor_views[arg])) return 0;
+      return (numel(l.sizes) + numel(padded)) * item;
+    };
+    int64_t copied_bytes = 0;
+    if (copy_a) copied_bytes += per_call(args->a, *a, pa);
+    if (copy_b) copied_bytes += per_call(args->b, *b, pb);
+    if (copy_bias) copied_bytes += per_call(args->bias, *bias, pbias);
+    if (pad_n) copied_bytes += 2 * numel(*out_sizes) * item;
+    const double copy_us = 1e6 * double(copied_bytes) / opts_.copy_bytes_per_s;
+    const double saved_us = 1e6 * double(macs) * (1.0 / opts_.unaligned_macs_per_s - 1.0 / opts_.aligned_macs_per_s);
+    if (copy_us >= saved_us) {
+      p_.steps.push_back(step);
+      return "not padded (" + sizes + "): its copies cost ~" + us_text(copy_us) + " a call, the aligned kernel saves ~" +
+             us_text(saved_us);
+    }
 
     std::string copied;
     auto copy = [&](int arg, const Layout& l, const Ints& padded, const std::vector<int>& order, const char* name) {
+      if (once(e.tensor_views[arg])) {
+        e.padded_args.push_back({arg, to_dims(padded), to_dims(dense_strides(padded, order))});
+        copied += std::string(copied.empty() ? "" : ", ") + name + " (a graph input: padded once)";
+        return;
+      }
       size_t before = p_.computed.size();
       e.tensor_views[arg] = padded_copy(e.tensor_views[arg], l, padded, order);
       copied += std::string(copied.empty() ? "" : ", ") + name + (p_.computed.size() == before ? " (shared)" : "");
@@ -249,7 +287,17 @@ class Padder {
       if (rows) padded[r] = *rows;  // the result's rows stay symbolic (M is never padded then)
       result = resize_result(call, padded) ? "; result sliced by a copy" : "; result grows";
     }
-    return "padded for 16-byte leading dims (" + sizes + "): copies of " + copied + result;
+    std::string cost;
+    if (std::isfinite(opts_.copy_bytes_per_s))
+      cost = "; per-call copies ~" + us_text(copy_us) + ", the aligned kernel saves ~" + us_text(saved_us);
+    return "padded for 16-byte leading dims (" + sizes + "): copies of " + copied + result + cost;
+  }
+
+  // Whether an operand is padded once by the runtime: a view of a graph input (a parameter,
+  // the same on every call; another input costs the runtime's copy per call, as a kernel would).
+  bool once(const StridedView& v) const {
+    const Buffer& b = p_.buffers[v.buffer];
+    return opts_.pad_inputs_once && b.kind == Buffer::Kind::Input && !b.opaque;
   }
 
   // A dense copy of `v` with `padded` sizes laid out in `order`, zero where `v` has no

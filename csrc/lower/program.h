@@ -90,6 +90,14 @@ struct ExternCall {
   // Positions in tensor_args of parameters the runtime prepares once and reuses while
   // they are unchanged (LowerOptions::prepared_weights); passed in eager's layout.
   std::vector<int> prepared_args;
+  // Arguments the runtime passes as a zero-padded copy of a graph input, made once and kept
+  // while the input is unchanged (lower/pad_matmuls.h): the view stays the input's, the
+  // copy has these sizes and strides (the source's elements at the same indices).
+  struct PaddedArg {
+    int arg = -1;
+    Dims sizes, strides;
+  };
+  std::vector<PaddedArg> padded_args;
 };
 
 struct Step {

@@ -72,6 +72,8 @@ std::string extern_text(const ExternCall& e, const Program& p) {
     os << (i ? ", " : "") << value_ref_text(e.tensor_args[i]) << " = " << print_view(e.tensor_views[i], p);
     if (std::find(e.prepared_args.begin(), e.prepared_args.end(), static_cast<int>(i)) != e.prepared_args.end())
       os << " prepared";
+    for (const auto& pa : e.padded_args)
+      if (pa.arg == static_cast<int>(i)) os << " padded " << print_buffer_type(e.tensor_views[i].dtype, pa.sizes, pa.strides);
   }
   for (size_t i = 0; i < e.none_args.size(); ++i)
     os << (i || !e.tensor_args.empty() ? ", " : "") << value_ref_text(e.none_args[i]) << " = none";
@@ -299,6 +301,13 @@ class ProgramParser {
         e.tensor_args.push_back(r);
         e.tensor_views.push_back(in.view(p_));
         if (in.try_word("prepared")) e.prepared_args.push_back(static_cast<int>(e.tensor_args.size()) - 1);
+        if (in.try_word("padded")) {
+          ExternCall::PaddedArg pa;
+          pa.arg = static_cast<int>(e.tensor_args.size()) - 1;
+          DType dtype;
+          in.type(dtype, pa.sizes, pa.strides);
+          e.padded_args.push_back(std::move(pa));
+        }
       } while (in.try_consume(','));
       in.expect(')');
     }

@@ -99,6 +99,11 @@ class ProgramChecker {
         for (int a : e.prepared_args)
           if (a < 0 || static_cast<size_t>(a) >= e.tensor_views.size() || !p_.is_whole_input(e.tensor_views[a]))
             fail("extern " + e.op + ": prepared argument " + std::to_string(a) + " is not a graph input as passed");
+        for (const auto& pa : e.padded_args)
+          if (pa.arg < 0 || static_cast<size_t>(pa.arg) >= e.tensor_views.size() ||
+              p_.buffers[e.tensor_views[pa.arg].buffer].kind != Buffer::Kind::Input ||
+              pa.sizes.size() != e.tensor_views[pa.arg].sizes.size() || pa.strides.size() != pa.sizes.size())
+            fail("extern " + e.op + ": padded argument " + std::to_string(pa.arg) + " is not a view of a graph input");
         for (int b : e.output_buffers)
           if (b >= 0) ready[b] = true;
         continue;

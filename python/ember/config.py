@@ -56,8 +56,10 @@ class Config:
     max_autotune: bool = False
     # CPU graphs: a convolution's weight (a parameter) is prepared once, in the layout oneDNN
     # computes with, and reused while the parameter is unchanged (its version counter and
-    # data pointer; python/ember/runtime/prepared.py). An update through `p.data` is not seen:
-    # False prepares it on every call instead.
+    # data pointer; python/ember/runtime/prepared.py). CUDA graphs: a matmul operand that
+    # pad_matmuls pads and that is a graph input (an LM head's weight) is padded once, the
+    # same way. An update through `p.data` is not seen: False prepares or pads it on every
+    # call instead (EMBER_PREPARE_WEIGHTS=0).
     prepare_weights: bool = True
     # On an internal error or a C compiler failure: warn once and run the graph
     # eagerly (True), or raise (False). Like torch._dynamo.config.suppress_errors.
@@ -132,6 +134,8 @@ def _from_env() -> Config:
         c.disk_cache = False
     if os.environ.get("EMBER_FALLBACK_ON_ERROR") == "0":
         c.fallback_on_error = False
+    if os.environ.get("EMBER_PREPARE_WEIGHTS") == "0":
+        c.prepare_weights = False
     return c
 
 

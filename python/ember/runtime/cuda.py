@@ -82,7 +82,7 @@ class CudaGraphRunner(GraphRunner):
     per plan and stream: a workspace is reused only by calls on the stream whose earlier
     kernels used it, so stream order keeps them apart."""
 
-    def __init__(self, cg, imported, attr_tensors: list, device: torch.device):
+    def __init__(self, cg, imported, attr_tensors: list, device: torch.device, prepare_weights: bool = True):
         self.device = device
         self._replay = None  # mode="reduce-overhead": a CudaGraphReplay (cudagraphs.py)
         self._tuning = None  # max-autotune: the scratch bytes the first call times variants in
@@ -98,7 +98,7 @@ class CudaGraphRunner(GraphRunner):
         first = imported.num_placeholders
         attr_tensors = [t.to(device) if isinstance(t, torch.Tensor) and t.device.type == "cpu" and first + j not in opaque
                         else t for j, t in enumerate(attr_tensors)]
-        super().__init__(cg, imported, attr_tensors)
+        super().__init__(cg, imported, attr_tensors, prepare_weights=prepare_weights)
 
     def prepare_autotune(self):
         """max-autotune: the kernels' cached launch choices applied now, the variants of the
@@ -232,7 +232,7 @@ def compile_cuda_graph(imported, attr_tensors: list, device: torch.device, cfg, 
     """(CudaCompiledGraph, CudaGraphRunner) for an imported graph on `device`; `compiled`:
     compile_cuda_code's result, made already."""
     cg = compiled or compile_cuda_code(imported, device, cfg, debug_dir)
-    runner = CudaGraphRunner(cg, imported, attr_tensors, device)
+    runner = CudaGraphRunner(cg, imported, attr_tensors, device, prepare_weights=cfg.prepare_weights)
     if cfg.max_autotune:
         runner.prepare_autotune()
     return cg, runner

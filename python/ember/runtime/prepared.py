@@ -17,6 +17,10 @@ replaces the call:
              a small batch), the weight's channels-last copy, or the weight itself when it
              is channels-last already (a 1x1 weight is).
 
+A matmul operand that pad_matmuls pads (csrc/lower/pad_matmuls.h) and that is a view of a
+graph input (the extern's `padded_args`: the LM head's transposed, tied embedding) is
+padded here, once, instead of by a copy kernel on every call (`padded_input`).
+
 A prepared value is reused while the call passes the same tensor object with the same
 version counter (`tensor._version`, bumped by every in-place update: an optimizer step,
 `p.mul_(...)` under no_grad, load_state_dict) and the same data pointer (`p.data = t`
@@ -60,14 +64,46 @@ class PreparedWeight:
 
     def __call__(self, w: torch.Tensor) -> torch.Tensor:
         st = self._state
-        if st is not None and st[0]() is w and st[2] == w._version and st[1] == w.data_ptr():
+        if st is not None and st[0]() is w and st[2] == w._version and st[1] == w.data_ptr() and not _capturing(w):
             return w if st[3] is None else st[3]
         with torch.no_grad():
             value = self._prepare(w.detach())
         self.preparations += 1
-        if self._reuse:
+        if self._reuse and not _capturing(w):
             self._state = (weakref.ref(w), w.data_ptr(), w._version, value)
         return w if value is None else value
+
+
+class PaddedInput(PreparedWeight):
+    """A graph input's view, zero-padded for an aligned GEMM (ExternCall::padded_args). A
+    parameter is padded once; another input (a gradient passed to a backward graph) is a new
+    tensor on every call, padded once per call for every extern that pads it alike, its copy
+    held until the next call (where the arena held the copy kernel's before)."""
+
+
+def _capturing(w: torch.Tensor) -> bool:
+    """A CUDA graph being recorded: the value is made inside the recording, so that every
+    replay makes it again (a replay runs no Python and would not see an update)."""
+    return w.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
+def padded_input(view, sizes, strides, input_index: int, reuse: bool) -> PaddedInput:
+    """The PaddedInput for a view (buffer, dtype, sizes, strides, offset) of graph input
+    `input_index`, padded to `sizes` laid out by `strides`; called with the input itself."""
+    _, dtype, v_sizes, v_strides, offset = view
+    v_sizes, v_strides, sizes, strides = tuple(v_sizes), tuple(v_strides), tuple(sizes), tuple(strides)
+    inside = tuple(slice(0, n) for n in v_sizes)
+
+    def pad(w):
+        src = w.as_strided(v_sizes, v_strides, w.storage_offset() + offset)
+        out = torch.empty_strided(sizes, strides, dtype=w.dtype, device=w.device)
+        for d, (n, m) in enumerate(zip(v_sizes, sizes)):
+            if m > n:
+                out.narrow(d, n, m - n).zero_()  # the padding only
+        out[inside].copy_(src)
+        return out
+
+    return PaddedInput("zero-padded", pad, sizes, TORCH_DTYPES[dtype], input_index, reuse)
 
 
 def _numel(shape) -> int:

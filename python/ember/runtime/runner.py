@@ -193,6 +193,20 @@ def _prepared_call(runner, call: Call, fetch, extern: dict, buffers):
     return run
 
 
+def _padded_arg(runner, view, sizes, strides, buffers, names):
+    """bufs -> the zero-padded copy of a graph input's view that an extern takes
+    (ExternCall::padded_args), made once per runner while the input is unchanged (one
+    PaddedInput serves every extern that pads the same view alike, and every plan)."""
+    b = view[0]
+    key = (buffers[b]["input_index"], view[1], tuple(view[2]), tuple(view[3]), view[4], tuple(sizes), tuple(strides))
+    pad = runner.padded_inputs.get(key)
+    if pad is None:
+        pad = _prepared.padded_input(view, sizes, strides, key[0], runner.prepare_weights)
+        runner.padded_inputs[key] = pad
+        runner.prepared.append(pad)
+    return _access(lambda bufs: pad(bufs[b]), f"{names.bind(pad, 'p')}(bufs[{b}])")
+
+
 class _Plan:
     """Everything a call needs, decided once: per kernel group the buffers to allocate
     and the pointers to pass; per extern op its ATen call with its arguments' expressions;
@@ -249,6 +263,9 @@ class _Plan:
                            for nid, idx, view in e["tensor_args"]}
                 # Tensor arguments ember's kernels apply instead (a convolution's bias).
                 tensors.update({Ref(nid, idx): _none for nid, idx in e["none_args"]})
+                for arg, sizes, strides in e.get("padded_args", ()):
+                    nid, idx, view = e["tensor_args"][arg]
+                    tensors[Ref(nid, idx)] = _padded_arg(runner, view, sizes, strides, buffers, names)
                 fetch = _SymbolValues(tensors, imported.symbol_index, symbols)
                 call = imported.calls[e["node"]]
                 prepared = _prepared_call(runner, call, fetch, e, buffers) if e.get("prepared_args") else None
@@ -340,6 +357,7 @@ class GraphRunner:
         # prepare_weights False they are prepared on every call.
         self.prepare_weights = prepare_weights
         self.prepared: list[_prepared.PreparedWeight] = []
+        self.padded_inputs = {}  # padded matmul operands by view (_padded_arg)
         # A static graph has one plan; a graph with symbols one per set of symbol
         # values, made on its first call (the kernels are the same for all of them).
         self._symbol_args = imported.symbol_args

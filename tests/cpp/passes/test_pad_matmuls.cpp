@@ -1,5 +1,7 @@
 // pad_matmuls: matmul operands padded to 16-byte leading dims, as before/expected text.
 // Values are checked end to end in tests/python/test_pad_matmuls.py.
+#include <limits>
+
 #include "check.h"
 #include "lower/pad_matmuls.h"
 #include "pipeline_util.h"
@@ -8,7 +10,16 @@ using namespace ember;
 
 namespace {
 
-constexpr PadMatmulOptions kAlways{0, 0};  // no size thresholds: small graphs get padded
+// No size thresholds nor cost model, and graph inputs copied by kernels like any operand:
+// small graphs get padded, so that the copies the pass makes can be read.
+PadMatmulOptions always() {
+  PadMatmulOptions o;
+  o.min_macs = o.min_intensity = 0;
+  o.copy_bytes_per_s = std::numeric_limits<double>::infinity();
+  o.pad_inputs_once = false;
+  return o;
+}
+const PadMatmulOptions kAlways = always();
 
 PipelineOptions padding(PadMatmulOptions pad) {
   PipelineOptions o;
@@ -238,4 +249,60 @@ TEST(pad_matmuls_leaves_a_symbolic_a_it_would_have_to_copy) {
 }
 )");
   CHECK(p.text().find("not padded: a's copy would have a symbolic row count") != std::string::npos);
+}
+
+TEST(pad_matmuls_pads_a_graph_input_once_and_weighs_per_call_copies) {
+  // GPT-2 small's LM head at 8x512 (bf16, default options): wte^T is a graph input (the
+  // tied embedding, a parameter), so no copy kernel pads it on every call: the extern
+  // names it as a padded argument, which the runtime pads once and keeps while the input
+  // is unchanged. Per call only the result's slice is copied.
+  const char* lm_head = R"(graph {
+  %0 = input(0) : bf16[4096,768]{768,1}
+  %1 = input(1) : bf16[50257,768]{768,1}
+  %2 = aten.permute.default(%1, [1, 0]) : bf16[768,50257]{1,768}
+  %3 = aten.mm.default(%0, %2) : bf16[4096,50257]{50257,1}
+  return (%3)
+}
+)";
+  Padded p(lm_head, PadMatmulOptions{});
+  const ExternCall& e = p.program.externs[0];
+  CHECK_EQ(e.padded_args.size(), 1u);
+  CHECK_EQ(e.padded_args[0].arg, 1);
+  CHECK_EQ(print_dims(e.padded_args[0].sizes), "[768,50264]");
+  CHECK_EQ(print_dims(e.padded_args[0].strides), "[1,768]");  // stays column-major
+  CHECK_EQ(e.tensor_views[1].buffer, 1);                      // the input's view, as passed
+  CHECK_EQ(e.reason,
+           "matmul: ATen (BLAS); padded for 16-byte leading dims (N 50257->50264): copies of b (a graph input: "
+           "padded once); result sliced by a copy; per-call copies ~412 us, the aligned kernel saves ~2503 us");
+  CHECK_EQ(p.program.computed.size(), 1u);  // the result's slice only
+  // The program text names the padded argument and reads back the same.
+  const std::string text = p.text();
+  CHECK(text.find(" padded bf16[768,50264]{1,768}) -> ") != std::string::npos);
+  CHECK_EQ(print_program(parse_program(text)), text);
+
+  // Without padding inputs once, the same GEMM copies wte^T on every call (a kernel).
+  PadMatmulOptions per_call;
+  per_call.pad_inputs_once = false;
+  Padded q(lm_head, per_call);
+  CHECK(q.program.externs[0].padded_args.empty());
+  CHECK_EQ(q.program.computed.size(), 2u);
+  CHECK(q.program.externs[0].reason.find("copies of b; result sliced by a copy; per-call copies ~489 us") !=
+        std::string::npos);
+}
+
+TEST(pad_matmuls_leaves_a_gemm_whose_per_call_copies_cost_more_than_they_save) {
+  // An intermediate b (not a graph input: copied on every call) with K = 8191 rows and
+  // N odd: 2^27.6 multiply-adds at 64 per element moved pass the thresholds, but the copy
+  // of b and of the result's slice (~7 us) cost more than the aligned kernel saves (~3 us).
+  Padded p(R"(graph {
+  %0 = input(0) : bf16[64,8191]{8191,1}
+  %1 = input(1) : bf16[8191,401]{401,1}
+  %2 = aten.relu.default(%1) : bf16[8191,401]{401,1}
+  %3 = aten.mm.default(%0, %2) : bf16[64,401]{401,1}
+  return (%3)
+}
+)", PadMatmulOptions{});
+  const ExternCall& e = p.program.externs[0];
+  CHECK(e.padded_args.empty());
+  CHECK(e.reason.find("not padded (K 8191->8192, N 401->408): its copies cost ~") != std::string::npos);
 }
