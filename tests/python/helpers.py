@@ -3,6 +3,7 @@
 The backend comes from the environment variable EMBER_TEST_BACKEND (default "ember"), so the
 same tests can be pointed at "aot_eager" or "inductor" to check the tests themselves.
 """
+import copy
 import importlib.util
 import os
 
@@ -210,3 +211,95 @@ def _within_rmse_rule(actual, expected, reference, atol):
     def rmse(x):
         return (x[finite] - ref[finite]).square().mean().sqrt().item() if finite.any() else 0.0
     return rmse(a) <= 3 * rmse(e) + atol / 10
+
+
+# ---- the teacher-forced fp64 rule (training through discontinuities) ---------------------
+#
+# A trajectory through ReLU signs and max-pool choices is chaotic: once one element crosses
+# a kink in one run and not in the other, the runs part, and the end parameters after many
+# steps measure luck, not the compiler. The teacher-forced rule measures each step instead:
+# at every step, from the compiled run's own parameters, optimizer state and batch, the same
+# step is taken by eager fp32 and by fp64 (copies loaded with those exact values), and the
+# step's results -- loss, gradients, each parameter's update, each buffer's change (BatchNorm
+# running statistics) -- follow the fp64 rule. The free trajectories of the three runs are
+# compared only over the first few steps, before a kink can have parted them.
+
+def _state(model):
+    return {n: t.detach().clone() for n, t in model.state_dict().items()}
+
+
+def _one_step(model, opt, loss_fn, batch):
+    """One training step; returns its loss, gradients and state changes (after - before)."""
+    before = _state(model)
+    opt.zero_grad(set_to_none=True)
+    loss = loss_fn(*batch)
+    loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    opt.step()
+    after = model.state_dict()
+    changes = {n: after[n].detach().double() - b.double() if b.is_floating_point() else after[n].clone()
+               for n, b in before.items()}
+    return {"loss": torch.tensor(loss.item()), **{f"grad {n}": g for n, g in grads.items()},
+            **{f"change {n}": c for n, c in changes.items()}}
+
+
+def _fp64_batch(batch):
+    return tuple(t.double() if torch.is_tensor(t) and t.is_floating_point() else t for t in batch)
+
+
+def teacher_forced_run(model, make_loss, batches, make_optimizer, compile_loss, free_steps=3):
+    """Trains ``model`` through ``compile_loss(make_loss(model))`` and, at every step, takes
+    the same step eagerly in fp32 and in fp64 from the compiled run's parameters and
+    optimizer state. Returns {"steps": per step {quantity: (compiled, eager, fp64)},
+    "free": {name: (compiled, eager, fp64)} for the state after ``free_steps`` free steps,
+    "free_losses": per free step (compiled, eager, fp64)}; assert_teacher_forced judges it."""
+    eager_free, ref_free = copy.deepcopy(model), copy.deepcopy(model).double()
+    eager_model, ref_model = copy.deepcopy(model), copy.deepcopy(model).double()
+    opt, loss_fn = make_optimizer(model), compile_loss(make_loss(model))
+    steps, losses = [], []
+    for i, batch in enumerate(batches):
+        start, opt_state = _state(model), copy.deepcopy(opt.state_dict())
+        forced = []
+        for m, b in ((eager_model, batch), (ref_model, _fp64_batch(batch))):
+            m.load_state_dict(start)  # copy_ into the model's own dtype
+            o = make_optimizer(m)
+            o.load_state_dict(copy.deepcopy(opt_state))  # casts the moments to the model's dtype
+            forced.append(_one_step(m, o, make_loss(m), b))
+        mine = _one_step(model, opt, loss_fn, batch)
+        steps.append({q: (mine[q], forced[0][q], forced[1][q]) for q in mine})
+        losses.append(mine["loss"])
+        if i + 1 == free_steps:
+            free_state = _state(model)
+    free_losses = []
+    for m, bs in ((eager_free, batches[:free_steps]), (ref_free, [_fp64_batch(b) for b in batches[:free_steps]])):
+        o, f = make_optimizer(m), make_loss(m)
+        free_losses.append([_one_step(m, o, f, b)["loss"] for b in bs])
+    eager_state, ref_state = eager_free.state_dict(), ref_free.state_dict()
+    return {"steps": steps,
+            "free": {n: (free_state[n], eager_state[n], ref_state[n]) for n in ref_state},
+            "free_losses": list(zip(losses[:free_steps], *free_losses)),
+            "losses": [float(l) for l in losses]}
+
+
+def assert_teacher_forced(run):
+    """The fp64 rule for every step's loss, gradients and changes (teacher-forced), and for
+    the free runs' losses and state over the first steps. Returns per step the largest
+    ratio of the compiled run's error to the rule's bound (1.0 is the limit)."""
+    ratios = []
+    for i, step in enumerate(run["steps"]):
+        worst = 0.0
+        for q, (a, e, r) in step.items():
+            if not r.is_floating_point():
+                assert torch.equal(a, e) and torch.equal(a, r), f"step {i}: {q}"
+                continue
+            a_err, e_err = fp64_rule(a, e, r, f"step {i} (teacher-forced): {q}")
+            worst = max(worst, a_err / (FP64_RULE_K * e_err + FP64_RULE_FLOOR))
+        ratios.append(worst)
+    for i, (a, e, r) in enumerate(run["free_losses"]):
+        fp64_rule(a, e, r, f"free step {i}: loss")
+    for name, (a, e, r) in run["free"].items():
+        if r.is_floating_point():
+            fp64_rule(a, e, r, f"after {len(run['free_losses'])} free steps: {name}")
+        else:
+            assert torch.equal(a, e) and torch.equal(a, r), name
+    return ratios

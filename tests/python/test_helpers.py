@@ -5,7 +5,8 @@ import copy
 import pytest
 import torch
 
-from helpers import check_compiled, compile_fresh, fp64_rule, fp64_rule_state, max_rel_err
+from helpers import (assert_teacher_forced, check_compiled, compile_fresh, fp64_rule, fp64_rule_state, max_rel_err,
+                     teacher_forced_run)
 
 
 def output_rewriting_backend(rewrite):
@@ -128,6 +129,31 @@ def test_fp64_rule_catches_a_small_systematic_error():
     # and over 20 steps the parameters drift further from fp64 than eager fp32's rounding.
     with pytest.raises(AssertionError, match="error against fp64"):
         fp64_rule_state(*_train_three(output_rewriting_backend(nudge_floats)))
+
+
+def _teacher_forced_mlp(grad_scale=1.0):
+    """A ReLU MLP with BatchNorm trained 8 AdamW steps teacher-forced, the "compiled" run
+    eager with its first layer's gradient scaled by grad_scale."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 4)).train()
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)) for _ in range(8)]
+
+    def compile_loss(loss_fn):  # called after the eager copies are made: they carry no hook
+        model[0].weight.register_hook(lambda grad: grad * grad_scale)
+        return loss_fn
+    return teacher_forced_run(model, lambda m: lambda x, y: (m(x) - y).square().mean(), batches,
+                              lambda m: torch.optim.AdamW(m.parameters(), lr=1e-2), compile_loss)
+
+
+def test_teacher_forced_rule_passes_a_faithful_backend():
+    assert_teacher_forced(_teacher_forced_mlp())
+
+
+def test_teacher_forced_rule_catches_a_gradient_off_by_1e_3():
+    with pytest.raises(AssertionError, match=r"step 0 \(teacher-forced\): grad 0.weight"):
+        assert_teacher_forced(_teacher_forced_mlp(grad_scale=1 + 1e-3))
 
 
 def test_fp64_rule_wants_nonfinite_values_where_eager_has_them():

@@ -3,12 +3,18 @@ semantics training code hits (input mutation, aliasing outputs, layouts, empty a
 tensors, no_grad / inference_mode), each compared with eager.
 
 Runs of many steps (20 AdamW steps) are judged by the fp64 rule (helpers.fp64_rule):
-ember and eager fp32 both train, and so does an fp64 copy of the model on the same
-batches; per step's loss and per final tensor (parameter, BatchNorm running stat), ember's
-error against fp64 is at most 3x eager fp32's plus 1e-5 relative. Eager fp32 itself
-drifts from fp64 over the steps by an amount that depends on the CPU's kernels (a
-machine with AVX-512 and AMX sums in other orders than one with AVX2), so comparing ember
-with eager fp32 directly would measure the machine.
+ember's error against an fp64 copy of the model is at most 3x eager fp32's plus 1e-5
+relative. Eager fp32 itself drifts from fp64 over the steps by an amount that depends on
+the CPU's kernels (a machine with AVX-512 and AMX sums in other orders than one with
+AVX2), so comparing ember with eager fp32 directly would measure the machine.
+
+GPT-2 (GELU, softmax, LayerNorm: smooth) is judged on its whole trajectory: per step's
+loss and per final tensor. The CNN's ReLUs and max-pool make its trajectory chaotic (one
+element crossing a kink in one run and not the other parts the runs, and the end
+parameters then measure luck), so it is judged teacher-forced
+(helpers.teacher_forced_run): at every step, eager fp32 and fp64 take the step from
+ember's own parameters and optimizer state, and the step's loss, gradients, updates and
+running-stat changes follow the rule; the free trajectories only over the first 3 steps.
 """
 import copy
 
@@ -19,7 +25,8 @@ import torch.nn.functional as F
 
 import ember
 from ember.records import Recording
-from helpers import compile_fresh, fp64_rule, fp64_rule_state, max_rel_err
+from helpers import (assert_teacher_forced, compile_fresh, fp64_rule, fp64_rule_state, max_rel_err,
+                     teacher_forced_run)
 
 STEPS = 20
 VOCAB = 1000
@@ -91,6 +98,10 @@ def cnn_loss(model):
     return lambda x, y: F.cross_entropy(model(x), y)
 
 
+def adamw(model):
+    return torch.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-6)
+
+
 def train(model, make_loss, batches, compiled):
     """AdamW steps (the optimizer itself uncompiled); returns the losses.
 
@@ -100,7 +111,7 @@ def train(model, make_loss, batches, compiled):
     the final key bias differs from eager's by ~7e-3 relative for ember and for
     Inductor alike (measured on this model), whatever the compiler.
     """
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-6)
+    opt = adamw(model)
     loss_fn = make_loss(model)
     if compiled:
         loss_fn = compile_fresh(loss_fn, backend="ember", fullgraph=False)
@@ -141,7 +152,16 @@ def gpt2_run():
 
 @pytest.fixture(scope="module")
 def cnn_run():
-    return run_three(cnn, cnn_loss, cnn_batches(STEPS))
+    model = cnn().train()
+    records = []
+    recording = Recording(records)
+    try:
+        run = teacher_forced_run(model, cnn_loss, cnn_batches(STEPS), adamw,
+                                 lambda f: compile_fresh(f, backend="ember", fullgraph=False), free_steps=3)
+    finally:
+        recording.stop()
+    torch._dynamo.reset()
+    return {**run, "ember_model": model, "records": records}
 
 
 def assert_losses_match(run):
@@ -195,15 +215,15 @@ def test_gpt2_layers_share_kernel_functions(gpt2_run):
     assert len(shared) >= 4, [(k["name"], k["function"]) for r in backward for k in r.cg.kernels]
 
 
-def test_cnn_batchnorm_adamw_losses_match_eager(cnn_run):
-    assert_losses_match(cnn_run)
-
-
-def test_cnn_batchnorm_parameters_and_running_stats_match_eager(cnn_run):
-    # state_dict holds BatchNorm's running_mean/var and num_batches_tracked: the
-    # compiled forward mutates them (AOTAutograd's input mutation).
+def test_cnn_batchnorm_adamw_steps_match_eager(cnn_run):
+    # Every step's loss, gradients, AdamW updates and BatchNorm running-stat changes
+    # (state_dict's running_mean/var and num_batches_tracked: the compiled forward mutates
+    # them, AOTAutograd's input mutation), teacher-forced; losses and state of the free
+    # runs after 3 steps.
+    assert_teacher_forced(cnn_run)
     assert cnn_run["ember_model"].bn1.num_batches_tracked.item() == STEPS
-    assert_state_matches(cnn_run)
+    # The run trained: a constant loss would make the comparison vacuous.
+    assert cnn_run["losses"][-1] < cnn_run["losses"][0]
 
 
 def test_cnn_conv_weights_prepared_again_after_each_optimizer_step(cnn_run):
