@@ -92,26 +92,3 @@ def test_the_switch_and_the_budget_are_options():
     assert ember.config.precompile_warm_externs is True
     off = ember.config.update({"precompile_warm_externs": False})
     assert warm_externs.warm_graph(None, None, torch.device("cuda"), off) == 0  # not even looked at
-
-
-def test_a_padded_operand_is_warmed_in_its_padded_layout():
-    """A CUDA matmul whose operand the runtime zero-pads (ExternCall::padded_args) runs
-    with the padded layout: that is the call cuBLAS sees."""
-    from ember.frontend.fx_import import Call, DTYPE_NAMES, Ref
-
-    bf16 = DTYPE_NAMES[torch.bfloat16]
-
-    class CG:
-        buffers = [{"id": 0, "dtype": bf16, "sizes": [4, 6], "opaque": False},
-                   {"id": 1, "dtype": bf16, "sizes": [6, 3], "opaque": False},
-                   {"id": 2, "dtype": bf16, "sizes": [4, 3], "opaque": False}]
-        externs = [{"node": 7, "tensor_args": [(1, 0, (0, bf16, [4, 6], [6, 1], 0)), (2, 0, (1, bf16, [6, 3], [3, 1], 0))],
-                    "none_args": [], "output_buffers": [2], "padded_args": [(1, [6, 3], [8, 1])]}]
-
-    class Imported:
-        symbol_args = []
-        calls = {7: Call("aten::mm.default", (Ref(1, 0), Ref(2, 0)), {})}
-
-    (call,), over = warm_externs.warm_list(CG, Imported, 1 << 20)
-    assert over == 0 and call.args[1] == warm_externs.Scratch((6, 3), (8, 1), torch.bfloat16), call.args
-    assert call.args[0] == warm_externs.Scratch((4, 6), (6, 1), torch.bfloat16)

@@ -100,11 +100,6 @@ def _scratch_call(call, extern: dict, buffers: dict) -> WarmCall | None:
             return None
         specs[Ref(nid, idx)] = Scratch(tuple(sizes), tuple(strides), TORCH_DTYPES[buf["dtype"]])
     specs.update({Ref(nid, idx): None for nid, idx in extern["none_args"]})
-    for arg, sizes, strides in extern.get("padded_args", ()):  # a zero-padded operand: the layout the call gets
-        nid, idx, _view = extern["tensor_args"][arg]
-        if not _ints(sizes) or not _ints(strides):
-            return None
-        specs[Ref(nid, idx)] = dataclasses.replace(specs[Ref(nid, idx)], sizes=tuple(sizes), strides=tuple(strides))
     try:
         args = tuple(_substitute(a, specs) for a in call.args)
         kwargs = tuple((k, _substitute(v, specs)) for k, v in call.kwargs.items())
