@@ -17,9 +17,6 @@ Both backends go through torch's own precompile API, side by side:
          context): what any backend's first call pays for the libraries' first use
          (cuDNN's and cuBLAS's handles and heuristics, kernels' modules loaded at their
          first launch). No artifact, no load.
-  ember-cold  (with --backends ...,ember,ember-cold) ember's artifact loaded with
-         ember.config.precompile_warm_externs off: its build thread does not run the graph's
-         library calls before the first call (caches/warm_externs.py); before/after, side by side.
   eager-thread  (the same, with --backends ...,eager-thread) eager's first call on the main
          thread after the model ran once on another thread, before the timer: what of the
          first call's cost is the process's (libraries loaded, kernels' modules, handles in
@@ -113,12 +110,8 @@ def build(name, device, dtype):
 def child(action, name, backend, device, dtype_name, directory):
     import torch
 
-    if backend.startswith("ember"):
+    if backend == "ember":
         import ember  # noqa: F401  (registers the backend; an import, outside the timed span)
-
-        # ember-cold: ember's artifact, loaded without warming its library calls on the
-        # build thread (caches/warm_externs.py): the same machine's before/after.
-        ember.config.precompile_warm_externs = backend != "ember-cold"
     elif backend.startswith("eager"):
         pass
     elif action == "load":
@@ -130,7 +123,7 @@ def child(action, name, backend, device, dtype_name, directory):
         import torch._inductor.output_code  # noqa: F401
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
     model, inputs = build(name, device, dtype)
-    path = os.path.join(directory, f"{name}-{'ember' if backend == 'ember-cold' else backend}.bin")
+    path = os.path.join(directory, f"{name}-{backend}.bin")
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     if device == "cuda":
         torch.empty(1, device=device)  # the context, before timing
@@ -177,7 +170,7 @@ def child(action, name, backend, device, dtype_name, directory):
             expected = torch.load(path + ".out")
             result.update(load_s=t1 - t0, first_call_s=t2 - t1, total_s=t2 - t0,
                           bitwise_equal=bool(torch.equal(out.detach().cpu(), expected)))
-    if backend.startswith("ember"):
+    if backend == "ember":
         s = ember.stats()
         result["ember"] = {k: s[k] for k in ("graphs_compiled", "graphs_loaded", "c_compiler_runs", "precompile",
                                              "dynamo_compiles")}
@@ -233,9 +226,6 @@ def measure(name, backends, device, dtype, runs, warm_caches, timeout, stored=No
         for b in measured:
             if b.startswith("eager"):
                 rows[b]["save"] = {}
-                continue
-            if b == "ember-cold":  # loads ember's artifact (saved first: list ember before it)
-                rows[b]["save"] = rows["ember"]["save"] if "ember" in rows else {"error": "ember-cold needs ember"}
                 continue
             print(f"# {name} {b}: save", file=sys.stderr, flush=True)
             rows[b]["save"] = run_child(["save", name, b, device, dtype, work], os.path.join(work, f"save-{b}"),

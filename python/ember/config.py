@@ -48,12 +48,6 @@ class Config:
     # A precompiled artifact's graphs (caches/precompile.py) are built on a thread too,
     # while torch rebuilds Dynamo's guards; their first call waits for them.
     compile_in_background: bool = True
-    # A precompiled CUDA graph's build thread runs each distinct library call of the graph
-    # (convolutions, matmuls, attention) once on scratch tensors, paying cuDNN's and
-    # cuBLAS's first use while torch rebuilds the guards (caches/warm_externs.py); a call
-    # whose scratch memory exceeds precompile_warm_budget_mb MiB is left to the first call.
-    precompile_warm_externs: bool = True
-    precompile_warm_budget_mb: int = 256
     # CUDA graphs: at each graph's first call, time a few launch configurations of every
     # kernel that has some (block sizes, rows per block, threads per row) on the call's
     # buffers and keep the fastest; the choices are cached on disk with the kernels.

@@ -84,8 +84,7 @@ def count_graph_cache(outcome: str) -> None:
 
 
 def count_precompile(outcome: str, n: int = 1) -> None:
-    """'saved', 'loaded', 'kernels_installed', 'cubins_seeded', 'externs_warmed' or
-    'externs_over_budget'."""
+    """'saved', 'loaded', 'kernels_installed' or 'cubins_seeded'."""
     with _lock:
         _precompile[outcome] = _precompile.get(outcome, 0) + n
 
@@ -202,10 +201,7 @@ def stats() -> dict:
                          its sizes, and ATen may choose other ones at some sizes)
     precompile           torch's precompile API: artifacts "saved", graphs "loaded" from one,
                          "kernels_installed" into the kernel cache from one, and its
-                         "cubins_seeded" into the process's memory (a CUDA graph's); a loaded
-                         CUDA graph's library calls run once on scratch tensors while torch
-                         rebuilds the guards, "externs_warmed", and those left out for
-                         config.precompile_warm_budget_mb, "externs_over_budget"
+                         "cubins_seeded" into the process's memory (a CUDA graph's)
     """
     core = _core.compile_counts()
     with _lock:

@@ -1,6 +1,6 @@
 """One process of tests/python/test_precompile.py: saves or loads a precompiled function.
 
-    python precompile_child.py save|load SCENARIO DIR [--kernels embed|reference] [--no-warm]
+    python precompile_child.py save|load SCENARIO DIR [--kernels embed|reference]
 
 `save` compiles SCENARIO with torch's aot_compile and ember, writes the artifact and the
 outputs (and gradients) of its first call to DIR; `load` loads the artifact in this new
@@ -28,14 +28,6 @@ def mlp():
     return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4))
 
 
-def convnet():
-    """Convolutions (two of one layout), a BatchNorm and a matmul: cuDNN's and cuBLAS's calls."""
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1),
-                         nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
-
-
 def inference_fn(m, x):
     # A tensor constant (an attribute of ember's graph) and a softmax.
     return torch.softmax(m(x), -1) + torch.tensor([1.0, -2.0, 0.5, -0.0])
@@ -58,22 +50,16 @@ def results(scenario, compiled, m, x):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("action", choices=["save", "load"])
-    parser.add_argument("scenario", choices=["inference", "training", "cuda", "cuda_conv"])
+    parser.add_argument("scenario", choices=["inference", "training", "cuda"])
     parser.add_argument("dir")
     parser.add_argument("--kernels", default="embed")
-    parser.add_argument("--no-warm", action="store_true", help="ember.config.precompile_warm_externs = False")
     args = parser.parse_args()
-    ember.config.precompile_warm_externs = not args.no_warm
     fn = training_fn if args.scenario == "training" else inference_fn
     m = mlp() if args.scenario == "training" else mlp().eval()
     x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
     if args.scenario == "cuda":  # bf16 inference on the GPU: cubins in the artifact
         m, x = m.cuda().bfloat16(), x.cuda().bfloat16()
         fn = lambda m, x: torch.softmax(m(x), -1) * 2  # noqa: E731
-    if args.scenario == "cuda_conv":
-        m, x = convnet().eval().cuda().bfloat16(), torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(1))
-        x = x.cuda().bfloat16()
-        fn = lambda m, x: m(x)  # noqa: E731
     path = os.path.join(args.dir, f"{args.scenario}.bin")
     if args.action == "save":
         ember.config.precompile_kernels = args.kernels

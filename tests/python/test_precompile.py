@@ -58,19 +58,6 @@ def test_cuda_artifact_loads_with_its_cubins_and_no_nvrtc(tmp_path):
     assert loaded["cuda_compile_counts"]["nvrtc_runs"] == 0, loaded
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-def test_cuda_load_warms_the_library_calls_and_gives_the_same_bits(tmp_path):
-    """The build thread runs the graph's convolutions and matmul once on scratch tensors
-    (caches/warm_externs.py); the loaded graph's output is the original's, bit for bit
-    (the child checks it), warmed or not."""
-    run_child(tmp_path, "save", "cuda_conv")
-    warmed, _ = run_child(tmp_path, "load", "cuda_conv", cache="fresh")
-    assert warmed["precompile"].get("externs_warmed", 0) >= 3, warmed  # 3 convolution layouts (of 4 calls), a matmul
-    cold, _ = run_child(tmp_path, "load", "cuda_conv", "--no-warm", cache="fresh2")
-    assert "externs_warmed" not in cold["precompile"], cold
-
-
 def test_artifact_by_reference_uses_the_kernel_cache_or_compiles(tmp_path):
     run_child(tmp_path, "save", "inference", "--kernels", "reference")
     same_cache, _ = run_child(tmp_path, "load", "inference")

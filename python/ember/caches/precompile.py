@@ -27,9 +27,7 @@ which verifies them on every load), so no compiler runs: a CPU graph's library b
 graph is built (it is opened from there), a CUDA graph's cubins after (its build takes
 them from the process's memory). Both run on a thread while torch rebuilds Dynamo's
 guards (_RunnerBuild; config.compile_in_background), and the graph's first call waits for
-the build. A CUDA graph's thread then runs the graph's library calls (convolutions,
-matmuls) once on scratch tensors, paying cuDNN's and cuBLAS's first use there
-(warm_externs.py; config.precompile_warm_externs). With
+the build. With
 "reference" the artifact holds the keys only and the loader's kernel cache must have them
 (a missing one is compiled, and logged).
 
@@ -51,7 +49,7 @@ import torch
 
 from .. import _core, counters as stats, logs
 from ..compiler import load_graph, run_pipeline
-from . import aot_cache, graph_format, warm_externs
+from . import aot_cache, graph_format
 from .tags import artifact_tag, cache_tag
 
 try:
@@ -407,9 +405,7 @@ def _load_ember_graph(state_bytes: bytes, cfg, static_inputs, install_kernels, s
 
     def prepare_cuda():
         seed_cubins()
-        compiled = run_pipeline(imported, device, cfg, kind)
-        warm_externs.warm_graph(compiled, imported, device, cfg)  # cuDNN's and cuBLAS's first use
-        return compiled
+        return run_pipeline(imported, device, cfg, kind)
 
     return EmberCompiledGraph(None, cfg, static_inputs, _RunnerBuild(prepare_cuda, finish, then=install_kernels))
 
