@@ -32,7 +32,7 @@ def _alibi_causal_softmax(scores, slopes):
     s = scores.shape[-1]
     pos = torch.arange(s, device=scores.device)
     bias = slopes[:, None, None] * pos.to(scores.dtype)
-    masked = scores + torch.where(pos[None, :] <= pos[:, None], bias, torch.finfo(scores.dtype).min)
+    masked = torch.where(pos[None, :] <= pos[:, None], scores + bias, torch.finfo(scores.dtype).min)
     return torch.softmax(masked.float(), -1).to(scores.dtype)
 
 

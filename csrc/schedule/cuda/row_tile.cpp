@@ -205,8 +205,7 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
   auto chunk_access = [&](int b, const Expr& e, int lanes) {
     if (vector_bytes(p.buffers[b].dtype, lanes) == 0) return false;
     if (!launch.symbolic) return vector_index(p, e, b, v, lanes, extents);
-    // An element of a row of symbolic length is read at its index as the loop reads it.
-    return !guarded.count(b) && ((t.symbolic_length && lanes == 1) || symbolic_vector_index(e, v, lanes));
+    return !guarded.count(b) && symbolic_vector_index(e, v, lanes);
   };
 
   // Lanes: 16 bytes of the widest element a chunk access may move (per-row results,

@@ -158,9 +158,7 @@ kernel ember_k0 outer=[s0,s1]
   stage 3 inner=[64]: buf4
     buf4[(((o0 * (64 * s1)) + (o1 * 64)) + i0)] = bf16(f32(buf5[(((o0 * (64 * s1)) + (o1 * 64)) + i0)]))
 )IR")),
-           "kernel ember_k0: row_warp grid 64 block 256 (per call: s0*s1 / 8)\n"
-           "  geometry: rows s0*s1, elements 1, threads a row 32, elements a thread 1, block 256, rows a block 8, 64-bit indices, symbolic\n"
-           "  row tile: 1 lanes, 2048 chunks, 64 slots (symbolic length: rows up to 2048 in registers, longer ones loop)\n");
+           "EXPECTED\n");
 }
 
 TEST(schedule_cuda_a_bf16_multiply_on_the_vector_path) {
