@@ -26,16 +26,6 @@ def _softmax(x):
     return torch.softmax(x, -1)
 
 
-def _alibi_causal_softmax(scores, slopes):
-    """BLOOM's attention probabilities: scores [b, h, s, s] plus a per-head linear bias along
-    the keys, causally masked, softmax over the keys (a row of the sequence's length)."""
-    s = scores.shape[-1]
-    pos = torch.arange(s, device=scores.device)
-    bias = slopes[:, None, None] * pos.to(scores.dtype)
-    masked = torch.where(pos[None, :] <= pos[:, None], scores + bias, torch.finfo(scores.dtype).min)
-    return torch.softmax(masked.float(), -1).to(scores.dtype)
-
-
 def _log_softmax(x):
     return torch.log_softmax(x, -1)
 
@@ -659,12 +649,6 @@ DYNAMIC = {
                        [(17, 33), (5, 1000)]),
     "softmax_bf16": _per_shape(lambda d, s: (_softmax, (_rand(*s, device=d, dtype=torch.bfloat16),)),
                                [(8, 100), (300, 1001), (5, 4100), (2, 50257)]),
-    # Rows of the symbolic sequence's length in registers up to the tile's capacity (2,048 on
-    # a warp: 2048 fits exactly), longer ones through the per-element loop (schedule/cuda/row_tile.h).
-    "alibi_causal_softmax_bf16": _per_shape(
-        lambda d, s: (_alibi_causal_softmax, (_rand(s[0], 4, s[1], s[1], device=d, dtype=torch.bfloat16),
-                                              _rand(4, device=d, dtype=torch.bfloat16))),
-        [(2, 64), (3, 700), (1, 2048), (1, 2500)]),
     "log_softmax_f32": _per_shape(lambda d, s: (_log_softmax, (_rand(*s, device=d),)), [(64, 768), (9, 3000)]),
     "residual_layer_norm_bf16": _per_shape(
         lambda d, s: (_residual_layer_norm, (_rand(*s, device=d, dtype=torch.bfloat16), _rand(*s, device=d, dtype=torch.bfloat16),

@@ -63,10 +63,6 @@ def test_symbolic_cuda_compiles(name, tmp_path, monkeypatch):
             assert k["grid_per_block"] > 0 and k["hoisted_values"] == 0 and k["partial_grid"] == 0, k
     if name == "gpt2_2layer_bf16":  # rows of a static width (768) over a symbolic batch x sequence
         assert any(k["row_lanes"] == 8 for cg in symbolic for k in cg.kernels)
-    if "softmax" in name:  # a row of symbolic length: in registers up to a bound, checked per row
-        tiled = [k for cg in symbolic for k in cg.kernels if k["row_lanes"] == 1 and k["row_slots"] > 0]
-        assert tiled, [cg.kernels for cg in symbolic]
-        assert all("the row fits the registers" in cg.source for cg in symbolic)
     if name.startswith("transpose_"):  # the tiled shape over symbolic sizes, as static sizes take
         assert any(k["shape"] == "transpose" for cg in symbolic for k in cg.kernels), [cg.kernels for cg in symbolic]
         assert not [p for cg in symbolic for p in cg.generic_paths if "transpose" in p["what"]]

@@ -373,16 +373,3 @@ def test_float_attributes_dynamo_passes_per_call_are_not_stored():
     assert len(r._plans) == 2
     for plan in r._plans.values():
         assert not scalars & {i for _, i in plan.inputs}
-
-
-def test_attention_softmax_over_a_symbolic_sequence_at_every_length():
-    """BLOOM's attention probabilities (ALiBi bias, causal mask, softmax over the keys) with
-    the sequence symbolic: one compile, correct at lengths on both sides of the CUDA row
-    tile's register bound (2,048 a warp), which the CUDA path checks per row; here the CPU
-    kernels (tests/python/cuda_cases.py's case runs the same on a GPU)."""
-    from cuda_cases import _alibi_causal_softmax
-
-    slopes = torch.rand(4)
-    first, last = run_sizes(lambda x: _alibi_causal_softmax(x, slopes),
-                            lambda n: (torch.randn(1, 4, n, n),), [64, 700, 2100], atol=1e-5, rtol=1e-4)
-    assert_compiled_once(first, last)

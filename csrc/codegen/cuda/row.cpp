@@ -144,19 +144,6 @@ std::vector<std::string> row_body(CudaPrinter& pr, const RowTile& tile, const Co
     return out;
   }
   std::vector<std::string> tiled = row_stages(pr, tile, split, true);
-  if (tile.symbolic_length) {
-    // A row of symbolic length: in registers up to the tile's capacity, else the
-    // per-element loop (each stage reads the row again). Element accesses: no alignment.
-    std::string n;
-    for (const auto& st : pr.k.stages)
-      if (n.empty() && st.inner.size() == 1 && is_symbolic(st.inner)) n = pr.size_text(st.inner[0]);
-    out.push_back("if (" + n + " <= " + std::to_string(tile.chunks) + ") {  /* row tile: the row fits the registers */");
-    for (const auto& l : tiled) out.push_back("  " + l);
-    out.push_back("} else {");
-    for (const auto& l : row_stages(pr, tile, split, false)) out.push_back("  " + l);
-    out.push_back("}");
-    return out;
-  }
   if (tile.align == 0) {
     for (const auto& l : tiled) out.push_back(l);
     return out;

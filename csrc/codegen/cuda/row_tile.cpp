@@ -144,14 +144,11 @@ bool print_tile_stage(CudaPrinter& pr, const RowTile& tile, int st, ChunkAccess 
   if (unrolled) {
     // Slot u is the same chunk in every stage: its registers stay with this thread.
     const std::string last = std::to_string(tile.slots - 1);
-    const bool ragged = tile.symbolic_length || tile.chunks % pr.launch.threads != 0;
+    const bool ragged = tile.chunks % pr.launch.threads != 0;
     em.line("#pragma unroll");
     em.line("for (int u = 0; u < " + std::to_string(tile.slots) + "; ++u) {");
     em.line("  const " + I + " c = u * " + threads + " + tid;");
-    if (tile.symbolic_length)  // any slot may be past the end of a row of symbolic length
-      em.line("  if (c < " + pr.size_text(product(stage.inner)) + ") {  /* chunks past the row's end */");
-    else if (ragged)
-      em.line("  if (u < " + last + " || c < " + chunks + ") {  /* the last slot: chunks past the row's end */");
+    if (ragged) em.line("  if (u < " + last + " || c < " + chunks + ") {  /* the last slot: chunks past the row's end */");
     for (const auto& l : body) em.line((ragged ? "    " : "  ") + l);
     if (ragged) em.line("  }");
     em.line("}");

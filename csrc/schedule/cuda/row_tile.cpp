@@ -134,32 +134,24 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
   // A stage over symbolic dims keeps its per-element loop on the row's threads: the tile
   // must not take threads from it (see below).
   bool symbolic_loop = false;
-  const Stage* symbolic_row = nullptr;  // the first stage over one symbolic dim
   for (const auto& st : k.stages) {
     if (st.vector_reduce) return {};
     // A scan is sequential; an arg-reduction needs each element's flat index, which the
     // per-element loop has (j) and the tile's chunks do not.
     for (const auto& item : st.items)
       if (item.is_scan || p.computed[item.computed].is_arg_reduction()) return {};
+    // A graph with symbols tiles static rows only (their count may be symbolic); a
+    // stage over symbolic dims keeps the per-element loop.
     if (launch.symbolic && is_symbolic(st.inner)) {
       symbolic_loop = true;
-      if (!symbolic_row && st.inner.size() == 1) symbolic_row = &st;
       continue;
     }
     if (!st.inner.empty() && (!looping || numel(st.inner) > numel(looping->inner))) looping = &st;
   }
-  // A row of one symbolic dim (attention's softmax over the sequence) takes the tile
-  // before any static stage: its length is unbounded, the hint says nothing of it, and
-  // its stages read the row once each. Its chunks are elements (no length is a proven
-  // multiple), kSymbolicRowValues a thread in registers; a longer row runs the
-  // per-element loop (SymbolicRowTile, row_body's guard).
-  if (symbolic_row) looping = symbolic_row;
-  if (!looping || (!symbolic_row && numel(looping->inner) == 0)) return {};
+  if (!looping || numel(looping->inner) == 0) return {};
   RowTile t;
   for (const auto& st : k.stages)
-    t.tiled.push_back(symbolic_row ? st.inner.size() == 1 && st.inner[0] == symbolic_row->inner[0]
-                                   : !st.inner.empty() && !is_symbolic(st.inner) && hints(st.inner) == hints(looping->inner));
-  t.symbolic_length = symbolic_row != nullptr;
+    t.tiled.push_back(!st.inner.empty() && !is_symbolic(st.inner) && hints(st.inner) == hints(looping->inner));
 
   // Each buffer's index where the tiled stages read it from memory (one index, or it
   // is read element by element), and how many stages read it.
@@ -219,7 +211,7 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
   for (const auto& [b, e] : written)
     if (chunk_access(b, e, 1)) widest = std::max(widest, dtype_size(p.buffers[b].dtype));
   const int64_t last = looping->inner.back().hint();
-  t.lanes = t.symbolic_length ? 1 : elementwise_elems_per_thread(widest);
+  t.lanes = elementwise_elems_per_thread(widest);
   while (t.lanes > 1 && last % t.lanes != 0) t.lanes /= 2;
   int threads = launch.threads;
   // Fewer threads a row suit the tiled stages only. A stage over a symbolic length keeps
@@ -234,13 +226,8 @@ RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, i
     threads = fit.threads;
   }
   t.chunks = numel(looping->inner) / t.lanes;
-  int64_t slots = (t.chunks + threads - 1) / threads;
-  if (t.symbolic_length) {
-    // Capacity, not the hint: rows up to threads * kSymbolicRowValues stay in registers.
-    slots = kSymbolicRowValues;
-    t.chunks = slots * threads;
-  }
-  if (slots * t.lanes <= std::max(kRowTileValues, t.symbolic_length ? kSymbolicRowValues : 0)) t.slots = slots;
+  const int64_t slots = (t.chunks + threads - 1) / threads;
+  if (slots * t.lanes <= kRowTileValues) t.slots = slots;
   if (t.slots > 0 && launch.shape == CudaKernelInfo::Shape::RowBlock && !symbolic_loop)
     even_row_block(launch, info, t.chunks, slots);
   for (const auto& [b, e] : index)

@@ -37,12 +37,6 @@ namespace ember {
 constexpr int64_t kRowTileValues = 32;
 constexpr int64_t kRowTileBytes = 192;
 constexpr int64_t kRowSegmentBytes = 32;
-// A row of symbolic length (one dim) is tiled element by element: each thread keeps up
-// to this many of its elements in registers (slots of one element), so that rows of up
-// to threads * kSymbolicRowValues elements are read from memory once; the kernel checks
-// the length at run time and a longer row takes the per-element loop, which reads it
-// once a stage. (BLOOM's attention softmax over 2,048 tokens on a warp: 64 a thread.)
-constexpr int64_t kSymbolicRowValues = 64;
 
 // A row kernel's row tile. Chunk c of a row is elements c * lanes .. c * lanes + lanes - 1
 // (flat over the looping stages' inner dims); thread tid takes chunks tid, tid + threads,
@@ -68,10 +62,6 @@ struct RowTile {
   };
   std::vector<Value> values;
   int align = 0;              // bytes every chunk access's pointer must be aligned to (0: none)
-  // The tiled stages run over one symbolic dim: `chunks` (= slots * threads) is the
-  // capacity, the row's length is checked against it at run time (row_body), and each
-  // slot checks its chunk against the length.
-  bool symbolic_length = false;
 };
 
 // Row shapes with neither vector stages nor scans. The tile takes the looping stages

@@ -109,9 +109,7 @@ void vector_text(std::ostream& os, const VectorPlan& v) {
 }
 
 void row_tile_text(std::ostream& os, const RowTile& t) {
-  os << "  row tile: " << t.lanes << " lanes, " << t.chunks << " chunks, " << t.slots << " slots";
-  if (t.symbolic_length) os << " (symbolic length: rows up to " << t.chunks * t.lanes << " in registers, longer ones loop)";
-  os << "; tiled stages";
+  os << "  row tile: " << t.lanes << " lanes, " << t.chunks << " chunks, " << t.slots << " slots; tiled stages";
   for (size_t st = 0; st < t.tiled.size(); ++st)
     if (t.tiled[st]) os << " " << st;
   os << "; loads";
@@ -197,9 +195,6 @@ namespace {
 // chunks of 4 beside bf16 rows in chunks of 8). Updates the placement.
 CudaKernelSchedule keep_in_registers(const Program& p, const Schedule& s, Placement& m, int k,
                                      const LaunchChoice& choice, int scratch_id, CudaKernelSchedule ks) {
-  // A row of symbolic length longer than its tile runs the per-element loop, which reads
-  // such values from memory.
-  if (ks.row_tile.symbolic_length) return ks;
   std::vector<int> values;
   for (int b : ks.row_tile.kept)
     if (m.own_reads_only[b] == k) values.push_back(b);
