@@ -1,6 +1,6 @@
 """ember's own CPU kernels against Inductor's and eager's, one process, interleaved (issue 24).
 
-    taskset -c 1 python benchmarks/cpu_kernels.py [--cases gelu,softmax,layernorm,bn_relu,shuffle]
+    taskset -c 1 python benchmarks/cpu_kernels.py [--cases gelu,softmax,layernorm,bn_relu,shuffle,rope]
         [--rounds 30] [--calls 20] [--threads 1] [--json out.json]
 
 Cases (fp32, the sizes of the CPU suite's small models):
@@ -10,6 +10,8 @@ Cases (fp32, the sizes of the CPU suite's small models):
     bn_relu    BatchNorm2d(116) (eval) + ReLU, [2, 116, 32, 32] channels-last
     shuffle    shufflenet_v2's channel shuffle (+ ReLU): cat of two [2, 58, 32, 32] halves, view,
                transpose(1, 2), contiguous, view
+    rope       llama's rotary embedding, x * cos + cat(-x2, x1) * sin over [1, 32, 128, 128]: a cat
+               along the innermost dim
 
 Each round times --calls calls of every backend in a rotating order with the thread's CPU
 clock (time.thread_time; one thread only, so time given to other processes is not counted);
@@ -58,12 +60,20 @@ def cases():
                 return x.relu()
         return M(), (torch.randn(2, 58, 32, 32), torch.randn(2, 58, 32, 32))
 
-    return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "bn_relu": bn_relu, "shuffle": shuffle}
+    def rope():
+        class M(torch.nn.Module):
+            def forward(self, x, cos, sin):
+                half = x.shape[-1] // 2
+                return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
+        return M(), (torch.randn(1, 32, 128, 128), torch.randn(128, 128), torch.randn(128, 128))
+
+    return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "bn_relu": bn_relu, "shuffle": shuffle,
+            "rope": rope}
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cases", default="gelu,softmax,layernorm,bn_relu,shuffle")
+    ap.add_argument("--cases", default="gelu,softmax,layernorm,bn_relu,shuffle,rope")
     ap.add_argument("--backends", default="eager,inductor,ember")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--calls", type=int, default=20)

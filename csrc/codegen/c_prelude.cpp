@@ -143,6 +143,15 @@ EMBER_FN double ember_logaddexp_f64(double x, double y) {
 }
 /* Loads under a Where branch read a clamped index: in bounds whether or not taken. */
 EMBER_FN int64_t ember_clamp_index(int64_t i, int64_t hi) { return i < 0 ? 0 : (i > hi ? hi : i); }
+/* A loop split into runs (codegen/c/branch_runs.cpp): the end of the run from lo, at most
+   hi, over which h + m * (i - lo) < 0 keeps the truth value it has at lo (h is its value there). */
+EMBER_FN int64_t ember_run_end(int64_t lo, int64_t hi, int64_t h, int64_t m) {
+  int64_t k;
+  if (h < 0 && m > 0) k = (m - 1 - h) / m;
+  else if (h >= 0 && m < 0) k = h / (0 - m) + 1;
+  else return hi;
+  return hi - lo <= k ? hi : lo + k;
+}
 
 /* Integer division never traps: x/0 is 0 and INT64_MIN/-1 wraps. */
 EMBER_FN int64_t ember_tdiv(int64_t a, int64_t b) { return b == 0 ? 0 : b == -1 ? (int64_t)(0ull - (uint64_t)a) : a / b; }

@@ -75,6 +75,39 @@ def test_cat_many_and_mixed_dtype():
     check_compiled(lambda x, y: torch.cat([x, y]), rand(3, 5), rand(2, 5, dtype=torch.float16))
 
 
+@pytest.mark.parametrize("widths", [(17, 30, 5), (1, 63, 2, 9), (33,)])
+def test_cat_inner_dim_split_points_exact(widths):
+    # Each run of a row reads only its operand (codegen/c/branch_runs.cpp): bitwise eager's.
+    xs = [rand(3, 5, w) for w in widths]
+    fn = lambda *t: torch.cat([t[0] * 2, *t[1:], t[0]], -1).relu()  # noqa: E731
+    assert torch.equal(check_compiled(fn, *xs), fn(*xs))
+    x = rand(6, 37)
+    roll = lambda x: torch.cat([x[:, 11:], x[:, :11]], 1) - 1  # noqa: E731
+    assert torch.equal(check_compiled(roll, x), roll(x))
+
+
+@pytest.mark.parametrize("slope", [1, 3, -2])
+@pytest.mark.parametrize("op", ["lt", "le", "gt", "ge"])
+def test_where_split_points_move_with_the_row(slope, op):
+    # A mask linear in the column and the row: each row's runs start elsewhere.
+    def fn(x, y):
+        j = torch.arange(x.shape[1])[None, :]
+        i = torch.arange(x.shape[0])[:, None]
+        return torch.where(getattr(torch, op)(slope * j - 4 * i, -7), x, y * 2)
+    x, y = rand(9, 41), rand(9, 41)
+    assert torch.equal(check_compiled(fn, x, y), fn(x, y))
+
+
+@pytest.mark.parametrize("channels", [58, 7])
+def test_channel_shuffle_exact(channels):
+    def shuffle(a, b):
+        x = torch.cat([a, b], 1)
+        n, c, h, w = x.shape
+        return x.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous().view(n, c, h, w).relu()
+    a, b = rand(2, channels, 5, 9), rand(2, channels, 5, 9)
+    assert torch.equal(check_compiled(shuffle, a, b), shuffle(a, b))
+
+
 @pytest.mark.parametrize("dim", [0, 1, 2, -1])
 def test_stack(dim):
     a, b = rand(7, 13), rand(7, 13)

@@ -3,7 +3,8 @@
 // are in codegen/c/: kernel.cpp (the function, its arguments and row loop, and
 // generate_c), row_stage.cpp (a stage's loop nest, blocked float sums, split stages'
 // chunks), vector_stage.cpp (vector stages: SIMD lanes of a kept dim), row_invariants.cpp
-// (per-call arrays of values that do not change from row to row).
+// (per-call arrays of values that do not change from row to row), branch_runs.cpp (loops
+// split where a cat's or select's linear condition changes).
 #pragma once
 #include <map>
 #include <memory>
@@ -87,6 +88,9 @@ class KernelPrinter {
 
   void print_stage(int st);                                                      // row_stage.cpp
   void run_row_chunks(const Stage& stage, const Chunks& chunks, std::vector<Acc>& accs);
+  // A pointwise stage's innermost loop (dim d) as runs, one loop per Where arm whose
+  // condition is linear in the loop var (branch_runs.cpp); false: not such a stage, nothing printed.
+  bool print_branch_runs(int st, int d, bool simd);
   void print_vector_stage(int st);                                               // vector_stage.cpp
   void run_vector_chunks(const Stage& stage, const Chunks& chunks, std::vector<Acc>& accs);
   void bind_vector_locals();

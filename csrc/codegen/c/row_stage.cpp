@@ -41,18 +41,31 @@ void KernelPrinter::print_stage(int st) {
     if (c.is_reduction) accs[i] = declare_acc(*em_, c, CEmitter::c_type(c.acc_dtype), blocks_sum(i), &clauses);
   }
   if (stage_has_arg(stage)) clauses.clear();
-  // Inner loop nest.
-  for (size_t d = 0; d < stage.inner.size(); ++d) {
+  // Inner loop nest. The innermost of a pointwise stage may print as runs of its Where
+  // arms (branch_runs.cpp), one loop each.
+  const size_t dims = stage.inner.size();
+  for (size_t d = 0; d + 1 < dims; ++d) {
     em_->open_scope({{inner_var(static_cast<int>(d)), "i" + std::to_string(d)}});
     if (d == 0) bind_vector_locals();
     for (const auto& inv : row_invariant_names_[st])
       if (inv.dim == static_cast<int>(d)) em_->bind_value(inv.expr, inv.name);
   }
-  for (const auto& rb : row_buffer_loads_[st]) em_->bind_value(rb.expr, rb.ref);
-  print_stage_items(*em_, {p_, stage, m_.in_memory, accs, [&] { return flat_index(stage); }, ""});
-  for (const auto& rb : row_buffer_stores_[st]) em_->line(rb.ref + " = " + em_->emit(rb.expr) + ";");
+  const int last = static_cast<int>(dims) - 1;
+  const bool runs = dims > 0 && !blocked && chunks.count == 1 && !stage_has_arg(stage) &&
+                    print_branch_runs(st, last, !loads_step_wide(stage, inner_var(last)));
+  if (dims > 0 && !runs) {
+    em_->open_scope({{inner_var(last), "i" + std::to_string(last)}});
+    if (last == 0) bind_vector_locals();
+    for (const auto& inv : row_invariant_names_[st])
+      if (inv.dim == last) em_->bind_value(inv.expr, inv.name);
+  }
+  if (!runs) {
+    for (const auto& rb : row_buffer_loads_[st]) em_->bind_value(rb.expr, rb.ref);
+    print_stage_items(*em_, {p_, stage, m_.in_memory, accs, [&] { return flat_index(stage); }, ""});
+    for (const auto& rb : row_buffer_stores_[st]) em_->line(rb.ref + " = " + em_->emit(rb.expr) + ";");
+  }
   // Close the loops from the inside out, adding the SIMD pragma to the innermost.
-  for (size_t d = stage.inner.size(); d-- > 0;) {
+  for (size_t d = runs ? dims - 1 : dims; d-- > 0;) {
     std::vector<std::string> body = em_->close_scope();
     std::string iv = "i" + std::to_string(d);
     bool innermost = d + 1 == stage.inner.size();
