@@ -99,6 +99,22 @@ FP64_RULE_K = 3.0
 FP64_RULE_FLOOR = 1e-5
 
 
+def pad_every_cpu_compile(monkeypatch) -> list:
+    """Makes every CPU graph compiled from now on run pad_matmuls (a CUDA pass, taken by the
+    CPU compile as an internal option); returns the list its extern reasons are added to."""
+    from ember import _core
+    reasons = []
+    compile_cpu = _core.compile
+
+    def compile_padded(text, **kwargs):
+        cg = compile_cpu(text, pad_matmuls=True, **kwargs)
+        reasons.extend(e["reason"] for e in cg.externs)
+        return cg
+
+    monkeypatch.setattr(_core, "compile", compile_padded)
+    return reasons
+
+
 def rel_rmse(x, ref):
     """RMSE(x - ref) / RMS(ref), in float64 (the absolute RMSE when ref is all zeros)."""
     x, ref = torch.as_tensor(x).detach().double(), torch.as_tensor(ref).detach().double()

@@ -8,9 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ember import _core
-
-from helpers import check_compiled
+from helpers import check_compiled, pad_every_cpu_compile
 
 PADDED = "padded for 16-byte leading dims"
 
@@ -18,16 +16,7 @@ PADDED = "padded for 16-byte leading dims"
 @pytest.fixture
 def padded(monkeypatch):
     """Every CPU graph compiled in the test runs pad_matmuls; returns the extern reasons."""
-    reasons = []
-    compile_cpu = _core.compile
-
-    def compile_padded(text, **kwargs):
-        cg = compile_cpu(text, pad_matmuls=True, **kwargs)
-        reasons.extend(e["reason"] for e in cg.externs)
-        return cg
-
-    monkeypatch.setattr(_core, "compile", compile_padded)
-    return reasons
+    return pad_every_cpu_compile(monkeypatch)
 
 
 def _rand(*shape, dtype=torch.float32):

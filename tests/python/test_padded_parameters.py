@@ -7,10 +7,9 @@ import pytest
 import torch
 import torch.nn as nn
 
-from ember import _core
 from ember.records import Recording
 from ember.runtime.prepared import PaddedInput
-from helpers import BACKEND, compile_fresh
+from helpers import BACKEND, compile_fresh, pad_every_cpu_compile
 
 pytestmark = pytest.mark.skipif(BACKEND != "ember", reason="ember's pad_matmuls")
 
@@ -18,16 +17,7 @@ pytestmark = pytest.mark.skipif(BACKEND != "ember", reason="ember's pad_matmuls"
 @pytest.fixture
 def reasons(monkeypatch):
     """Every CPU graph compiled in the test runs pad_matmuls; returns the extern reasons."""
-    out = []
-    compile_cpu = _core.compile
-
-    def compile_padded(text, **kwargs):
-        cg = compile_cpu(text, pad_matmuls=True, **kwargs)
-        out.extend(e["reason"] for e in cg.externs)
-        return cg
-
-    monkeypatch.setattr(_core, "compile", compile_padded)
-    return out
+    return pad_every_cpu_compile(monkeypatch)
 
 
 @pytest.fixture
