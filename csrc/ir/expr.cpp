@@ -95,7 +95,19 @@ bool is_transcendental(ExprOp op) {
   }
 }
 
-Expr int_const(int64_t v, DType t) { return make(ExprOp::Const, t, v, static_cast<double>(v), {}); }
+// A constant holds the value its dtype can hold: -3 as u8 is 253, as eager converts a
+// Python int to an integer tensor's dtype (fuzz seed 370261: clamp(u8, -3, 1) is 1, and
+// the simplifier must not read the bound as -3).
+Expr int_const(int64_t v, DType t) {
+  switch (t) {
+    case DType::U8: v = static_cast<uint8_t>(v); break;
+    case DType::I8: v = static_cast<int8_t>(v); break;
+    case DType::I16: v = static_cast<int16_t>(v); break;
+    case DType::I32: v = static_cast<int32_t>(v); break;
+    default: break;
+  }
+  return make(ExprOp::Const, t, v, static_cast<double>(v), {});
+}
 Expr float_const(double v, DType t) { return make(ExprOp::Const, t, 0, round_to(v, t), {}); }
 Expr bool_const(bool v) { return make(ExprOp::Const, DType::Bool, v ? 1 : 0, v ? 1.0 : 0.0, {}); }
 Expr const_of(double v, DType t) {

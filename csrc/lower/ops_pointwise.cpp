@@ -37,6 +37,16 @@ Expr arg_at(const LowerCtx& ctx, const Arg& a, const std::vector<Expr>& idx, DTy
   return const_of(a.as_double(), t);
 }
 
+// ATen's CPU fast paths for a "scalar" operand (TensorIterator::is_scalar) take any
+// operand that is one element of the iteration: a number, a 0-d tensor, or a tensor whose
+// sizes are all 1 broadcast over the others (fuzz seed 366969: bf16 [1,1] divisor).
+static bool one_element(const LowerCtx& ctx, const Arg& a) {
+  if (!a.is_tensor()) return true;
+  for (const Dim& d : ctx.tensor(a).sizes)
+    if (d.value() != std::optional<int64_t>(1)) return false;
+  return true;
+}
+
 TensorIR map_args(LowerCtx& ctx, std::vector<const Arg*> args, DType compute,
                   std::function<Expr(const std::vector<Expr>&)> f, Operands mode) {
   const TensorType& out = ctx.out_type();
@@ -59,7 +69,7 @@ TensorIR map_args(LowerCtx& ctx, std::vector<const Arg*> args, DType compute,
     if (common == DType::F16 || common == DType::BF16) {
       for (size_t i = 0; i < held.size(); ++i) {
         const Arg& a = held[i];
-        bool scalar = !a.is_tensor() || ctx.tensor(a).sizes.empty();
+        bool scalar = one_element(ctx, a);
         if (ctx.options().aten_cuda) {
           // ATen's CUDA kernels read a Python number (a CPU scalar) at opmath precision
           // and every device tensor, 0-d ones too, as the common dtype (GPU fuzz seeds
@@ -232,7 +242,7 @@ void register_pointwise_ops(LoweringTable& t) {
     // tensor path: GPU fuzz seeds 297, 11279), and true and trunc division by it
     // multiply by its reciprocal, computed in f32 (f64 for f64), as ATen's CUDA kernels.
     const bool cuda = ctx.options().aten_cuda;
-    bool scalar_divisor = !n.args[1].is_tensor() || (!cuda && ctx.tensor(n.args[1]).sizes.empty());
+    bool scalar_divisor = !n.args[1].is_tensor() || (!cuda && one_element(ctx, n.args[1]));
     DType round_to = (out == DType::F16 || out == DType::BF16) && !scalar_divisor ? out : ct;
     const bool by_reciprocal = cuda && !n.args[1].is_tensor() && is_float(ct) && mode != "floor";
     const double divisor = by_reciprocal ? n.args[1].as_double() : 1.0;

@@ -113,3 +113,22 @@ TEST(cuda_fuzz_norm_of_one_element_is_its_magnitude) {
   CHECK(code.source.find("sqrtf(") == std::string::npos);
   CHECK(code.source.find("powf(") == std::string::npos);
 }
+
+// GPU fuzz seed 169125: a transpose kernel's phases were loops of 65 steps, fully unrolled,
+// and NVRTC 13.0's ptxas (-O3) dropped the stores of steps 35 to 63 when the stored value
+// was a uniform select (the mask true). A phase now unrolls at most 16 steps.
+TEST(cuda_fuzz_transpose_phase_unrolls_at_most_16_steps) {
+  ember::CudaCode code = compiled_cuda(R"(graph {
+  %0 = input(0) : f16[]{}
+  %1 = input(1) : i8[129,4099]{1,129}
+  %2 = aten.signbit.default(%0) : bool[]{}
+  %3 = aten.scalar_tensor.default(1, "i8", "strided", "cpu", none) : i8[]{}
+  %4 = aten.where.self(%2, %3, %1) : i8[129,4099]{1,129}
+  %5 = aten.clone.default(%4, "contiguous_format") : i8[129,4099]{4099,1}
+  %6 = aten.fmod.Scalar(%5, -3) : i8[129,4099]{4099,1}
+  return (%6)
+}
+)");
+  CHECK(code.source.find("#pragma unroll 16\n") != std::string::npos);
+  CHECK(code.source.find("for (int u = 0; u < 65;") != std::string::npos);
+}

@@ -7,6 +7,7 @@
 #include "codegen/cuda/kernel.h"
 #include "ir/expr.h"
 #include "lower/lowering.h"
+#include "lower/program_text.h"
 #include "pipeline_util.h"
 #include "schedule/dead_code.h"
 #include "schedule/fuse.h"
@@ -248,4 +249,24 @@ TEST(fuzz_cuda_per_row_stage_keeps_its_values_for_later_stages) {
     CHECK_EQ(std::string(e.what()), "");
   }
   CHECK(source.find("if (tid == 0) b4[") != std::string::npos);
+}
+
+// Dynamic fuzz seed 370261: clamp(remainder(u8 x, 1), -3, 1). Eager converts -3 to u8 (253),
+// so the clamp gives 1; a constant that kept -3 let the simplifier, which knows
+// remainder(x, 1) >= 0, drop the clamp. An integer constant holds its dtype's value.
+TEST(fuzz_u8_clamp_bound_wraps) {
+  CHECK_EQ(int_const(-3, DType::U8)->ival, int64_t(253));
+  CHECK_EQ(int_const(200, DType::I8)->ival, int64_t(-56));
+  CHECK_EQ(int_const(-3, DType::I64)->ival, int64_t(-3));
+  Pipeline p(R"(graph {
+  %0 = input(0) : u8[]{}
+  %1 = aten.remainder.Scalar(%0, 1) : u8[]{}
+  %2 = aten.clamp.default(%1, -3, 1) : u8[]{}
+  return (%2)
+}
+)");
+  // min(max(x mod 1, 253), 1) is the constant 1 (it was x mod 1).
+  const std::string text = print_program(p.program);
+  CHECK(text.find("= 1:u8") != std::string::npos);
+  CHECK(text.find("mod(") == std::string::npos);
 }

@@ -93,10 +93,14 @@ std::vector<std::string> transpose_body(const TransposePlan& t, const Program& p
   // that the tile length does not divide (phase_lanes keeps a group all in or all out).
   // `lines` go inside the checks.
   auto phase_loop = [&](bool load_phase, int lanes, const std::vector<std::string>& lines) {
-    const int64_t groups = elems / lanes;
+    const int64_t groups = elems / lanes, steps = ceil_div(groups, kTransposeThreads);
     const std::string q = lanes == 1 ? "q" : "q0";
-    em.line("#pragma unroll");
-    em.line("for (int u = 0; u < " + std::to_string(ceil_div(groups, kTransposeThreads)) + "; ++u) {");
+    // At most kTransposeUnroll steps unrolled: ptxas (NVRTC 13.0's, -O3) dropped the stores
+    // of steps 35 to 63 of a fully unrolled 65-step loop whose value was a uniform select
+    // (GPU fuzz seed 169125: where(0-d mask, 1, x) of a 129 x 4099 int8 transpose; correct
+    // at -O1, or with 16 or 32 unrolled), and 16 was also faster there (11.3 us, 13.8 full).
+    em.line(steps > kTransposeUnroll ? "#pragma unroll " + std::to_string(kTransposeUnroll) : "#pragma unroll");
+    em.line("for (int u = 0; u < " + std::to_string(steps) + "; ++u) {");
     em.line("  const int " + q + " = " + (lanes == 1 ? "threadIdx.x + u * " + threads
                                                      : "(threadIdx.x + u * " + threads + ") * " + std::to_string(lanes)) + ";");
     if (load_phase) {

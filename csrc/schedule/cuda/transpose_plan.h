@@ -41,6 +41,7 @@
 namespace ember {
 
 constexpr int kTransposeThreads = 256;               // threads per block
+constexpr int kTransposeUnroll = 16;                // most steps of a phase's loop unrolled
 constexpr int64_t kMaxTransposeGrid = 1 << 20;       // beyond this, blocks loop over tiles
 constexpr int64_t kTransposeSharedBytes = 40 << 10;  // staged tiles, all buffers (static limit 48 KiB)
 

@@ -223,6 +223,21 @@ class Generator(Ops):
             if bool(((x - p).abs() < 1e-3 * scale).any()):
                 raise _Reject()
 
+    def require_finite_scaled(self, a: Value, alpha: float):
+        """Rejects add(x, a, alpha) where alpha * a overflows the type it is computed in
+        (f32 for f16/bf16): eager's CPU vector loop computes fmadd(a, alpha, x), one
+        rounding, so 2 * -3.4e38 + inf is inf, while its DEFAULT-capability build and its
+        scalar loop may round the product first (-inf + inf is NaN), as ember does (seed
+        362435). No answer is defined there; below the bound the product is finite either
+        way and both roundings are within tolerance."""
+        if not a.is_float or a.t.numel() == 0 or abs(alpha) <= 1:
+            return
+        acc = torch.float64 if a.dtype == torch.float64 else torch.float32
+        x = a.t.double().abs()
+        x = x[x.isfinite()]
+        if x.numel() and float(x.max()) * abs(alpha) > torch.finfo(acc).max:
+            raise _Reject()
+
     def require_order_free_product(self, a: Value, dim: int):
         """Rejects a float product whose partial products may overflow or underflow in
         some order but not in another: the result (inf or 0, finite or not) then depends

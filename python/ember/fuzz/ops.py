@@ -168,7 +168,9 @@ class Ops:
         b = self.partner(a)
         exact = fn in ("maximum", "minimum") and a.exact and b.exact
         if fn == "add_alpha":
-            self.emit(f"torch.add({a.name}, {b.name}, alpha={r.choice([2, -1, 0.5])})", False)
+            alpha = r.choice([2, -1, 0.5])
+            self.require_finite_scaled(b, alpha)
+            self.emit(f"torch.add({a.name}, {b.name}, alpha={alpha})", False)
         else:
             x, y = (a, b) if r.random() < 0.8 else (b, a)
             if fn in ("div", "true_divide", "pow"):
