@@ -117,6 +117,10 @@ Graph specialize(Graph g, const std::vector<int64_t>& values) {
   return g;
 }
 
+bool Graph::output_takes_any_strides(int position) const {
+  return std::binary_search(any_strides_outputs.begin(), any_strides_outputs.end(), position);
+}
+
 std::vector<int64_t> Graph::hints() const {
   std::vector<int64_t> h;
   for (const auto& s : symbols) h.push_back(s.hint);
@@ -205,7 +209,13 @@ std::string print_graph(const Graph& g) {
     if (i) os << ", ";
     print_arg(os, g.outputs[i]);
   }
-  os << ")\n}\n";
+  os << ")";
+  if (!g.any_strides_outputs.empty()) {
+    os << " any_strides(";
+    for (size_t i = 0; i < g.any_strides_outputs.size(); ++i) os << (i ? ", " : "") << g.any_strides_outputs[i];
+    os << ")";
+  }
+  os << "\n}\n";
   return os.str();
 }
 
@@ -242,6 +252,18 @@ class Parser : TextReader {
     expect('(');
     if (!try_consume(')')) {
       do g.outputs.push_back(arg()); while (try_consume(','));
+      expect(')');
+    }
+    skip_ws();
+    if (try_word("any_strides")) {
+      expect('(');
+      do {
+        int64_t k = integer();
+        if (k < 0 || k >= static_cast<int64_t>(g.outputs.size()) ||
+            (!g.any_strides_outputs.empty() && k <= g.any_strides_outputs.back()))
+          error("any_strides lists output positions in ascending order");
+        g.any_strides_outputs.push_back(static_cast<int>(k));
+      } while (try_consume(','));
       expect(')');
     }
     expect('}');

@@ -27,6 +27,10 @@
 //   `f32[s0,8]{8,1}`, `aten.view.default(%1, [s0*s1, 8])`.
 // - `input(k)` is the k-th runtime argument of the compiled graph (parameters,
 //   buffers and constants included).
+// - `return (%4, %7) any_strides(0)`: the outputs at these positions reach a caller that
+//   takes them with any strides (a user's inference outputs; not a training graph's saved
+//   activations, whose backward was traced for the declared ones, nor an output another
+//   is regenerated from). Without the suffix every output keeps its declared strides.
 #pragma once
 #include <cstdint>
 #include <stdexcept>
@@ -123,6 +127,10 @@ struct Graph {
   std::vector<Symbol> symbols;  // empty unless some size is symbolic
   std::vector<Node> nodes;
   std::vector<Arg> outputs;
+  // Positions in `outputs` the caller takes with any strides (`any_strides(..)` in the
+  // text), ascending: ember may return a view with other strides (lower/pad_matmuls.h).
+  std::vector<int> any_strides_outputs;
+  bool output_takes_any_strides(int position) const;
   std::vector<int64_t> hints() const;  // the symbols' hints, in order
 
   const TensorType& type_of(ValueRef r) const { return nodes.at(r.node).outputs.at(r.index); }

@@ -131,6 +131,53 @@ std::string pow2_text(int64_t v) {
   return "2^" + std::to_string(e);
 }
 
+// Row-major strides (a size-1 dim: the product of the sizes after it, as dense_strides).
+Dims row_major_strides(const Dims& sizes) {
+  Dims strides(sizes.size());
+  Dim run(int64_t{1});
+  for (size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = run;
+    if (sizes[d] != Dim(int64_t{0})) run = run * sizes[d];
+  }
+  return strides;
+}
+
+// `v`, a view of a row-major buffer of sizes `from` (strides `from_strides`), as a view
+// of the same elements in a buffer of those sizes laid out with `to_strides` (a padded
+// copy's). Only a reshape of the whole buffer maps dim for dim: offset 0, and v's non-unit
+// dims, innermost first, grouping into runs whose sizes multiply to each of the buffer's
+// (GPT-2's logits [8,512,N] of the LM head's [4096,N]); none otherwise. Sizes may be
+// symbolic: the groups must then be equal as size expressions.
+std::optional<StridedView> rebased_reshape(const StridedView& v, const Dims& from, const Dims& from_strides,
+                                           const Dims& to_strides) {
+  const Dim zero(int64_t{0}), one(int64_t{1});
+  if (v.offset != zero) return std::nullopt;
+  for (const Dim& s : from)
+    if (s == zero) return std::nullopt;
+  for (const Dim& s : v.sizes)
+    if (s == zero) return std::nullopt;
+  StridedView r = v;
+  int k = static_cast<int>(v.sizes.size()) - 1;
+  auto skip_units = [&] {
+    while (k >= 0 && v.sizes[k] == one) --k;
+  };
+  for (int d = static_cast<int>(from.size()) - 1; d >= 0; --d) {
+    if (from[d] == one) continue;
+    Dim run = one;  // the elements of from[d] the group's dims so far span
+    while (run != from[d]) {
+      skip_units();
+      if (k < 0 || v.strides[k] != from_strides[d] * run || run.hint() * v.sizes[k].hint() > from[d].hint())
+        return std::nullopt;
+      r.strides[k] = to_strides[d] * run;
+      run = run * v.sizes[k];
+      --k;
+    }
+  }
+  skip_units();
+  if (k >= 0) return std::nullopt;
+  return r;
+}
+
 class Padder {
  public:
   Padder(Program& p, const Graph& g, const PadMatmulOptions& opts) : p_(p), g_(g), opts_(opts) {}
@@ -257,7 +304,13 @@ class Padder {
     if (copy_a) copied_bytes += per_call(args->a, *a, pa);
     if (copy_b) copied_bytes += per_call(args->b, *b, pb);
     if (copy_bias) copied_bytes += per_call(args->bias, *bias, pbias);
-    if (pad_n) copied_bytes += 2 * numel(*out_sizes) * item;
+    // The slice's copy, unless the graph only returns it (as a view of the wider result).
+    Dims padded_result = to_dims(pr);
+    if (rows) padded_result[r] = *rows;  // the result's rows stay symbolic (M is never padded then)
+    const int o = e.output_buffers[0];
+    const bool slice_returned = pad_n && !read_in_graph(o) &&
+                                views_of_padded(o, out.sizes, out.strides, row_major_strides(padded_result));
+    if (pad_n && !slice_returned) copied_bytes += 2 * numel(*out_sizes) * item;
     const double copy_us = 1e6 * double(copied_bytes) / opts_.copy_bytes_per_s;
     const double saved_us = 1e6 * double(macs) * (1.0 / opts_.unaligned_macs_per_s - 1.0 / opts_.aligned_macs_per_s);
     if (copy_us >= saved_us) {
@@ -282,11 +335,7 @@ class Padder {
     if (copy_bias) copy(args->bias, *bias, pbias, logical_order(bias->rank()), "bias");
     p_.steps.push_back(step);
     std::string result;
-    if (pr != *out_sizes) {
-      Dims padded = to_dims(pr);
-      if (rows) padded[r] = *rows;  // the result's rows stay symbolic (M is never padded then)
-      result = resize_result(call, padded) ? "; result sliced by a copy" : "; result grows";
-    }
+    if (pr != *out_sizes) result = "; " + resize_result(call, padded_result);
     std::string cost;
     if (std::isfinite(opts_.copy_bytes_per_s))
       cost = "; per-call copies ~" + us_text(copy_us) + ", the aligned kernel saves ~" + us_text(saved_us);
@@ -349,16 +398,14 @@ class Padder {
   // Gives the extern's result the padded sizes. When the original elements keep their
   // offsets (only the outermost dim grew) the buffer just grows; otherwise the extern
   // writes a new, padded buffer and the original becomes an ember copy of its slice,
-  // so every reader still finds the layout it was lowered for. Returns whether it copies.
-  bool resize_result(int call, const Dims& padded) {
+  // so every reader still finds the layout it was lowered for. A graph output that is
+  // the slice (or a reshape of it) is returned as a view of the padded buffer instead,
+  // where the caller takes any strides (Graph::any_strides_outputs), as Inductor returns
+  // its padded matmuls' slices: no copy for it (GPT-2's logits, 412 MB at 8x512 in bf16).
+  // Returns the note for the extern's reason.
+  std::string resize_result(int call, const Dims& padded) {
     const int o = p_.externs[call].output_buffers[0];
-    // Row-major strides (a size-1 dim: the product of the sizes after it, as dense_strides).
-    Dims strides(padded.size());
-    Dim run(int64_t{1});
-    for (size_t d = padded.size(); d-- > 0;) {
-      strides[d] = run;
-      if (padded[d] != Dim(int64_t{0})) run = run * padded[d];
-    }
+    const Dims strides = row_major_strides(padded);
     const Dims old_sizes = p_.buffers[o].sizes, old_strides = p_.buffers[o].strides;
     bool same_offsets = true;
     for (size_t d = 0; d < padded.size(); ++d)
@@ -367,17 +414,27 @@ class Padder {
     if (same_offsets) {
       p_.buffers[o].sizes = padded;
       p_.buffers[o].strides = strides;
-      return false;
+      return "result grows";
     }
     Buffer wide = p_.buffers[o];
     wide.sizes = padded;
     wide.strides = strides;
     const int w = p_.add_buffer(wide);
     p_.externs[call].output_buffers[0] = w;
+    const auto views = views_of_padded(o, old_sizes, old_strides, strides);
+    if (views)
+      for (const auto& [k, v] : *views) {
+        p_.outputs[k].view = v;
+        p_.outputs[k].view.buffer = w;
+      }
+    const bool returned = views.has_value();
+    const bool read = read_in_graph(o);
     Buffer& slice = p_.buffers[o];
     slice.kind = Buffer::Kind::Computed;
     slice.extern_call = -1;
     slice.extern_output = 0;
+    // With every output a view of the padded buffer and no reader, the copy is dead code
+    // (eliminate_dead_code, the next pass, drops it).
     ComputedBuffer c;
     c.buffer = o;
     c.sizes = slice.sizes;
@@ -390,7 +447,42 @@ class Padder {
     c.body = load(w, strided_index(idx, wide.strides, 0), slice.dtype);
     p_.steps.push_back({Step::Kind::Compute, static_cast<int>(p_.computed.size())});
     p_.computed.push_back(std::move(c));
-    return true;
+    if (!returned) return "result sliced by a copy";
+    return read ? "result returned as a strided view, sliced by a copy for its readers"
+                : "result returned as a strided view";
+  }
+
+  // The graph outputs that view buffer `o` (the slice: sizes `from`, row-major
+  // `from_strides`) as views of the same elements in the padded buffer (strides
+  // `to_strides`; their buffer left to set), by output position; none unless there is one
+  // and every one maps (rebased_reshape) and takes any strides. All or none: outputs that
+  // view one buffer may alias each other.
+  using OutputViews = std::vector<std::pair<size_t, StridedView>>;
+  std::optional<OutputViews> views_of_padded(int o, const Dims& from, const Dims& from_strides,
+                                             const Dims& to_strides) const {
+    OutputViews views;
+    for (size_t k = 0; k < p_.outputs.size(); ++k) {
+      const ProgramOutput& out = p_.outputs[k];
+      if (!out.is_tensor || out.view.buffer != o) continue;
+      if (!g_.output_takes_any_strides(static_cast<int>(k))) return std::nullopt;
+      auto v = rebased_reshape(out.view, from, from_strides, to_strides);
+      if (!v) return std::nullopt;
+      views.emplace_back(k, *v);
+    }
+    if (views.empty()) return std::nullopt;
+    return views;
+  }
+
+  // Whether a step reads buffer `b` (a kernel's load or an extern's argument).
+  bool read_in_graph(int b) const {
+    for (const ComputedBuffer& c : p_.computed) {
+      auto loads = loaded_buffers(c.body);
+      if (std::find(loads.begin(), loads.end(), b) != loads.end()) return true;
+    }
+    for (const ExternCall& e : p_.externs)
+      for (const StridedView& v : e.tensor_views)
+        if (v.buffer == b) return true;
+    return false;
   }
 
   Program& p_;

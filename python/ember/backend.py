@@ -106,7 +106,8 @@ def _compile_inference(gm, example_inputs, cfg: Config):
     t0 = time.perf_counter()
     try:
         traced = aten_trace.trace(gm, example_inputs, decomposition_table())
-        imported = import_graph(traced.gm, "cpu" if device is None else str(device))
+        # Its outputs are the user's (none a view of an input): any strides do.
+        imported = import_graph(traced.gm, "cpu" if device is None else str(device), any_strides="all")
     except (aten_trace.NotTraced, UnsupportedGraph) as e:
         return None, str(e)
     except Exception as e:  # an ember bug: AOTAutograd's path may still compile the graph

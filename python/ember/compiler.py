@@ -62,6 +62,30 @@ def run_pipeline(imported, device: torch.device | None, cfg: Config, kind: str, 
     )
 
 
+def any_strides_outputs(kind: str) -> list[int]:
+    """The positions of an AOTAutograd graph's outputs that reach the user as they are, so
+    that any strides do (Graph::any_strides_outputs): a forward or inference graph's user
+    outputs that alias nothing, as its metadata says, and that no other output is regenerated
+    from. Not the inputs it mutates (before them), its intermediate bases nor the activations
+    a forward saves (after them): AOTAutograd rebuilds aliases from a base with the strides it
+    traced, and the backward reads saved values with theirs. None for a backward graph (its
+    gradients' strides are the parameters') or where the metadata is not at hand."""
+    if kind not in ("inference", "forward"):
+        return []
+    context = torch._guards.TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None) if context is not None else None
+    infos = getattr(meta, "output_info", None)
+    start = getattr(meta, "num_mutated_inp_runtime_indices", None)
+    if infos is None or start is None:
+        return []
+    from torch._functorch._aot_autograd.schemas import OutputType
+
+    plain = (OutputType.non_alias, OutputType.unsafe_view_alias, OutputType.custom_function_view)
+    bases = {info.base_idx for info in infos
+             if info.output_type == OutputType.alias_of_intermediate_base_is_user_output}
+    return [start + i for i, info in enumerate(infos) if info.output_type in plain and i not in bases]
+
+
 class RunAsUserCode(Exception):
     """Raised by compile_graph(user_fallback=True) for a graph that must run eagerly: the
     backend then hands Dynamo its own graph, which runs the user's ops as eager does,
@@ -88,7 +112,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
     try:
         device = graph_device(example_inputs)  # None: a CPU graph
         if imported is None:
-            imported = import_graph(gm, "cpu" if device is None else str(device))
+            imported = import_graph(gm, "cpu" if device is None else str(device), any_strides_outputs(kind))
         record.imported = imported
         record.input_names += list(imported.attr_inputs) if record.input_names else []
         t1 = time.perf_counter()

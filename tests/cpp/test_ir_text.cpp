@@ -148,3 +148,23 @@ TEST(a_prepared_extern_argument_prints_back_and_must_be_a_graph_input) {
   CHECK_EQ(violation, std::string("ember: invalid program after parsing: extern aten.convolution.default: prepared "
                                   "argument 1 is not a graph input as passed"));
 }
+
+TEST(graph_text_round_trips_the_outputs_that_take_any_strides) {
+  const std::string text = R"(graph {
+  %0 = input(0) : f32[4,8]{8,1}
+  %1 = aten.exp.default(%0) : f32[4,8]{8,1}
+  %2 = aten.neg.default(%0) : f32[4,8]{8,1}
+  return (%1, %2, %1) any_strides(0, 2)
+}
+)";
+  const Graph g = parse_graph(text);
+  CHECK(g.output_takes_any_strides(0) && !g.output_takes_any_strides(1) && g.output_takes_any_strides(2));
+  CHECK_EQ(print_graph(g), text);
+  std::string error = "no error";
+  try {
+    parse_graph("graph {\n  %0 = input(0) : f32[4]{1}\n  return (%0) any_strides(1)\n}\n");
+  } catch (const std::invalid_argument& e) {
+    error = e.what();
+  }
+  CHECK(error.find("any_strides lists output positions in ascending order") != std::string::npos);
+}

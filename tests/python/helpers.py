@@ -99,9 +99,10 @@ FP64_RULE_K = 3.0
 FP64_RULE_FLOOR = 1e-5
 
 
-def pad_every_cpu_compile(monkeypatch) -> list:
+def pad_every_cpu_compile(monkeypatch, graphs: list | None = None) -> list:
     """Makes every CPU graph compiled from now on run pad_matmuls (a CUDA pass, taken by the
-    CPU compile as an internal option); returns the list its extern reasons are added to."""
+    CPU compile as an internal option); returns the list its extern reasons are added to.
+    `graphs`: a list the compiled graphs (their kernels, outputs) are added to."""
     from ember import _core
     reasons = []
     compile_cpu = _core.compile
@@ -109,6 +110,8 @@ def pad_every_cpu_compile(monkeypatch) -> list:
     def compile_padded(text, **kwargs):
         cg = compile_cpu(text, pad_matmuls=True, **kwargs)
         reasons.extend(e["reason"] for e in cg.externs)
+        if graphs is not None:
+            graphs.append(cg)
         return cg
 
     monkeypatch.setattr(_core, "compile", compile_padded)

@@ -276,6 +276,36 @@ def test_misaligned_matmuls_are_padded(tmp_path, monkeypatch):
     assert config.update({"shape_padding": False}).pad_matmuls is False
 
 
+_GPT2_LOGITS = """graph {
+  %0 = input(0) : bf16[8,512,768]{393216,768,1}
+  %1 = input(1) : bf16[50257,768]{768,1}
+  %2 = aten.view.default(%0, [4096, 768]) : bf16[4096,768]{768,1}
+  %3 = aten.permute.default(%1, [1, 0]) : bf16[768,50257]{1,768}
+  %4 = aten.mm.default(%2, %3) : bf16[4096,50257]{50257,1}
+  %5 = aten.view.default(%4, [8, 512, 50257]) : bf16[8,512,50257]{25731584,50257,1}
+  return (%5)
+}
+"""
+
+
+def test_gpt2_logits_are_a_view_of_the_padded_lm_head(tmp_path, monkeypatch):
+    """GPT-2's LM head at 8x512 on CUDA (pad_matmuls on): with the logits returned to a
+    caller that takes any strides, they are a view of the padded ATen result and no kernel
+    copies them (wte^T is padded once by the runtime: no kernel at all); a caller that
+    needs the declared strides gets the copy kernel (412 MB read and written)."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    cg = cuda.compile_cuda(_GPT2_LOGITS.replace("return (%5)", "return (%5) any_strides(0)"), None, config,
+                           arch="sm_90")
+    (e,) = cg.externs
+    assert "result returned as a strided view" in e["reason"], e["reason"]
+    assert [k["name"] for k in cg.kernels] == []
+    wide = e["output_buffers"][0]
+    assert cg.outputs == [(wide, "bf16", [8, 512, 50257], [512 * 50264, 50264, 1], 0)], cg.outputs
+    declared = cuda.compile_cuda(_GPT2_LOGITS, None, config, arch="sm_90")
+    assert "result sliced by a copy" in declared.externs[0]["reason"]
+    assert [k["name"] for k in declared.kernels] == ["ember_poi_copy_0"], declared.kernels
+
+
 def test_repeated_layers_compile_each_kernel_once():
     # Three identical blocks: the second and third blocks' kernels run the first block's
     # functions (KernelInfo::function); NVRTC compiles the distinct ones only.

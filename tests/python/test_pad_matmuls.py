@@ -143,3 +143,155 @@ def test_lm_head_with_symbolic_rows_is_padded(padded):
         for rows in (256, 300, 50):
             check_call(compiled, head, _rand(rows, 768, dtype=torch.bfloat16))
     assert sum(PADDED in r and "(N 2053->2056)" in r for r in padded) == 1, padded
+
+
+# ---- a padded result returned as a strided view ------------------------------------------
+#
+# A graph output that is a padded matmul's [.., :N] slice (GPT-2's logits) is a view of
+# the wider ATen result with its strides, as Inductor returns it: no copy kernel.
+
+VIEW = "result returned as a strided view"
+
+
+@pytest.fixture
+def padded_graphs(monkeypatch):
+    """(extern reasons, compiled graphs) of every CPU graph compiled in the test, padded."""
+    graphs = []
+    return pad_every_cpu_compile(monkeypatch, graphs), graphs
+
+
+def _kernel_names(graphs):
+    return [k["name"] for cg in graphs for k in cg.kernels]
+
+
+@pytest.mark.parametrize("front_end", ["ember", "AOTAutograd"])
+def test_lm_head_logits_are_a_view_of_the_padded_result(front_end, padded_graphs, monkeypatch):
+    """The LM head's logits come back with the padded result's strides (2056, not 2053), no
+    kernel copies them (wte^T is a parameter: padded once, so no kernel at all), values are
+    eager's, and what a user does with logits (view(-1, V), a loss) works. Both front ends:
+    ember's own (every output the user's) and AOTAutograd's (its metadata says which)."""
+    from ember.config import config
+
+    reasons, graphs = padded_graphs
+    monkeypatch.setattr(config, "trace_inference", front_end == "ember")
+    h, wte = _rand(256, 768, dtype=torch.bfloat16), _rand(2053, 768, dtype=torch.bfloat16)
+    with torch.no_grad():
+        out = check_compiled(_lm_head, h, wte)
+    assert out.shape == (2, 128, 2053) and out.stride() == (128 * 2056, 2056, 1), out.stride()
+    assert not out.is_contiguous()
+    assert any(r.endswith(VIEW) or f"{VIEW};" in r for r in reasons), reasons
+    assert _kernel_names(graphs) == [], _kernel_names(graphs)
+    expected = _lm_head(h, wte)
+    torch.testing.assert_close(out.view(-1, 2053), expected.view(-1, 2053), rtol=0, atol=0)
+    labels = torch.randint(0, 2053, (256,))
+    torch.testing.assert_close(F.cross_entropy(out.view(-1, 2053).float(), labels),
+                               F.cross_entropy(expected.view(-1, 2053).float(), labels))
+
+
+def test_logits_read_in_the_graph_are_returned_as_a_view_and_copied_for_the_readers(padded_graphs):
+    """Logits returned and read by a softmax in the same graph: the output is the view, the
+    softmax reads the slice (its copy fused into the softmax's kernels)."""
+    reasons, graphs = padded_graphs
+
+    def head_and_probs(h, wte):
+        logits = _lm_head(h, wte)
+        return logits, logits.float().softmax(-1)
+
+    with torch.no_grad():
+        logits, probs = check_compiled(head_and_probs, _rand(256, 768, dtype=torch.bfloat16),
+                                       _rand(2053, 768, dtype=torch.bfloat16))
+    assert logits.stride() == (128 * 2056, 2056, 1) and probs.is_contiguous()
+    assert any(f"{VIEW}, sliced by a copy for its readers" in r for r in reasons), reasons
+
+
+def test_an_output_the_graph_also_returns_transposed_keeps_the_copy(padded_graphs):
+    """Two outputs view the result, one transposed (no reshape of the slice): both stay views
+    of the copy, still aliasing each other."""
+    reasons, _ = padded_graphs
+
+    def two_views(h, wte):
+        logits = h @ wte.t()
+        return logits, logits.t()
+
+    with torch.no_grad():
+        a, b = check_compiled(two_views, _rand(256, 768, dtype=torch.bfloat16), _rand(2053, 768, dtype=torch.bfloat16))
+    assert a.is_contiguous() and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    assert any("result sliced by a copy" in r for r in reasons), reasons
+
+
+def test_symbolic_rows_logits_are_a_view_at_every_size(padded_graphs):
+    """dynamic=True: one graph over symbolic rows returns views with the padded strides."""
+    from helpers import check_call, compile_fresh
+
+    reasons, graphs = padded_graphs
+    torch.manual_seed(0)
+    head = torch.nn.Linear(768, 2053, bias=False).to(torch.bfloat16)
+    compiled = compile_fresh(lambda x: head(x), dynamic=True)
+    with torch.no_grad():
+        for batch in (2, 3, 1):
+            x = _rand(batch, 128, 768, dtype=torch.bfloat16)
+            out = check_call(compiled, lambda x: head(x), x)
+            # (a dim of size 1 (Dynamo's own graph for batch 1) may have any stride)
+            assert out.stride()[1:] == (2056, 1) and (batch == 1 or out.stride(0) == 128 * 2056), out.stride()
+    assert any(VIEW in r for r in reasons), reasons
+    assert _kernel_names(graphs) == [], _kernel_names(graphs)
+
+
+def _tiny_gpt2(dtype=torch.float32):
+    """A transformers GPT-2 with GPT-2's vocabulary (50,257: N odd) and little else: 2
+    layers, 64 wide; 2x64 tokens make its LM head 128 x 64 x 50257 (padded: above the
+    pass's thresholds, and its logits are not copied)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=64, n_head=2, n_positions=64, use_cache=False,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = GPT2LMHeadModel(config).to(dtype)
+    model.loss_type = "ForCausalLM"
+    return model, torch.randint(0, config.vocab_size, (2, 64))
+
+
+def test_gpt2_logits_match_eager_as_a_view(padded_graphs):
+    from helpers import check_call, compile_fresh
+
+    reasons, graphs = padded_graphs
+    model, ids = _tiny_gpt2()
+    model.eval()
+    compiled = compile_fresh(lambda ids: model(input_ids=ids).logits)
+    with torch.no_grad():
+        logits = check_call(compiled, lambda ids: model(input_ids=ids).logits, ids)
+    assert logits.shape == (2, 64, 50257) and logits.stride() == (64 * 50260, 50260, 1), logits.stride()
+    assert any("(N 50257->50260)" in r and VIEW in r for r in reasons), reasons
+    assert not [n for n in _kernel_names(graphs) if "copy" in n], _kernel_names(graphs)
+
+
+@pytest.mark.parametrize("loss_inside", [False, True])
+def test_gpt2_training_step_matches_eager(loss_inside, padded_graphs):
+    """One training step: the loss from the logits outside the model (the forward returns
+    them as a view; the backward gets their gradient) or inside (labels: the loss reads the
+    logits in the forward graph). Loss and every gradient match eager's."""
+    from helpers import compile_fresh
+
+    reasons, _ = padded_graphs
+    model, ids = _tiny_gpt2()
+    model.train()
+
+    def step(fn):
+        model.zero_grad(set_to_none=True)
+        if loss_inside:
+            out = fn(input_ids=ids, labels=ids)
+            loss, logits = out.loss, out.logits
+        else:
+            logits = fn(input_ids=ids).logits
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+        loss.backward()
+        return logits.detach(), [loss.detach()] + [p.grad.clone() for p in model.parameters()]
+
+    expected_logits, expected = step(model)
+    logits, actual = step(compile_fresh(model))
+    torch.testing.assert_close(logits, expected_logits, rtol=1e-4, atol=1e-4)
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-5, msg=lambda m: f"#{i}: {m}")
+    if not loss_inside:
+        assert logits.stride() == (64 * 50260, 50260, 1), logits.stride()
+        assert any("(N 50257->50260)" in r and VIEW in r for r in reasons), reasons

@@ -418,7 +418,11 @@ def _output_views(outs, placeholders) -> list:
     return views
 
 
-def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph:
+def import_graph(gm: torch.fx.GraphModule, device: str = "cpu", any_strides=()) -> ImportedGraph:
+    """The graph text of `gm` and what the runner needs with it. `any_strides`: the output
+    positions whose caller takes them with any strides ("all": every output), written as
+    the return's `any_strides(..)` (csrc/ir/graph.h): ember may return views with other
+    strides there (a padded matmul's slice: lower/pad_matmuls.h)."""
     g = ImportedGraph()
     w = _Writer(g)
     lines = ["graph {"]
@@ -526,7 +530,10 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu") -> ImportedGraph
                     parts.append("none")
             g.output_args = [w.portable(o) for o in outs]
             g.output_views = _output_views(outs, placeholders)
-            lines.append("  return (" + ", ".join(parts) + ")")
+            free = range(len(outs)) if any_strides == "all" else sorted(set(any_strides))
+            free = [k for k in free if 0 <= k < len(outs) and isinstance(outs[k], torch.fx.Node)]
+            lines.append("  return (" + ", ".join(parts) + ")" +
+                         (" any_strides(" + ", ".join(map(str, free)) + ")" if free else ""))
         else:
             raise UnsupportedGraph(f"FX node kind {node.op} is not supported")
     lines.append("}")

@@ -306,3 +306,113 @@ TEST(pad_matmuls_leaves_a_gemm_whose_per_call_copies_cost_more_than_they_save) {
   CHECK(e.padded_args.empty());
   CHECK(e.reason.find("not padded (K 8191->8192, N 401->408): its copies cost ~") != std::string::npos);
 }
+
+TEST(pad_matmuls_returns_an_output_slice_as_a_view_of_the_padded_result) {
+  // GPT-2's logits: the LM head's [B*T, N] result viewed as [B, T, N] and returned to a
+  // caller that takes any strides. The output becomes a view of the padded result with its
+  // strides ({64,16,1}, as Inductor returns it); the slice's copy has no reader left and is
+  // dead: the only kernel pads wte^T.
+  const char* head = R"(graph {
+  %0 = input(0) : bf16[2,4,16]{64,16,1}
+  %1 = input(1) : bf16[13,16]{16,1}
+  %2 = aten.view.default(%0, [8, 16]) : bf16[8,16]{16,1}
+  %3 = aten.permute.default(%1, [1, 0]) : bf16[16,13]{1,16}
+  %4 = aten.mm.default(%2, %3) : bf16[8,13]{13,1}
+  %5 = aten.view.default(%4, [2, 4, 13]) : bf16[2,4,13]{52,13,1}
+  return (%5) any_strides(0)
+}
+)";
+  Padded p(head);
+  CHECK_EQ(p.text(),
+           "program(vars=4)\n"
+           "buf0 = input(0) : bf16[2,4,16]{64,16,1}\n"
+           "buf1 = input(1) : bf16[13,16]{16,1}\n"
+           "buf3 : bf16[16,16]{1,16} for [v0, v1] order [1, 0] = where(lt(v1, 13), buf1[(v0 + (v1 * 16))], 0.0:bf16)\n"
+           "extern %4 aten.mm.default(%2 = buf0:bf16[8,16]{16,1}+0, %3 = buf3) -> buf4 : bf16[8,16]{16,1}  \"matmul: ATen (BLAS); padded for 16-byte leading dims (N 13->16): copies of b; result returned as a strided view\"\n"
+           "dead buf2 : bf16[8,13]{13,1} for [v2, v3] = buf4[((v2 * 16) + v3)]\n"
+           "return buf4:bf16[2,4,13]{64,16,1}+0\n");
+  CHECK_EQ(p.schedule_text(),
+           "kernel ember_poi_copy_0 outer=[16]\n"
+           "  stage 0 inner=[16]: buf3\n"
+           "    buf3[(i0 + (o0 * 16))] = where(lt(o0, 13), buf1[(i0 + (o0 * 16))], 0.0:bf16)\n"
+           "extern %4 aten.mm.default  # matmul: ATen (BLAS); padded for 16-byte leading dims (N 13->16): copies of b; result returned as a strided view\n");
+
+  // The same graph whose caller needs the declared strides (no any_strides): the copy.
+  std::string declared = head;
+  declared.replace(declared.find(" any_strides(0)"), std::string(" any_strides(0)").size(), "");
+  Padded q(declared);
+  CHECK(q.program.externs[0].reason.find("; result sliced by a copy") != std::string::npos);
+  CHECK_EQ(print_dims(q.program.outputs[0].view.strides), "[52,13,1]");
+  CHECK(q.program.buffers[q.program.outputs[0].view.buffer].kind == Buffer::Kind::Computed);
+}
+
+TEST(pad_matmuls_keeps_the_slice_copy_for_readers_and_for_outputs_it_cannot_view) {
+  // The logits returned and read (a softmax's exp): the output is a view, the reader reads
+  // the slice's copy (fused into its kernel).
+  Padded read(R"(graph {
+  %0 = input(0) : bf16[8,16]{16,1}
+  %1 = input(1) : bf16[13,16]{16,1}
+  %2 = aten.permute.default(%1, [1, 0]) : bf16[16,13]{1,16}
+  %3 = aten.mm.default(%0, %2) : bf16[8,13]{13,1}
+  %4 = aten.exp.default(%3) : bf16[8,13]{13,1}
+  return (%3, %4) any_strides(0, 1)
+}
+)");
+  CHECK(read.program.externs[0].reason.find("; result returned as a strided view, sliced by a copy for its readers") !=
+        std::string::npos);
+  const int wide = read.program.externs[0].output_buffers[0];
+  CHECK_EQ(read.program.outputs[0].view.buffer, wide);
+  CHECK_EQ(print_dims(read.program.outputs[0].view.strides), "[16,1]");
+  CHECK(read.program.buffers[read.program.outputs[1].view.buffer].kind == Buffer::Kind::Computed);
+
+  // Two outputs view the result, one of them where the caller needs its declared strides
+  // (a forward's saved activation): both keep the copy, so that they still alias.
+  Padded saved(R"(graph {
+  %0 = input(0) : bf16[8,16]{16,1}
+  %1 = input(1) : bf16[13,16]{16,1}
+  %2 = aten.permute.default(%1, [1, 0]) : bf16[16,13]{1,16}
+  %3 = aten.mm.default(%0, %2) : bf16[8,13]{13,1}
+  %4 = aten.view.default(%3, [2, 4, 13]) : bf16[2,4,13]{52,13,1}
+  return (%4, %3) any_strides(0)
+}
+)");
+  CHECK(saved.program.externs[0].reason.find("; result sliced by a copy") != std::string::npos);
+  CHECK_EQ(saved.program.outputs[0].view.buffer, saved.program.outputs[1].view.buffer);
+  CHECK_EQ(print_dims(saved.program.outputs[0].view.strides), "[52,13,1]");
+
+  // A transposed output is no reshape of the slice: it stays a view of the copy.
+  Padded transposed(R"(graph {
+  %0 = input(0) : bf16[8,16]{16,1}
+  %1 = input(1) : bf16[13,16]{16,1}
+  %2 = aten.permute.default(%1, [1, 0]) : bf16[16,13]{1,16}
+  %3 = aten.mm.default(%0, %2) : bf16[8,13]{13,1}
+  %4 = aten.permute.default(%3, [1, 0]) : bf16[13,8]{1,13}
+  return (%4) any_strides(0)
+}
+)");
+  CHECK(transposed.program.externs[0].reason.find("; result sliced by a copy") != std::string::npos);
+}
+
+TEST(pad_matmuls_returns_a_view_of_a_result_with_symbolic_rows) {
+  // A dynamic batch: [s0*4, N] viewed as [s0, 4, N]. The view's strides are the padded
+  // result's, whatever s0.
+  Padded p(R"(graph(s0=3) {
+  %0 = sym_input(0, s0) : none
+  %1 = input(1) : bf16[s0,4,16]{64,16,1}
+  %2 = input(2) : bf16[13,16]{16,1}
+  %3 = aten.view.default(%1, [s0*4, 16]) : bf16[s0*4,16]{16,1}
+  %4 = aten.permute.default(%2, [1, 0]) : bf16[16,13]{1,16}
+  %5 = aten.mm.default(%3, %4) : bf16[s0*4,13]{13,1}
+  %6 = aten.view.default(%5, [s0, 4, 13]) : bf16[s0,4,13]{52,13,1}
+  return (%6) any_strides(0)
+}
+)");
+  CHECK(p.text().find("result returned as a strided view") != std::string::npos);
+  const ProgramOutput& out = p.program.outputs[0];
+  CHECK_EQ(out.view.buffer, p.program.externs[0].output_buffers[0]);
+  CHECK_EQ(print_dims(out.view.sizes) + print_dims(out.view.strides), "[s0,4,13][64,16,1]");
+  // One kernel, b's copy: the slice's copy is dead.
+  const std::string schedule = p.schedule_text();
+  CHECK(schedule.rfind("kernel ember_poi_copy_0 ", 0) == 0);
+  CHECK_EQ(schedule.find("kernel ", 1), std::string::npos);
+}
