@@ -38,11 +38,19 @@ def run_child(cache):
     return r.stdout
 
 
-@pytest.fixture
-def filled_cache(tmp_path):
-    cache = tmp_path / "cache"
+@pytest.fixture(scope="module")
+def pristine_cache(tmp_path_factory):
+    # Filled once by two processes (a miss, then a disk hit); each test tampers with a copy.
+    cache = tmp_path_factory.mktemp("pristine") / "cache"
     assert "cache: ['miss']" in run_child(cache)
     assert "cache: ['disk']" in run_child(cache)
+    return cache
+
+
+@pytest.fixture
+def filled_cache(pristine_cache, tmp_path):
+    cache = tmp_path / "cache"
+    shutil.copytree(pristine_cache, cache, symlinks=True)  # modes kept: the copy is as private
     artifacts = [p for p in cache.rglob("*.so") if "tmp" not in p.relative_to(cache).parts]
     assert len(artifacts) == 1, artifacts
     return cache, artifacts[0]
@@ -67,6 +75,12 @@ def assert_rebuilt_not_loaded(cache, marker):
     assert "cache: ['miss']" in run_child(cache)  # the bad entry was discarded and rebuilt
     assert not marker.exists(), "ember loaded a tampered cache entry"
     assert "cache: ['disk']" in run_child(cache)  # and the rebuilt entry is good
+
+
+def test_an_untouched_copy_hits(filled_cache):
+    # What the tests below see as "discarded and rebuilt" is their damage, not the copy.
+    cache, _ = filled_cache
+    assert "cache: ['disk']" in run_child(cache)
 
 
 def test_replaced_artifact_is_not_loaded(filled_cache, planted_library):
