@@ -252,6 +252,8 @@ class Fuser {
 
     // Reads of this kernel's own buffers decide the earliest legal stage.
     int min_stage = 0;
+    const bool splits_apart = opts_.separate_dependent_columns && vector && item.is_reduction &&
+                              product(k.outer).hint() <= opts_.few_rows && product(inner).hint() > opts_.long_row_work;
     bool legal = true;
     std::function<void(const Expr&)> check = [&](const Expr& e) {
       if (!legal) return;
@@ -262,6 +264,10 @@ class Fuser {
           const KernelItem& producer = st.items[w.item];
           if (!same_index(e->args[0], producer.store_index)) {
             legal = false;
+            return;
+          }
+          if ((st.vector_reduce || producer.is_reduction) && splits_apart) {
+            legal = false;  // FuseOptions::separate_dependent_columns
             return;
           }
           if (st.vector_reduce) {

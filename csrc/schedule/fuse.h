@@ -25,8 +25,16 @@ struct FuseOptions {
   int64_t long_row_work = int64_t{1} << 16;
   int64_t few_rows = std::numeric_limits<int64_t>::max();
   bool elementwise_alone = false;
+  // A vector (column) reduction with more than `long_row_work` iterations a row does not
+  // join a kernel of at most `few_rows` rows that computes a reduction it reads. CUDA runs
+  // such a reduction as a column split (schedule/cuda/column_split.h): its chunks on many
+  // blocks, then their combine; the split's first launch runs none of the kernel's other
+  // stages, so a reduction reading another of the same kernel (a training BatchNorm's
+  // variance, which reads its mean) ran on the kernel's own blocks: one block for a
+  // channels-last BatchNorm's statistics, 171 ms a call for ResNet-50's first on an H200.
+  bool separate_dependent_columns = false;
 
-  static FuseOptions cuda(bool enabled = true) { return FuseOptions{enabled, int64_t{1} << 15, 256, true}; }
+  static FuseOptions cuda(bool enabled = true) { return FuseOptions{enabled, int64_t{1} << 15, 256, true, true}; }
 };
 
 // Groups the Program's computed buffers into kernels (see kernel.h for the

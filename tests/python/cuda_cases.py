@@ -507,6 +507,7 @@ CASES = {
     "column_sum_long": lambda d: (_column_sum, (_rand(20000, 3, device=d),)),
     "column_stats": lambda d: (_column_stats, _column_stats_args(d)),
     "column_stats_bf16": lambda d: (_column_stats, _column_stats_args(d, torch.bfloat16)),
+    "batch_norm_stats_channels_last_bf16": lambda d: (_batch_norm_stats, _batch_norm_stats_args(d)),
     "pool_columns_768_bf16": lambda d: (_pool_columns, _pool_columns_args(d, 768)),  # 3 columns a thread
     "pool_columns_2048_bf16": lambda d: (_pool_columns, _pool_columns_args(d, 2048)),  # 8 columns a thread
     "vector_bias_relu_bf16": lambda d: (_bias_relu, (_rand(64, 768, device=d, dtype=torch.bfloat16),
@@ -595,12 +596,40 @@ def _layer_norm_train_args(device, dtype, rows=256, width=768):
     return leaf(rows, width), leaf(rows, width), leaf(width), leaf(width), _rand(rows, width, device=device, dtype=dtype)
 
 
+def _batch_norm_stats(x):
+    """A training BatchNorm's statistics over a channels-last activation: the variance's
+    deviations read the mean, each a column reduction of 25,600 rows (split across blocks,
+    schedule/cuda/column_split.h), and a max whose partials carry NaN."""
+    xf = x.float()
+    return xf.mean((0, 2, 3)), xf.var((0, 2, 3), unbiased=False), x.amax((0, 2, 3))
+
+
+def _batch_norm_stats_args(device):
+    x = _rand(16, 64, 40, 40, device=device, dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    x[3, 5, 7, 9] = float("nan")  # column 5's max and sums are NaN, the others are not
+    return (x,)
+
+
+def _batch_norm_train(x, w, b):
+    """A channels-last convolution's BatchNorm in training mode and its backward."""
+    return (F.relu(F.batch_norm(x, None, None, w, b, training=True)) * x).float().sum()
+
+
+def _batch_norm_train_args(device):
+    def leaf(t):
+        return t.requires_grad_()
+
+    x = _rand(16, 64, 40, 40, device=device, dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    return leaf(x), leaf(_rand(64, device=device, dtype=torch.bfloat16)), leaf(_rand(64, device=device, dtype=torch.bfloat16))
+
+
 # Graphs traced with grad: the forward and backward graphs of a training step
 # (test_cuda_codegen.py compiles both; test_cuda_runtime.py checks the gradients).
 TRAINING = {
     "layer_norm_train_bf16": lambda d: (_layer_norm_train, _layer_norm_train_args(d, torch.bfloat16)),
     "layer_norm_train_f32": lambda d: (_layer_norm_train, _layer_norm_train_args(d, torch.float32)),
     "layer_norm_train_4096_f32": lambda d: (_layer_norm_train, _layer_norm_train_args(d, torch.float32, 16, 4096)),
+    "batch_norm_train_channels_last_bf16": lambda d: (_batch_norm_train, _batch_norm_train_args(d)),
 }
 
 # (rtol, atol) for whole bf16 models, whose fp64 reference the RMSE rule cannot build (the

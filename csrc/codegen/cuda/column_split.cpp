@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "codegen/cuda/reduction.h"
+#include "schedule/accumulator.h"
 #include "schedule/cuda/lane_invariant.h"
 
 namespace ember {
@@ -62,10 +63,93 @@ void reduce_rows(CudaPrinter& pr, const Stage& stage, const Dims& reduced, std::
   std::vector<std::string> body = em.close_scope();
   // Independent loads in flight (the sums wait, the loads need not): about 16 a thread
   // when each row loads several columns.
-  const size_t unroll = columns.size() <= 1 ? 4 : std::max<size_t>(2, 16 / columns.size());
+  const size_t unroll = columns.size() <= 1 ? 8 : std::max<size_t>(2, 16 / columns.size());
   em.line("#pragma unroll " + std::to_string(unroll));
   em.line("for (" + pr.index_type() + " r = " + lo + "; r < " + hi + "; ++r) {");
   for (const auto& l : body) em.line("  " + l);
+  em.line("}");
+}
+
+// Threads that combine one column's partials in a column split's kernel (see
+// print_parallel_combine): a power of two, as many as the block holds for the stage's
+// columns, at most kCombineParts, and their accumulators within kCombineSharedBytes of
+// shared memory. 1: one thread a column, the chunks in order.
+constexpr int64_t kCombineParts = 32;
+constexpr int64_t kCombineSharedBytes = 24 * 1024;
+
+int64_t combine_parts(const CudaPrinter& pr, const ColumnSplit& split, const Stage& stage) {
+  const int64_t width = stage.inner[0].hint();
+  const Dims reduced(stage.inner.begin() + 1, stage.inner.end());
+  if (is_symbolic(reduced) || width <= 0) return 1;
+  int64_t bytes = 0;
+  for (const auto& item : stage.items) bytes += width * accumulator_bytes(pr.p.computed[item.computed], numel(reduced));
+  int64_t parts = 1;
+  while (parts * 2 <= kCombineParts && parts * 2 * width <= pr.launch.threads && parts * 2 <= split.chunks / 2 &&
+         parts * 2 * bytes <= kCombineSharedBytes)
+    parts *= 2;
+  return parts;
+}
+
+// A column split's combine on `parts` threads a column: thread (part, column) reduces
+// chunks part, part + parts, ... into its accumulator, stores it to shared memory, and
+// after a barrier the column's first thread reduces the parts in order. The order is
+// fixed by the plan: the same result on every run. (One thread a column walked 1,024
+// partials one after another.)
+void print_parallel_combine(CudaPrinter& pr, const ColumnSplit& split, const Stage& stage, int64_t parts) {
+  CEmitter& em = *pr.em;
+  const int64_t width = stage.inner[0].hint();
+  const std::string W = std::to_string(width), P = std::to_string(parts);
+  const int64_t chain = numel(Dims(stage.inner.begin() + 1, stage.inner.end()));
+  std::vector<std::string> shared(stage.items.size());
+  std::vector<Acc> accs(stage.items.size());
+  em.open_scope({{inner_var(0), "i0"}});
+  em.line("const int64_t i0 = (int64_t)(tid % " + W + ");");
+  em.line("const int part = tid / " + W + ";");
+  for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_thread_acc(em, pr.p.computed[stage.items[i].computed], chain);
+  em.line("#pragma unroll 8");
+  em.line("for (int s = part; s < " + std::to_string(split.chunks) + "; s += " + P + ") {");
+  for (size_t i = 0; i < stage.items.size(); ++i) {
+    em.open_scope({});
+    accumulate(em, pr.p.computed[stage.items[i].computed], accs[i],
+               partial_ref(pr, split, stage.items[i].computed, accs[i].type, width, "s"));
+    for (const auto& l : em.close_scope()) em.line("  " + l);
+  }
+  em.line("}");
+  for (size_t i = 0; i < stage.items.size(); ++i) {
+    shared[i] = em.fresh("parts");
+    const Acc& a = accs[i];
+    std::string v = a.flag.empty() ? a.acc : "(" + a.flag + " ? (" + a.type + ")NAN : " + a.acc + ")";
+    em.line(shared[i] + "[part * " + W + " + i0] = " + v + ";");
+  }
+  std::vector<std::string> first = em.close_scope();
+  for (size_t i = 0; i < stage.items.size(); ++i)
+    em.line("__shared__ " + accs[i].type + " " + shared[i] + "[" + std::to_string(parts * width) + "];");
+  em.line("if (tid < " + std::to_string(parts * width) + ") {");
+  for (const auto& l : first) em.line("  " + l);
+  em.line("}");
+  em.line("__syncthreads();");
+  em.open_scope({{inner_var(0), "i0"}});
+  em.line("const int64_t i0 = (int64_t)(tid);");
+  std::vector<Acc> total(stage.items.size());
+  for (size_t i = 0; i < stage.items.size(); ++i) total[i] = declare_thread_acc(em, pr.p.computed[stage.items[i].computed], chain);
+  em.line("#pragma unroll");
+  em.line("for (int part = 0; part < " + P + "; ++part) {");
+  for (size_t i = 0; i < stage.items.size(); ++i) {
+    em.open_scope({});
+    accumulate(em, pr.p.computed[stage.items[i].computed], total[i], shared[i] + "[part * " + W + " + i0]");
+    for (const auto& l : em.close_scope()) em.line("  " + l);
+  }
+  em.line("}");
+  for (size_t i = 0; i < stage.items.size(); ++i) {
+    const ComputedBuffer& c = pr.p.computed[stage.items[i].computed];
+    const Buffer& buf = pr.p.buffers[c.buffer];
+    if (!pr.m.in_memory[c.buffer]) continue;  // as in print_vector_stage
+    std::string result = finish_acc(em, c, total[i], buf.dtype);
+    em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(stage.items[i].store_index), buf.dtype, result));
+  }
+  std::vector<std::string> last = em.close_scope();
+  em.line("if (tid < " + W + ") {");
+  for (const auto& l : last) em.line("  " + l);
   em.line("}");
 }
 
@@ -132,6 +216,10 @@ std::string partial_kernel(CudaPrinter& pr, const ColumnSplit& split, const Cuda
 bool print_vector_stage(CudaPrinter& pr, const ColumnSplit& split, const Stage& stage) {
   CEmitter& em = *pr.em;
   const std::string I = pr.index_type();
+  if (const int64_t parts = split.chunks > 0 ? combine_parts(pr, split, stage) : 1; parts > 1) {
+    print_parallel_combine(pr, split, stage, parts);
+    return true;
+  }
   em.open_scope({{inner_var(0), "i0"}});
   em.line("const int64_t i0 = (int64_t)(k);");
   std::vector<Acc> accs(stage.items.size());

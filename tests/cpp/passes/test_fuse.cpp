@@ -172,3 +172,27 @@ TEST(fuse_a_scan_epilogue_whose_loops_are_in_another_order) {
   ember_test::Pipeline p(graph);
   CHECK(!p.c_code.buffer_in_memory[1] && !p.c_code.buffer_in_memory[2]);
 }
+
+TEST(fuse_cuda_keeps_a_column_variance_apart_from_its_mean) {
+  // A training BatchNorm's statistics over a channels-last activation: the variance's
+  // deviations read the mean. On one row (no outer dims) CUDA splits each column
+  // reduction across blocks, which it can only do when the variance's kernel does not
+  // compute the mean it reads; the CPU keeps them in one kernel.
+  const std::string graph = R"(graph {
+  %0 = input(0) : f32[8,64,32,32]{65536,1,2048,64}
+  %1 = aten.var_mean.correction(%0, [0, 2, 3], 0, true) : (f32[1,64,1,1]{64,1,1,1}, f32[1,64,1,1]{64,1,1,1})
+  return (%1, %1.1)
+}
+)";
+  CHECK_EQ(ember::schedule_summary(schedule_part(after(graph, kFront, ember::PipelineOptions::cuda()))),
+           "kernel ember_k0 outer=[]\n"
+           "  stage 0 vector inner=[64,8192]: buf1(sum)\n"
+           "kernel ember_k1 outer=[]\n"
+           "  stage 0 vector inner=[64,8192]: buf2(sum) buf3(sum)\n"
+           "  stage 1 inner=[64]: buf4 buf5\n");
+  CHECK_EQ(summary_after(graph, kFront),
+           "kernel ember_k0 outer=[]\n"
+           "  stage 0 vector inner=[64,8192]: buf1(sum)\n"
+           "  stage 1 vector inner=[64,8192]: buf2(sum) buf3(sum)\n"
+           "  stage 2 inner=[64]: buf4 buf5\n");
+}

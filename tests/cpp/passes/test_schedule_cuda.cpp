@@ -168,7 +168,7 @@ kernel ember_k0 outer=[]
            "kernel ember_k0: row_block grid 1 block 1024\n"
            "  buffers: args buf0 buf1 buf2; writes buf1; origins %1; scratch buf2\n"
            "  geometry: rows 1, elements 1, threads a row 1024, elements a thread 1, block 256, rows a block 8\n"
-           "  column split: 128 chunks on grid 128 block 768; scratch 393216 bytes; item 0 at 0\n");
+           "  column split: 128 chunks on grid 128 block 256; scratch 393216 bytes; item 0 at 0\n");
 }
 
 TEST(schedule_cuda_a_channels_last_mean_of_few_images_splits_into_a_partial_launch) {
