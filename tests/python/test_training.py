@@ -34,14 +34,14 @@ VOCAB = 1000
 # ATen ops a backward graph may call besides matmul and convolution, and why:
 # - SDPA's backward: attention's forward is kept whole (ATen's fused kernel), so its
 #   backward is the matching fused ATen kernel.
-# - index_put (accumulate=True) is embedding's backward: a scatter-add with
-#   data-dependent destinations. ember's IR computes every element as a function of
-#   its own index (a gather); written that way a scatter-add is a reduction over all
-#   indices per element (O(vocab x tokens x width)), where ATen's is O(tokens x width).
+# - embedding_dense_backward, a scatter-add with data-dependent destinations, kept whole
+#   (frontend/decompositions.py): ember's IR computes every element as a function of its
+#   own index (a gather); written that way a scatter-add is a reduction over all indices
+#   per element (O(vocab x tokens x width)), where ATen's is O(tokens x width).
 MATMUL_CONV = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default",
                "aten.convolution.default", "aten.convolution_backward.default"}
 BACKWARD_EXTERN_ALLOWLIST = {"aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
-                             "aten.index_put.default"}
+                             "aten.embedding_dense_backward.default"}
 
 
 def gpt2():
@@ -216,7 +216,7 @@ def test_gpt2_backward_runs_in_ember_kernels(gpt2_run):
     # Two attention layers, and the token and position embeddings.
     assert sorted(others) == sorted(
         ["aten._scaled_dot_product_flash_attention_for_cpu_backward.default"] * 2
-        + ["aten.index_put.default"] * 2)
+        + ["aten.embedding_dense_backward.default"] * 2)
     for r in records:
         if r.name.startswith("forward"):
             assert set(extern_ops(r)) <= MATMUL_CONV | {
