@@ -249,7 +249,7 @@ def load_graph(payload: dict, cfg: Config, static_inputs: list[int] | None = Non
     t0 = time.perf_counter()
     imported = payload["imported"]
     device = None if payload["device"] == "cpu" else torch.device(payload["device"])
-    with unset_fake_temporarily():  # AOTAutogradCache may load under its FakeTensorMode (see build_runner)
+    with unset_fake_temporarily():  # real constants whatever mode the loader runs under (see build_runner)
         attrs = [t.to(device) if device is not None else t for t in payload["attrs"]]
     cg, runner = build_runner(imported, attrs, device, cfg, kind, compiled=compiled)
     runner.profile_name = f"ember {record.title()}"
