@@ -16,6 +16,7 @@ import traceback
 import warnings
 
 import torch
+from torch._subclasses.fake_tensor import is_fake, unset_fake_temporarily
 
 from . import _core, compile_events, counters as stats, logs, records
 from .caches import cache_dirs, mega_cache
@@ -34,9 +35,26 @@ def build_runner(imported, attr_tensors: list, device: torch.device | None, cfg:
     graph's C compiler may still be running when this returns (cg.kernels_ready).
     `compiled`: run_pipeline's result, made already (on a thread: caches/precompile.py)."""
     cg = compiled or run_pipeline(imported, device, cfg, kind, debug_dir, background)
-    if device is not None:
-        return compile_cuda_graph(imported, attr_tensors, device, cfg, debug_dir, compiled=cg)
-    return cg, GraphRunner(cg, imported, attr_tensors, prepare_weights=cfg.prepare_weights)
+    # AOTAutograd calls its compilers under its FakeTensorMode. A runner is a run-time
+    # object: the tensors it makes now (a CUDA graph's CPU constants moved to the device,
+    # a plan's scalar inputs) must be real, where under that mode they would silently be
+    # FakeTensors, whose data pointer the first call cannot read.
+    with unset_fake_temporarily():
+        if device is not None:
+            cg, runner = compile_cuda_graph(imported, attr_tensors, device, cfg, debug_dir, compiled=cg)
+        else:
+            runner = GraphRunner(cg, imported, attr_tensors, prepare_weights=cfg.prepare_weights)
+    _check_real(runner)
+    return cg, runner
+
+
+def _check_real(runner):
+    """Raises (the graph then runs eagerly) where a runner holds a tensor with no data, such
+    as a FakeTensor a caller passed as a constant: its first call would fail, not fall back."""
+    plans = [runner._plan] if runner._plan is not None else []
+    for t in list(runner.attr_tensors) + [t for plan in plans for t in plan.extra_inputs]:
+        if isinstance(t, torch.Tensor) and is_fake(t):
+            raise RuntimeError(f"a constant of the graph is a {type(t).__name__}, not a tensor with data")
 
 
 def run_pipeline(imported, device: torch.device | None, cfg: Config, kind: str, debug_dir: str = "",
@@ -231,7 +249,8 @@ def load_graph(payload: dict, cfg: Config, static_inputs: list[int] | None = Non
     t0 = time.perf_counter()
     imported = payload["imported"]
     device = None if payload["device"] == "cpu" else torch.device(payload["device"])
-    attrs = [t.to(device) if device is not None else t for t in payload["attrs"]]
+    with unset_fake_temporarily():  # real constants whatever mode the loader runs under (see build_runner)
+        attrs = [t.to(device) if device is not None else t for t in payload["attrs"]]
     cg, runner = build_runner(imported, attrs, device, cfg, kind, compiled=compiled)
     runner.profile_name = f"ember {record.title()}"
     record.imported, record.cg = imported, cg

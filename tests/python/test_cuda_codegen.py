@@ -362,3 +362,35 @@ def test_symbolic_row_loops_keep_a_warp_a_row(tmp_path, monkeypatch):
     assert any(k["row_lanes"] > 0 for k in rows), rows  # the tile of the static stage is kept
     for k in rows:
         assert k["block"] // k["grid_per_block"] == 32, k
+
+
+@pytest.mark.parametrize("allow_non_fake_inputs", [False, True])
+def test_a_runner_built_under_aotautograds_fake_mode_holds_real_constants(tmp_path, monkeypatch,
+                                                                           allow_non_fake_inputs):
+    """AOTAutograd calls its compilers under its FakeTensorMode. A CUDA graph's CPU constant
+    (DeBERTa's sqrt(torch.tensor(d) * s) in a training graph) is moved to the device when the
+    runner is built; under that mode the move made a FakeTensor (or raised, as it does when the
+    mode refuses real inputs: the graph then ran eagerly), and the first call failed ("Cannot
+    access data pointer of Tensor (e.g. FakeTensor, ...)") instead of running. The meta device
+    stands in for the GPU (the graph is typed for CUDA, its cubin built by NVRTC)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from ember import compiler
+
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+
+    def scaled(x):
+        return x / torch.sqrt(torch.tensor(x.size(-1), dtype=torch.float) * 2)
+
+    mode = FakeTensorMode(allow_non_fake_inputs=allow_non_fake_inputs)
+    with mode:
+        gm = make_fx(scaled, decomposition_table=decomposition_table())(torch.empty(4, 64, device="cuda"))
+    imported = import_graph(gm, "cuda:0")
+    constants = [getattr(gm, name) for name in imported.attr_inputs]
+    assert [t.device.type for t in constants] == ["cpu"] and not is_fake(constants[0])
+    cg = cuda.compile_cuda(imported.text, None, config, arch="sm_90")
+    with mode:  # as AOTAutograd's fw_compiler runs
+        _, runner = compiler.build_runner(imported, constants, torch.device("meta"), config, "forward", compiled=cg)
+    assert [t.device.type for t in runner.attr_tensors] == ["meta"]
+    assert not any(is_fake(t) for t in runner.attr_tensors + runner._plan.extra_inputs), runner.attr_tensors

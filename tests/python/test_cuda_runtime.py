@@ -617,6 +617,24 @@ def test_scalars_computed_on_the_cpu_inside_a_cuda_graph_fuse():
     assert record.fallback_reason is None and not record.cg.externs, record.cg.externs
 
 
+def test_a_training_graph_with_a_cpu_constant_matches_eager():
+    # DeBERTa's training step: AOTAutograd traces the graph and calls ember under its
+    # FakeTensorMode, where the CPU constant's move to the device made a FakeTensor and the
+    # first call failed ("Cannot access data pointer of Tensor (e.g. FakeTensor, ...)").
+    def fn(scores, w):
+        scale = torch.sqrt(torch.tensor(scores.size(-1), dtype=torch.float) * 2)
+        return torch.softmax((scores @ w) / scale.to(dtype=scores.dtype), -1).square().mean()
+
+    torch.manual_seed(0)
+    args = [torch.randn(2, 4, 64, 64, device="cuda"), torch.randn(64, 64, device="cuda", requires_grad=True)]
+    fallbacks = ember.stats()["eager_fallbacks"]
+    expected = _training_step(fn, args)
+    actual = _training_step(compile_fresh(fn, backend="ember"), args)
+    assert ember.stats()["eager_fallbacks"] == fallbacks
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+
+
 def test_a_cpu_scalar_result_stays_on_the_cpu():
     def fn(x):
         s = torch.tensor(3.0) * 2  # returned: the caller gets it on the CPU, as in eager

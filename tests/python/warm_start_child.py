@@ -92,6 +92,29 @@ def training(options):
     assert_grads_equal(cnn.parameters(), cnn_ref.parameters())
     torch.testing.assert_close(cnn[1].running_mean, cnn_ref[1].running_mean)
     torch.testing.assert_close(cnn[1].running_var, cnn_ref[1].running_var)
+    _scaled_training_step(options, "cpu")
+
+
+def _scaled_training_step(options, device):
+    # A training graph with a CPU tensor constant (DeBERTa's sqrt(torch.tensor(d) * s)):
+    # its entry holds the constant, taken outside AOTAutograd's fake mode (encoding it under
+    # that mode failed, and the graph was never saved); on CUDA the runner moves it to the
+    # device outside that mode too (under it, the move made a FakeTensor).
+    torch.manual_seed(2)
+    w = torch.randn(16, 16, device=device, requires_grad=True)
+    x = torch.randn(4, 16, 16, device=device)
+
+    def scaled(x, w):
+        scale = torch.sqrt(torch.tensor(x.size(-1), dtype=torch.float) * 2)
+        return torch.softmax((x @ w) / scale.to(dtype=x.dtype), -1).square().mean()
+
+    loss = compiled(scaled, options)(x, w)
+    loss.backward()
+    grad, w.grad = w.grad, None
+    ref_loss = scaled(x, w)
+    ref_loss.backward()
+    torch.testing.assert_close(loss, ref_loss)
+    torch.testing.assert_close(grad, w.grad)
 
 
 def dynamic(options):
@@ -181,6 +204,7 @@ def cuda(options):
     mlp(x).square().mean().backward()
     for g, p in zip(grads, mlp.parameters()):
         torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-5)
+    _scaled_training_step(options, "cuda")
 
 
 SCENARIOS = {f.__name__: f for f in (inference, training, dynamic, fallbacks, small, cuda)}

@@ -199,10 +199,11 @@ def graph_state(runner, kind: str, tag: str) -> bytes:
     (graph_format.encode_state): kind, device, imported graph, constants; no library."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-    # AOTAutograd calls the compiler under its FakeTensorMode; the constants are real.
+    # AOTAutograd calls the compiler under its FakeTensorMode; the constants are real, and
+    # every op on them (here and in encode_state) must run outside it.
     with unset_fake_temporarily():
         attrs = [t.detach().cpu() for t in runner.attr_tensors]
-    return graph_format.encode_state(tag, kind, str(runner.device), runner.imported, attrs)
+        return graph_format.encode_state(tag, kind, str(runner.device), runner.imported, attrs)
 
 
 class EmberOutputCode(_OutputCodeBase):
