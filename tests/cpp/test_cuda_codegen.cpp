@@ -1011,7 +1011,7 @@ TEST(cuda_wide_channels_last_pool_takes_eight_columns_a_thread) {
   const std::string partial = partial_source(code);
   CHECK(partial.find("for (int k = lane; k < 2048; k += 2048) {") != std::string::npos);
   CHECK(partial.find("= (int64_t)(k) + 1792;") != std::string::npos);  // the eighth column
-  CHECK(partial.find("#pragma unroll 4") != std::string::npos);
+  CHECK(partial.find("#pragma unroll 2") != std::string::npos);
   size_t stores = 0;
   for (size_t at = partial.find("[((int64_t)x * 32 + s) * 2048 + col"); at != std::string::npos;
        at = partial.find("[((int64_t)x * 32 + s) * 2048 + col", at + 1))

@@ -527,14 +527,12 @@ def test_cpu_scalar_inputs_of_a_symbolic_graph_compile_into_its_kernels(trace_in
 
 def test_cpu_scalar_inputs_reuse_their_device_copies_while_unchanged():
     # The device copies of the 0-d CPU inputs serve again while their values are the same
-    # (no copy, no tensor per value per call); a changed value is copied and used. The float
-    # attribute is a graph input (a 0-d CPU tensor) only while Dynamo does not specialize
-    # floats, which torch 2.11 does by default (each eps its own graph, no scalar input).
+    # (no copy, no tensor per value per call); a changed value is copied and used.
     torch.manual_seed(0)
     model = _RMSNorm(64).cuda()
     compiled = compile_fresh(model, backend="ember", fullgraph=False, dynamic=True)
     x = torch.randn(6, 64, device="cuda")
-    with torch.no_grad(), torch._dynamo.config.patch(specialize_float=False):
+    with torch.no_grad():
         for eps in (1e-6, 1e-6, 0.5, 0.5, 1e-6):
             model.eps = eps
             torch.testing.assert_close(compiled(x), model(x))

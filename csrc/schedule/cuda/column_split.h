@@ -23,13 +23,15 @@ namespace ember {
 // A column split cuts each row's reduced rows into `chunks` chunks; the first launch
 // writes each (row, chunk, column) partial to scratch; the kernel itself then combines the
 // partials of each column in a fixed order (deterministic: codegen/cuda/column_split.h)
-// and runs its later stages. The partial launch has blocks of kColumnSplitThreads
-// threads, `groups` groups of `group_lanes` consecutive columns, each group a chunk (the
-// lanes of a warp read consecutive columns: coalesced), about kColumnSplitTargetBlocks
-// blocks in all, and at most kColumnSplitMaxPartials partials a row. (A kernel of one row
-// once took about kColumnSplitBlocks chunks, a block each, a thread per column: a training
-// BatchNorm's statistics over 32 x 112 x 112 rows of 64 channels then kept 8,192 threads
-// busy, each reading one 2-byte element at a time.)
+// and runs its later stages. A kernel of one row whose columns take more than
+// kColumnSplitThreads lanes: about kColumnSplitBlocks chunks of at least
+// kColumnSplitMinRows rows, a block each, a thread per column. Any other kernel of fewer
+// than kColumnSplitBlocks rows: blocks of kColumnSplitThreads threads, `groups` groups of
+// `group_lanes` consecutive columns, each group a chunk (the lanes of a warp read
+// consecutive columns: coalesced), about kColumnSplitTargetBlocks blocks in all, and at
+// most kColumnSplitMaxPartials partials a row. (A one-row kernel of narrow columns took
+// the first geometry until 2026-11-28: a training BatchNorm's statistics over 64-256
+// channels-last columns then kept a few thousand threads busy.)
 constexpr int64_t kColumnSplitBlocks = 128;  // about one block per SM on an H100 (132)
 constexpr int64_t kColumnSplitMinRows = 16;
 constexpr int64_t kColumnSplitThreads = 256;

@@ -50,5 +50,5 @@ kernel ember_k0 outer=[]
 )IR", {"plan_arena"}, ember::PipelineOptions::cuda()),
            "arena 393216 bytes\n"
            "  buf2 at 0\n"
-           "ember_k0: row_block grid 1 block 1024 (column split: partials on grid 128 block 256)\n");
+           "ember_k0: row_block grid 1 block 1024 (column split: partials on grid 128 block 768)\n");
 }

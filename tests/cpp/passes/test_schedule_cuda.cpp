@@ -168,7 +168,26 @@ kernel ember_k0 outer=[]
            "kernel ember_k0: row_block grid 1 block 1024\n"
            "  buffers: args buf0 buf1 buf2; writes buf1; origins %1; scratch buf2\n"
            "  geometry: rows 1, elements 1, threads a row 1024, elements a thread 1, block 256, rows a block 8\n"
-           "  column split: 128 chunks on grid 128 block 256; scratch 393216 bytes; item 0 at 0\n");
+           "  column split: 128 chunks on grid 128 block 768; scratch 393216 bytes; item 0 at 0\n");
+}
+
+TEST(schedule_cuda_a_narrow_column_sum_of_one_row_splits_into_groups_of_lanes) {
+  // 64 columns (a training BatchNorm's channels-last statistics): four chunks a block of
+  // 256 threads, a warp pair each, 1,024 chunks on 256 blocks; a thread per column and a
+  // block per chunk would keep 128 x 64 threads busy.
+  CHECK_EQ(cuda_schedule_of(R"IR(program(vars=2)
+buf0 = input(0) : f32[65536,64]{64,1}
+buf1 : f32[1,64]{64,1} for [_, v1] = sum f32 over [65536] for [v0] of buf0[((v0 * 64) + v1)]  from %1
+return buf1:f32[64]{1}+0
+schedule
+kernel ember_k0 outer=[]
+  stage 0 vector inner=[64,65536]: buf1(sum)
+    reduce buf1[i0] = buf0[((i1 * 64) + i0)]
+)IR"),
+           "kernel ember_k0: row_block grid 1 block 1024\n"
+           "  buffers: args buf0 buf1 buf2; writes buf1; origins %1; scratch buf2\n"
+           "  geometry: rows 1, elements 1, threads a row 1024, elements a thread 1, block 256, rows a block 8\n"
+           "  column split: 1024 chunks on grid 256 block 256; scratch 524288 bytes; item 0 at 0\n");
 }
 
 TEST(schedule_cuda_a_channels_last_mean_of_few_images_splits_into_a_partial_launch) {
