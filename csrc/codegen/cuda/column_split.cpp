@@ -72,6 +72,37 @@ void reduce_rows(CudaPrinter& pr, const Stage& stage, const Dims& reduced, std::
   em.line("}");
 }
 
+// What a partial holds of accumulator `a`: its value, or NaN where a float max/min saw one.
+std::string partial_value(const Acc& a) {
+  return a.flag.empty() ? a.acc : "(" + a.flag + " ? (" + a.type + ")NAN : " + a.acc + ")";
+}
+
+// Adds chunk `chunk`'s partial of each of the stage's items to its accumulator.
+void add_partials(CudaPrinter& pr, const ColumnSplit& split, const Stage& stage, std::vector<Acc>& accs,
+                  const std::string& chunk) {
+  CEmitter& em = *pr.em;
+  for (size_t i = 0; i < stage.items.size(); ++i) {
+    em.open_scope({});
+    accumulate(em, pr.p.computed[stage.items[i].computed], accs[i],
+               partial_ref(pr, split, stage.items[i].computed, accs[i].type, stage.inner[0].hint(), chunk));
+    for (const auto& l : em.close_scope()) em.line("  " + l);
+  }
+}
+
+// Stores each of the stage's results from its accumulator.
+void store_results(CudaPrinter& pr, const Stage& stage, const std::vector<Acc>& accs) {
+  CEmitter& em = *pr.em;
+  for (size_t i = 0; i < stage.items.size(); ++i) {
+    const ComputedBuffer& c = pr.p.computed[stage.items[i].computed];
+    const Buffer& buf = pr.p.buffers[c.buffer];
+    // A result nothing reads has no memory (placement.cpp): a later stage whose use of
+    // it simplified away (all(...) * 0, GPU fuzz seed 133907: "unordered_map::at").
+    if (!pr.m.in_memory[c.buffer]) continue;
+    std::string result = finish_acc(em, c, accs[i], buf.dtype);
+    em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(stage.items[i].store_index), buf.dtype, result));
+  }
+}
+
 // Threads that combine one column's partials in a column split's kernel (see
 // print_parallel_combine): a power of two, as many as the block holds for the stage's
 // columns, at most kCombineParts, and their accumulators within kCombineSharedBytes of
@@ -110,18 +141,11 @@ void print_parallel_combine(CudaPrinter& pr, const ColumnSplit& split, const Sta
   for (size_t i = 0; i < stage.items.size(); ++i) accs[i] = declare_thread_acc(em, pr.p.computed[stage.items[i].computed], chain);
   em.line("#pragma unroll 8");
   em.line("for (int s = part; s < " + std::to_string(split.chunks) + "; s += " + P + ") {");
-  for (size_t i = 0; i < stage.items.size(); ++i) {
-    em.open_scope({});
-    accumulate(em, pr.p.computed[stage.items[i].computed], accs[i],
-               partial_ref(pr, split, stage.items[i].computed, accs[i].type, width, "s"));
-    for (const auto& l : em.close_scope()) em.line("  " + l);
-  }
+  add_partials(pr, split, stage, accs, "s");
   em.line("}");
   for (size_t i = 0; i < stage.items.size(); ++i) {
     shared[i] = em.fresh("parts");
-    const Acc& a = accs[i];
-    std::string v = a.flag.empty() ? a.acc : "(" + a.flag + " ? (" + a.type + ")NAN : " + a.acc + ")";
-    em.line(shared[i] + "[part * " + W + " + i0] = " + v + ";");
+    em.line(shared[i] + "[part * " + W + " + i0] = " + partial_value(accs[i]) + ";");
   }
   std::vector<std::string> first = em.close_scope();
   for (size_t i = 0; i < stage.items.size(); ++i)
@@ -142,13 +166,7 @@ void print_parallel_combine(CudaPrinter& pr, const ColumnSplit& split, const Sta
     for (const auto& l : em.close_scope()) em.line("  " + l);
   }
   em.line("}");
-  for (size_t i = 0; i < stage.items.size(); ++i) {
-    const ComputedBuffer& c = pr.p.computed[stage.items[i].computed];
-    const Buffer& buf = pr.p.buffers[c.buffer];
-    if (!pr.m.in_memory[c.buffer]) continue;  // as in print_vector_stage
-    std::string result = finish_acc(em, c, total[i], buf.dtype);
-    em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(stage.items[i].store_index), buf.dtype, result));
-  }
+  store_results(pr, stage, total);
   std::vector<std::string> last = em.close_scope();
   em.line("if (tid < " + W + ") {");
   for (const auto& l : last) em.line("  " + l);
@@ -201,7 +219,7 @@ std::string partial_kernel(CudaPrinter& pr, const ColumnSplit& split, const Cuda
     for (size_t j = 0; j < std::max<size_t>(1, columns.size()); ++j)
       for (size_t i = 0; i < stage.items.size(); ++i) {
         const Acc& a = columns.empty() ? accs[i] : more[j][i];
-        std::string v = a.flag.empty() ? a.acc : "(" + a.flag + " ? (" + a.type + ")NAN : " + a.acc + ")";
+        const std::string v = partial_value(a);
         em.line(partial_ref(pr, split, stage.items[i].computed, a.type, width, "s", columns.empty() ? "i0" : columns[j]) +
                 " = " + v + ";");
       }
@@ -234,25 +252,12 @@ bool print_vector_stage(CudaPrinter& pr, const ColumnSplit& split, const Stage& 
     // A column split: the partial launch reduced the rows; combine its chunks in order.
     em.line("#pragma unroll 8");  // the partials' loads in flight together
     em.line("for (int s = 0; s < " + std::to_string(split.chunks) + "; ++s) {");
-    for (size_t i = 0; i < stage.items.size(); ++i) {
-      em.open_scope({});
-      accumulate(em, pr.p.computed[stage.items[i].computed], accs[i],
-                 partial_ref(pr, split, stage.items[i].computed, accs[i].type, stage.inner[0].hint(), "s"));
-      for (const auto& l : em.close_scope()) em.line("  " + l);
-    }
+    add_partials(pr, split, stage, accs, "s");
     em.line("}");
   } else {
     reduce_rows(pr, stage, reduced, accs, "0", pr.size_text(product(reduced)));
   }
-  for (size_t i = 0; i < stage.items.size(); ++i) {
-    const ComputedBuffer& c = pr.p.computed[stage.items[i].computed];
-    const Buffer& buf = pr.p.buffers[c.buffer];
-    // A result nothing reads has no memory (placement.cpp): a later stage whose use of
-    // it simplified away (all(...) * 0, GPU fuzz seed 133907: "unordered_map::at").
-    if (!pr.m.in_memory[c.buffer]) continue;
-    std::string result = finish_acc(em, c, accs[i], buf.dtype);
-    em.line(CEmitter::store_text(em.buffer_name(c.buffer), em.emit(stage.items[i].store_index), buf.dtype, result));
-  }
+  store_results(pr, stage, accs);
   std::vector<std::string> lanes = em.close_scope();
   em.line("for (" + I + " k = tid; k < " + std::to_string(stage.inner[0].hint()) + "; k += " + std::to_string(pr.launch.threads) + ") {");
   for (const auto& l : lanes) em.line("  " + l);
