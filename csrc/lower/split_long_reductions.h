@@ -11,7 +11,7 @@
 //
 // Here a reduction with at most kSplitMaxResults results whose reduced slice holds at
 // least kSplitMinSlice elements, read contiguously along its innermost reduced dim
-// (order_reduced_dims runs first), becomes:
+// (order_reduced_dims runs first), or a long column reduction (below), becomes:
 //
 //   partials [results..., chunks...] = the same reduction over each chunk of the slice
 //   result   [results...]            = the reduction (same op) of its chunks' partials
@@ -39,6 +39,19 @@ constexpr int64_t kSplitMinSlice = 1 << 15;   // shorter slices take a few micro
                                               // (FuseOptions::cuda() keeps the same figure)
 constexpr int64_t kSplitTargetBlocks = 512;   // partial rows: about four blocks per SM
 constexpr int64_t kSplitMinChunk = 1 << 12;   // elements a partial row reduces, at least
+// Columns (results contiguous, each reduced over rows strided in memory: a channels-last
+// BatchNorm's statistics): partials laid out [chunks, columns], each chunk at least
+// kSplitMinColumnRows rows, about kSplitColumnBlocks chunk rows in all (a block each,
+// a thread a column, in the partials' kernel), for at most kSplitMaxColumns columns and
+// fewer than kSplitColumnBlocks / 8 rows of them, when a reduction reads at least
+// kSplitMinColumnWork elements. The CUDA column split (schedule/cuda/column_split.h) then
+// takes the reduction of the partials: its block-per-chunk launch cannot hold more chunks
+// than one block combines (ResNet-50's training statistics: 256 chunks, 8% of the copy's
+// bandwidth on an H200).
+constexpr int64_t kSplitMinColumnRows = 32;
+constexpr int64_t kSplitColumnBlocks = 2048;
+constexpr int64_t kSplitMaxColumns = 1024;
+constexpr int64_t kSplitMinColumnWork = int64_t{1} << 22;
 
 void split_long_reductions(Program& p);
 

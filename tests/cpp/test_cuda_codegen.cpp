@@ -1065,3 +1065,27 @@ TEST(cuda_cat_of_strided_slices_loads_only_the_taken_part) {
   CHECK(!has(code, "= ember_bf2f(b0["));  // no load of its own, before the select
   check_compiles(code);
 }
+
+TEST(cuda_batch_norm_statistics_of_a_channels_last_activation_run_as_rows_of_columns) {
+  // A training BatchNorm's mean and variance over 32 x 56 x 56 channels-last bf16 pixels
+  // of 64 channels: each reduction's partials over 1,792 chunks of 56 pixels, a block of
+  // 64 threads (a thread a channel) each (lower/split_long_reductions.h), then the
+  // column reduction of the partials, split across blocks (column_split.h).
+  ember::CudaCode code = cuda_of(R"(graph {
+  %0 = input(0) : bf16[32,64,56,56]{200704,1,3584,64}
+  %1 = aten._to_copy.default(%0, "f32", none, none, none, false, none) : f32[32,64,56,56]{200704,1,3584,64}
+  %2 = aten.var_mean.correction(%1, [0, 2, 3], 0, true) : (f32[1,64,1,1]{64,1,1,1}, f32[1,64,1,1]{64,1,1,1})
+  return (%2, %2.1)
+}
+)");
+  std::string summary;
+  for (const auto& k : code.kernels)
+    summary += k.name + " grid " + std::to_string(k.grid) + " block " + std::to_string(k.block) + " partial grid " +
+               std::to_string(k.partial_grid) + "\n";
+  CHECK_EQ(summary,
+           "ember_red_var_mean_0 grid 1792 block 64 partial grid 0\n"  // the mean's partials
+           "ember_red_var_mean_1 grid 1 block 1024 partial grid 28\n"  // the mean
+           "ember_red_var_mean_2 grid 1792 block 64 partial grid 0\n"  // the deviations' partials
+           "ember_red_var_mean_3 grid 1 block 1024 partial grid 28\n");
+  check_compiles(code);
+}

@@ -1,5 +1,7 @@
 #include "schedule/cuda/launch.h"
 
+#include "schedule/cuda/column_split.h"
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -155,6 +157,18 @@ CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bo
     // About sixteen inner iterations per thread (independent loads in flight, fewer
     // barriers per element), between two warps and 1024 threads.
     l.threads = static_cast<int>(std::clamp<int64_t>(pow2_at_least((work + 15) / 16), 64, 1024));
+    // A kernel of many rows (no column split) whose long stages are vector stages (a
+    // thread a column: split_long_reductions' [chunks, columns] partials) gets a thread a
+    // column, not idle threads: 1,024 threads for 64 columns held an SM's threads with 6%
+    // of them working.
+    int64_t columns = 0;
+    bool by_columns = !l.symbolic && l.rows >= kColumnSplitBlocks;
+    for (const auto& st : k.stages) {
+      if (st.vector_reduce) columns = std::max(columns, st.inner[0].hint());
+    }
+    for (const auto& st : k.stages)
+      by_columns &= st.vector_reduce || product(st.inner).hint() <= columns;
+    if (by_columns && columns > 0) l.threads = static_cast<int>(std::clamp<int64_t>(pow2_at_least(columns), 64, 1024));
     if (choice.row_threads_shift > 0) l.threads = std::min(1024, l.threads << choice.row_threads_shift);
     if (choice.row_threads_shift < 0) l.threads = std::max(64, l.threads >> -choice.row_threads_shift);
     info.block = l.threads;

@@ -129,3 +129,35 @@ TEST(split_long_reductions_leaves_arg_reductions_and_graphs_with_symbols) {
 )";
   CHECK_EQ(lowered(symbolic, kBoth), lowered(symbolic, {}));
 }
+
+TEST(split_long_reductions_cuts_channels_last_columns_into_rows_of_partials) {
+  // A training BatchNorm's mean over a channels-last activation: 64 contiguous channels,
+  // each reduced over 32 x 56 x 56 rows 64 elements apart. The batch and H dims are taken
+  // whole: partials [32, 56, 64] (1,792 chunk rows of 64 columns, 56 rows each, laid out
+  // chunks first), which the sum then reduces as a column reduction over 1,792 rows.
+  CHECK_EQ(lowered(R"(graph {
+  %0 = input(0) : f32[32,64,56,56]{200704,1,3584,64}
+  %1 = aten.sum.dim_IntList(%0, [0, 2, 3], true) : f32[1,64,1,1]{64,1,1,1}
+  return (%1)
+}
+)", kBoth),
+           "program(vars=10)\n"
+           "buf0 = input(0) : f32[32,64,56,56]{200704,1,3584,64}\n"
+           "buf2 : f32[32,56,1,64,1,1]{3584,64,64,1,1,1} for [v5, v6, _, v4, _, _] = sum f32 over [56] for [v7] of "
+           "buf0[((((v5 * 200704) + v4) + (v6 * 3584)) + (v7 * 64))]  from %1\n"
+           "buf1 : f32[1,64,1,1]{64,1,1,1} for [_, v1, _, _] = sum f32 over [32,56] for [v8, v9] of "
+           "buf2[(((v8 * 3584) + (v9 * 64)) + v1)]  from %1\n"
+           "return buf1\n");
+}
+
+TEST(split_long_reductions_leaves_short_columns_alone) {
+  // 4,096 rows of 768 columns (a linear layer's bias gradient): 3.1 million elements, under
+  // kSplitMinColumnWork; the CUDA column split takes it whole.
+  const char* graph = R"(graph {
+  %0 = input(0) : f32[4096,768]{768,1}
+  %1 = aten.sum.dim_IntList(%0, [0], false) : f32[768]{1}
+  return (%1)
+}
+)";
+  CHECK_EQ(lowered(graph, kBoth), lowered(graph, {"order_reduced_dims"}));
+}
