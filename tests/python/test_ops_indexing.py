@@ -112,3 +112,38 @@ def test_index_put_and_scatter():
     src = rand(7, 13)
     sidx = torch.randint(0, 7, (7, 13))
     check_compiled(lambda a, i, s: torch.scatter_add(a, 0, i, s), x, sidx, src)
+
+
+@pytest.mark.parametrize("where", ["dim0", "dim1", "broadcast"])
+def test_index_put_accumulate_runs_as_index_add(where):
+    """index_put(accumulate=True) with one integer index (repeated and negative entries,
+    values broadcast) is traced as ATen's index_add (frontend/decompositions.py), and
+    index_add stays itself: the same values as eager, bit for bit on the CPU."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from ember.frontend.decompositions import decomposition_table
+
+    aten = torch.ops.aten
+    if where == "dim0":
+        args = (rand(10, 3), torch.tensor([1, -1, 3, 1, 9, -10]), rand(6, 3))
+        fn = lambda x, i, v: aten.index_put(x, [i], v, True) * 2  # noqa: E731
+    elif where == "dim1":
+        args = (rand(4, 10, 3), torch.tensor([[1, 2], [2, -3]]), rand(4, 2, 2, 3))
+        fn = lambda x, i, v: aten.index_put(x, [None, i], v, True) + 1  # noqa: E731
+    else:
+        args = (rand(10, 5), torch.tensor([0, 0, 7]), rand(5))
+        fn = lambda x, i, v: aten.index_put(x, [i], v, True).relu()  # noqa: E731
+    traced = make_fx(fn, decomposition_table=decomposition_table())(*args)
+    ops = {str(n.target) for n in traced.graph.nodes if n.op == "call_function"}
+    assert "aten.index_add.default" in ops and not any("index_put" in op for op in ops), ops
+    check_compiled(fn, *args, rtol=0, atol=0)
+
+
+def test_index_put_without_accumulate_is_left_alone():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from ember.frontend.decompositions import decomposition_table
+
+    fn = lambda x, i, v: torch.ops.aten.index_put(x, [i], v, False)  # noqa: E731
+    traced = make_fx(fn, decomposition_table=decomposition_table())(rand(10, 3), torch.tensor([1, 4]), rand(2, 3))
+    assert "aten.index_put.default" in {str(n.target) for n in traced.graph.nodes}
