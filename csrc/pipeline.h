@@ -41,7 +41,7 @@ struct PipelineOptions {
   Target target = Target::CPU;
   bool fuse = true;                        // false: one kernel per computed buffer (debugging)
   bool emulate_precision_casts = false;    // round every f16/bf16 op result (LowerOptions)
-  bool channels_last_activations = false;  // CPU inference graphs; CUDA graphs always (LowerOptions)
+  bool channels_last_activations = false;  // CPU graphs from Python; CUDA graphs always (LowerOptions)
   bool pad_matmuls = false;                // 16-byte aligned cuBLAS operands (lower/pad_matmuls.h):
   PadMatmulOptions pad;                    // on for CUDA graphs, on the CPU for tests only
   // CPU graphs: a convolution's weight that is a graph input (a parameter) reaches the

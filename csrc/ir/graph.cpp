@@ -121,6 +121,10 @@ bool Graph::output_takes_any_strides(int position) const {
   return std::binary_search(any_strides_outputs.begin(), any_strides_outputs.end(), position);
 }
 
+bool Graph::output_has_own_layout(int position) const {
+  return std::binary_search(own_layout_outputs.begin(), own_layout_outputs.end(), position);
+}
+
 std::vector<int64_t> Graph::hints() const {
   std::vector<int64_t> h;
   for (const auto& s : symbols) h.push_back(s.hint);
@@ -210,11 +214,14 @@ std::string print_graph(const Graph& g) {
     print_arg(os, g.outputs[i]);
   }
   os << ")";
-  if (!g.any_strides_outputs.empty()) {
-    os << " any_strides(";
-    for (size_t i = 0; i < g.any_strides_outputs.size(); ++i) os << (i ? ", " : "") << g.any_strides_outputs[i];
+  auto print_positions = [&](const char* word, const std::vector<int>& positions) {
+    if (positions.empty()) return;
+    os << ' ' << word << '(';
+    for (size_t i = 0; i < positions.size(); ++i) os << (i ? ", " : "") << positions[i];
     os << ")";
-  }
+  };
+  print_positions("any_strides", g.any_strides_outputs);
+  print_positions("own_layout", g.own_layout_outputs);
   os << "\n}\n";
   return os.str();
 }
@@ -255,17 +262,20 @@ class Parser : TextReader {
       expect(')');
     }
     skip_ws();
-    if (try_word("any_strides")) {
+    auto positions = [&](const char* word, std::vector<int>& out) {
+      if (!try_word(word)) return;
       expect('(');
       do {
         int64_t k = integer();
-        if (k < 0 || k >= static_cast<int64_t>(g.outputs.size()) ||
-            (!g.any_strides_outputs.empty() && k <= g.any_strides_outputs.back()))
-          error("any_strides lists output positions in ascending order");
-        g.any_strides_outputs.push_back(static_cast<int>(k));
+        if (k < 0 || k >= static_cast<int64_t>(g.outputs.size()) || (!out.empty() && k <= out.back()))
+          error(std::string(word) + " lists output positions in ascending order");
+        out.push_back(static_cast<int>(k));
       } while (try_consume(','));
       expect(')');
-    }
+      skip_ws();
+    };
+    positions("any_strides", g.any_strides_outputs);
+    positions("own_layout", g.own_layout_outputs);
     expect('}');
     skip_ws();
     if (pos_ != s_.size()) error("trailing text");

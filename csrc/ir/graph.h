@@ -31,6 +31,10 @@
 //   takes them with any strides (a user's inference outputs; not a training graph's saved
 //   activations, whose backward was traced for the declared ones, nor an output another
 //   is regenerated from). Without the suffix every output keeps its declared strides.
+// - `return (%4, %7) own_layout(1)`: the outputs at these positions leave in the layout
+//   ember stores them in (dense, any order of dims: channels-last activations), and the
+//   caller learns it from the compiled graph's outputs (a training forward's saved
+//   activations: AOTAutograd traces the backward for the strides the forward reports).
 #pragma once
 #include <cstdint>
 #include <stdexcept>
@@ -131,6 +135,9 @@ struct Graph {
   // text), ascending: ember may return a view with other strides (lower/pad_matmuls.h).
   std::vector<int> any_strides_outputs;
   bool output_takes_any_strides(int position) const;
+  // Positions in `outputs` that leave in ember's layout (`own_layout(..)`), ascending.
+  std::vector<int> own_layout_outputs;
+  bool output_has_own_layout(int position) const;
   std::vector<int64_t> hints() const;  // the symbols' hints, in order
 
   const TensorType& type_of(ValueRef r) const { return nodes.at(r.node).outputs.at(r.index); }

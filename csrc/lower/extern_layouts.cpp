@@ -13,11 +13,27 @@ bool is_2d_convolution(const Node& n) {
   return out.is_tensor && out.sizes.size() == 4 && out.dtype != DType::F64;
 }
 
+// The backward of such a convolution: (grad_output, input, weight, bias_sizes, stride,
+// padding, dilation, transposed, output_padding, groups, output_mask) -> (grad_input,
+// grad_weight, grad_bias). Fed channels-last, ATen returns grad_input and grad_weight
+// channels-last (cuDNN and oneDNN pick the layout from the input and the weight); fed NCHW
+// while the forward ran channels-last, cuDNN transposes every operand on every call.
+bool is_2d_convolution_backward(const Node& n) {
+  if (n.op != "aten.convolution_backward.default" || n.args.size() < 11) return false;
+  if (n.args[7].kind != Arg::Kind::Bool || n.args[7].b) return false;  // transposed
+  if (n.outputs.size() != 3) return false;
+  for (int k = 0; k < 2; ++k) {  // grad_input or grad_weight, whichever the mask asks for
+    const TensorType& grad = n.outputs[k];
+    if (grad.is_tensor) return grad.sizes.size() == 4 && grad.dtype != DType::F64;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool has_2d_convolution(const Graph& g) {
   for (const auto& n : g.nodes)
-    if (is_2d_convolution(n)) return true;
+    if (is_2d_convolution(n) || is_2d_convolution_backward(n)) return true;
   return false;
 }
 
@@ -114,6 +130,7 @@ std::optional<std::vector<int64_t>> extern_input_layout(const Node& node, int ar
                                                         const TensorType& eager) {
   if (is_2d_convolution(node) && (arg_index == 0 || arg_index == 1) && sizes.size() == 4)
     return channels_last_strides(sizes);
+  if (is_2d_convolution_backward(node) && arg_index <= 2 && sizes.size() == 4) return channels_last_strides(sizes);
   // ember::sdpa_masked(q, k, v, mask, ...): SDPA picks its kernel at run time, from the mask's layout.
   if (node.op == "ember.sdpa_masked.default" && arg_index == 3) return sdpa_mask_strides(sizes, eager);
   return std::nullopt;
@@ -125,6 +142,8 @@ bool preparable_weight(const Node& node, int arg_index, const std::optional<Stri
 
 std::optional<std::vector<int64_t>> extern_output_layout(const Node& node, int k) {
   if (is_2d_convolution(node) && k == 0) return channels_last_strides(node.outputs[0].sizes);
+  if (is_2d_convolution_backward(node) && k <= 1 && node.outputs[k].is_tensor && node.outputs[k].sizes.size() == 4)
+    return channels_last_strides(node.outputs[k].sizes);
   return std::nullopt;
 }
 

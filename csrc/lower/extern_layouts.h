@@ -50,7 +50,7 @@ bool preparable_weight(const Node& node, int arg_index, const std::optional<Stri
 // Elements an attention mask's rows are aligned to (sdpa_mask_strides).
 constexpr int64_t kAttentionMaskAlignment = 16;
 
-// Whether the graph has a 2-D convolution that the layouts above apply to.
+// Whether the graph has a 2-D convolution, or the backward of one, that the layouts above apply to.
 bool has_2d_convolution(const Graph& g);
 
 // The strides ATen will produce for output `k` when the inputs have the layouts

@@ -40,6 +40,15 @@ LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts), 
   for (const auto& n : g.nodes)
     for (const auto& a : n.args) count(a, false);
   for (const auto& a : g.outputs) count(a, true);
+  if (g.symbols.empty()) {
+    std::set<std::pair<int, int>> declared;
+    for (size_t i = 0; i < g.outputs.size(); ++i) {
+      const Arg& a = g.outputs[i];
+      if (!a.is_tensor()) continue;
+      (g.output_has_own_layout(static_cast<int>(i)) ? own_layout_ : declared).insert({a.ref.node, a.ref.index});
+    }
+    for (const auto& r : declared) own_layout_.erase(r);
+  }
 }
 
 bool LowerCtx::is_opaque(ValueRef r) const { return graph_.nodes.at(r.node).outputs.at(r.index).opaque; }
@@ -397,7 +406,8 @@ void LowerCtx::after_node(const Node& n) {
     const TensorType& type = n.outputs.at(k);
     bool layout_known = type.is_tensor && type.dims() == t.sizes;
     if (is_output_[n.id]) {
-      t = realize(t, layout_known ? type.stride_dims() : Dims{});
+      bool own = own_layout_.count({n.id, static_cast<int>(k)}) && !t.preferred_strides.empty();
+      t = realize(t, own ? t.preferred_strides : layout_known ? type.stride_dims() : Dims{});
       continue;
     }
     if (uses_[n.id] > 1 && reads_[n.id][k] > kReadOnce) {
@@ -486,12 +496,42 @@ void LowerCtx::run(const Node& n) {
   after_node(n);
 }
 
+namespace {
+
+// Whether a view covers its whole buffer, every element once, in some order of its dims
+// (contiguous, channels-last, any permutation of them).
+bool dense_whole_view(const StridedView& v, const Buffer& b) {
+  if (!v.offset.is_static() || v.offset.hint() != 0 || b.sizes != v.sizes) return false;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims that address something
+  for (size_t d = 0; d < v.sizes.size(); ++d) {
+    if (!v.sizes[d].is_static() || !v.strides[d].is_static()) return false;
+    if (v.sizes[d].hint() > 1) dims.emplace_back(v.strides[d].hint(), v.sizes[d].hint());
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t step = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != step) return false;
+    step *= size;
+  }
+  return true;
+}
+
+}  // namespace
+
 void LowerCtx::finish() {
   node_ = nullptr;
-  for (const auto& a : graph_.outputs) {
+  for (size_t position = 0; position < graph_.outputs.size(); ++position) {
+    const Arg& a = graph_.outputs[position];
     ProgramOutput o;
     if (a.is_tensor() && value(a.ref).fn) {
       TensorIR s = stored(value(a.ref));
+      if (own_layout_.count({a.ref.node, a.ref.index}) && graph_.output_has_own_layout(static_cast<int>(position)) &&
+          prog_.buffers[s.view->buffer].kind != Buffer::Kind::Input && dense_whole_view(*s.view, prog_.buffers[s.view->buffer])) {
+        o.is_tensor = true;
+        o.view = *s.view;
+        prog_.outputs.push_back(o);
+        continue;
+      }
       // An output leaves with the strides the graph declares: AOTAutograd compiles the
       // backward for the declared layout of the activations the forward saves, and an
       // extern result may have another (a convolution fed channels-last returns

@@ -191,6 +191,9 @@ class LowerCtx {
   std::vector<std::vector<double>> reads_;
   std::set<std::pair<int, int>> used_outputs_;  // (node, output index)
   std::vector<bool> is_output_;
+  // Graph outputs (node, output index) that leave in the layout ember stores them in
+  // (Graph::own_layout_outputs), unless another output position also returns them.
+  std::set<std::pair<int, int>> own_layout_;
 };
 
 using LowerFn = std::function<std::vector<TensorIR>(LowerCtx&, const Node&)>;

@@ -68,11 +68,12 @@ def run_pipeline(imported, device: torch.device | None, cfg: Config, kind: str, 
         fuse=cfg.fuse,
         emulate_precision_casts=cfg.emulate_precision_casts,
         descriptive_names=cfg.descriptive_names,
-        # A CPU inference graph with convolutions keeps its activations channels-last, the
-        # layout the convolutions run in, as CUDA graphs do: no transposing copy around
-        # each convolution (the small CNN 0.471 -> 0.355 ms against Inductor's 0.35). A
-        # training graph does not: its backward kernels would mix layouts.
-        channels_last_activations=kind == "inference",
+        # A CPU graph with convolutions (or their backward) keeps its activations
+        # channels-last, the layout the convolutions run in, as CUDA graphs do: no
+        # transposing copy around each convolution (the small CNN 0.471 -> 0.355 ms against
+        # Inductor's 0.35). A training forward's saved activations leave in that layout and
+        # the backward is traced for it (own_layout_outputs).
+        channels_last_activations=True,
         disk_cache=cfg.disk_cache,
         cache_dir=cfg.cache_dir or "",
         debug_dir=debug_dir,
@@ -104,6 +105,48 @@ def any_strides_outputs(kind: str) -> list[int]:
     return [start + i for i, info in enumerate(infos) if info.output_type in plain and i not in bases]
 
 
+def own_layout_outputs(kind: str, gm: torch.fx.GraphModule) -> list[int]:
+    """The positions of a training forward's outputs that are activations saved for the
+    backward (Graph::own_layout_outputs): they leave in the layout ember stores them in
+    (channels-last around convolutions), and report_output_strides tells AOTAutograd, which
+    then traces the backward for those strides, as it does for Inductor's layouts. Empty
+    for other graphs, or where the metadata is not at hand."""
+    if kind != "forward":
+        return []
+    context = torch._guards.TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None) if context is not None else None
+    start = getattr(meta, "num_forward", None)
+    if start is None or getattr(context, "output_strides", None) is None:
+        return []
+    outs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    return list(range(start, len(outs) if isinstance(outs, (list, tuple)) else 1))
+
+
+def restride_placeholders(gm: torch.fx.GraphModule, example_inputs) -> None:
+    """A backward's saved activations come with the strides the forward reported
+    (report_output_strides): AOTAutograd restrides its example inputs, not the placeholders'
+    metadata, which import_graph reads; the metadata takes the example's strides."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, x in zip(placeholders, example_inputs):
+        val = node.meta.get("val")
+        if (isinstance(x, torch.Tensor) and isinstance(val, torch.Tensor) and x.shape == val.shape
+                and x.stride() != val.stride()):
+            node.meta["val"] = x
+
+
+def report_output_strides(cg, imported) -> None:
+    """Tells AOTAutograd (TracingContext.output_strides, read around a forward's compile)
+    the strides of the outputs that left in ember's layout (None for the others: they have
+    the strides AOTAutograd traced)."""
+    context = torch._guards.TracingContext.try_get()
+    strides = getattr(context, "output_strides", None) if context is not None else None
+    if strides is None or strides or not imported.own_layout or imported.num_symbols:
+        return  # (a graph with symbols keeps the declared strides: Graph::own_layout_outputs)
+    own = set(imported.own_layout)
+    for pos, out in enumerate(cg.outputs):
+        strides.append(tuple(out[3]) if pos in own and out is not None else None)
+
+
 class RunAsUserCode(Exception):
     """Raised by compile_graph(user_fallback=True) for a graph that must run eagerly: the
     backend then hands Dynamo its own graph, which runs the user's ops as eager does,
@@ -130,13 +173,17 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, cfg: Config, kind: s
     try:
         device = graph_device(example_inputs)  # None: a CPU graph
         if imported is None:
-            imported = import_graph(gm, "cpu" if device is None else str(device), any_strides_outputs(kind))
+            if kind == "backward":
+                restride_placeholders(gm, example_inputs)
+            imported = import_graph(gm, "cpu" if device is None else str(device), any_strides_outputs(kind),
+                                    own_layout_outputs(kind, gm))
         record.imported = imported
         record.input_names += list(imported.attr_inputs) if record.input_names else []
         t1 = time.perf_counter()
         attrs = [getattr(gm, name) for name in imported.attr_inputs]
         cg, runner = build_runner(imported, attrs, device, cfg, kind, _debug_dir(cfg, record.name),
                                   background=cfg.compile_in_background)
+        report_output_strides(cg, imported)
         runner.profile_name = f"ember {record.title()}"
         record.cg = cg
         record.background = not getattr(cg, "kernels_ready", True)

@@ -1,4 +1,5 @@
-// Layouts ember gives extern operands: attention masks as SDPA's fused kernels take them.
+// Layouts ember gives extern operands: attention masks as SDPA's fused kernels take them;
+// convolutions and their backward channels-last, with a training forward's saved activations.
 #include "check.h"
 #include "lower/extern_layouts.h"
 #include "pipeline_util.h"
@@ -168,4 +169,74 @@ TEST(lazy_attention_operand_in_a_layout_against_the_rules_is_stored_aligned) {
 )");
   const ExternCall& e = the_extern(p.program, "aten._scaled_dot_product_efficient_attention.default", p.graph);
   CHECK_EQ(print_dims(e.tensor_views.at(3).strides), "[9408,3136,64,1]");
+}
+
+namespace {
+
+// A training forward: conv -> relu, the relu's result both saved for the backward (position
+// 1) and, in the second graph, also returned to the user (position 2).
+const char* kForward = R"(graph {
+  %0 = input(0) : f32[2,8,6,6]{288,36,6,1}
+  %1 = input(1) : f32[8,8,3,3]{72,9,3,1}
+  %2 = aten.convolution.default(%0, %1, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1) : f32[2,8,6,6]{288,36,6,1}
+  %3 = aten.relu.default(%2) : f32[2,8,6,6]{288,36,6,1}
+  %4 = aten.sum.default(%3) : f32[]{}
+  return (%4, %3)OWN
+}
+)";
+
+std::string forward(const std::string& own) {
+  std::string text = kForward;
+  return text.replace(text.find("OWN"), 3, own);
+}
+
+}  // namespace
+
+TEST(saved_activation_leaves_in_embers_layout_where_the_graph_allows) {
+  // Declared strides: the relu's result is written NCHW. In ember's own layout it leaves
+  // channels-last, the layout its convolution produced, with no transposing kernel.
+  for (bool cuda : {false, true}) {
+    PipelineOptions opts = cuda ? PipelineOptions::cuda() : PipelineOptions::cpu();
+    opts.channels_last_activations = true;
+    Pipeline declared(forward(""), opts);
+    CHECK_EQ(print_dims(declared.program.outputs.at(1).view.strides), "[288,36,6,1]");
+    Pipeline own(forward(" own_layout(1)"), opts);
+    CHECK_EQ(print_dims(own.program.outputs.at(1).view.strides), "[288,1,48,8]");
+  }
+}
+
+TEST(output_returned_also_in_declared_strides_keeps_them) {
+  PipelineOptions opts = PipelineOptions::cpu();
+  opts.channels_last_activations = true;
+  std::string text = forward(" own_layout(1)");
+  text.replace(text.find("return (%4, %3)"), 15, "return (%4, %3, %3)");
+  Pipeline p(text, opts);
+  CHECK_EQ(print_dims(p.program.outputs.at(1).view.strides), "[288,36,6,1]");
+  CHECK_EQ(print_dims(p.program.outputs.at(2).view.strides), "[288,36,6,1]");
+}
+
+TEST(convolution_backward_takes_and_returns_channels_last) {
+  // A backward graph has no forward convolution: its convolution_backward still runs on
+  // channels-last operands (cuDNN transposed NCHW ones on every call) and returns
+  // channels-last gradients, and the graph's activations are stored channels-last.
+  Pipeline p(R"(graph {
+  %0 = input(0) : f32[2,8,6,6]{288,1,48,8}
+  %1 = input(1) : f32[2,8,6,6]{288,1,48,8}
+  %2 = input(2) : f32[8,8,3,3]{72,9,3,1}
+  %3 = aten.threshold_backward.default(%0, %1, 0.0) : f32[2,8,6,6]{288,36,6,1}
+  %4 = aten.convolution_backward.default(%3, %1, %2, [0], [1, 1], [1, 1], [1, 1], false, [0, 0], 1, [true, true, false]) : (f32[2,8,6,6]{288,36,6,1}, f32[8,8,3,3]{72,9,3,1}, none)
+  %5 = aten.mul.Tensor(%4.0, 2.0) : f32[2,8,6,6]{288,36,6,1}
+  %6 = aten.convolution_backward.default(%5, %1, %2, [0], [1, 1], [1, 1], [1, 1], false, [0, 0], 1, [false, true, false]) : (none, f32[8,8,3,3]{72,9,3,1}, none)
+  return (%4.1, %6.1)
+}
+)");
+  const ExternCall& e = the_extern(p.program, "aten.convolution_backward.default", p.graph);
+  for (int k = 0; k < 3; ++k) {
+    const StridedView& v = e.tensor_views.at(k);
+    CHECK_EQ(print_dims(v.strides), k < 2 ? "[288,1,48,8]" : "[72,1,24,8]");
+  }
+  CHECK_EQ(print_dims(p.program.buffers.at(e.output_buffers.at(0)).strides), "[288,1,48,8]");
+  CHECK_EQ(print_dims(p.program.buffers.at(e.output_buffers.at(1)).strides), "[72,1,24,8]");
+  // The gradients leave in the strides the graph declares (the parameters').
+  CHECK_EQ(print_dims(p.program.outputs.at(0).view.strides), "[72,9,3,1]");
 }

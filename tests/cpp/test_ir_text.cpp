@@ -168,3 +168,23 @@ TEST(graph_text_round_trips_the_outputs_that_take_any_strides) {
   }
   CHECK(error.find("any_strides lists output positions in ascending order") != std::string::npos);
 }
+
+TEST(graph_text_round_trips_the_outputs_in_embers_own_layout) {
+  const std::string text = R"(graph {
+  %0 = input(0) : f32[4,8]{8,1}
+  %1 = aten.exp.default(%0) : f32[4,8]{8,1}
+  %2 = aten.neg.default(%0) : f32[4,8]{8,1}
+  return (%1, %2, %1) any_strides(0) own_layout(1, 2)
+}
+)";
+  const Graph g = parse_graph(text);
+  CHECK(!g.output_has_own_layout(0) && g.output_has_own_layout(1) && g.output_has_own_layout(2));
+  CHECK_EQ(print_graph(g), text);
+  std::string error = "no error";
+  try {
+    parse_graph("graph {\n  %0 = input(0) : f32[4]{1}\n  return (%0, %0) own_layout(1, 0)\n}\n");
+  } catch (const std::invalid_argument& e) {
+    error = e.what();
+  }
+  CHECK(error.find("own_layout lists output positions in ascending order") != std::string::npos);
+}

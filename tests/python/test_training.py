@@ -463,6 +463,89 @@ def test_channels_last_conv_bn_training_step():
         assert max_rel_err(c.double(), b.double()) <= rtol, name
 
 
+def _conv_net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 1)).train()
+
+
+def _conv_step(model, x, compiled):
+    out = (compile_fresh(model, backend="ember") if compiled else model)(x)
+    out.square().mean().backward()
+    return out
+
+
+def _assert_conv_step_matches(model, twin, actual, expected):
+    rtol = 1e-4  # the same convolutions; only the fused kernels' summation order differs
+    assert max_rel_err(actual, expected) <= rtol
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        assert max_rel_err(q.grad, p.grad) <= rtol, name
+
+
+def test_saved_activations_of_an_nchw_conv_net_stay_channels_last():
+    """An NCHW model: the forward runs its convolutions channels-last, saves its activations
+    for the backward in that layout (reported to AOTAutograd, which traces the backward for
+    it), and the backward's convolution_backward calls take channels-last operands. Before,
+    the forward wrote each saved activation back to NCHW and cuDNN transposed every
+    operand of every convolution_backward."""
+    model, x = _conv_net(), torch.randn(2, 4, 9, 9)
+    twin = copy.deepcopy(model)
+    expected = _conv_step(model, x, compiled=False)
+    records = []
+    recording = Recording(records)
+    try:
+        actual = _conv_step(twin, x, compiled=True)
+    finally:
+        recording.stop()
+    _assert_conv_step_matches(model, twin, actual, expected)
+    forward = [r for r in records if r.name.startswith("forward")]
+    backward = [r for r in records if r.name.startswith("backward")]
+    assert len(forward) == 1 and len(backward) == 1
+    saved = [forward[0].cg.outputs[k] for k in forward[0].imported.own_layout]
+    four_d = [o for o in saved if o is not None and o[2] == [2, 8, 9, 9]]  # not x, not the weights
+    assert four_d, forward[0].cg.outputs
+    for _buffer, _dtype, sizes, strides, _offset in four_d:
+        assert tuple(strides) == torch.empty(sizes).to(memory_format=torch.channels_last).stride(), (sizes, strides)
+    convs = [e for e in backward[0].cg.externs if e["op"] == "aten.convolution_backward.default"]
+    assert convs
+    for e in convs:
+        for _nid, _idx, (_b, _dtype, sizes, strides, _offset) in e["tensor_args"]:
+            wanted = torch.empty(sizes).to(memory_format=torch.channels_last).stride()
+            assert all(a == b for a, b, n in zip(strides, wanted, sizes) if n > 1), e  # size-1 dims: any stride
+
+
+def test_eager_fallback_of_a_forward_returns_its_saved_activations_in_the_reported_layout(monkeypatch):
+    """A forward whose kernels cannot serve a call runs eagerly; the backward was compiled
+    for the channels-last saved activations the forward reported, so the eager run's are
+    copied into that layout, and the gradients still match."""
+    from ember import compiler
+    from ember.runtime.runner import EagerReplay
+
+    runners = []
+    build = compiler.build_runner
+
+    def capture(imported, *args, **kwargs):
+        cg, runner = build(imported, *args, **kwargs)
+        runners.append((imported, runner))
+        return cg, runner
+
+    monkeypatch.setattr(compiler, "build_runner", capture)
+    model, x = _conv_net(), torch.randn(2, 4, 9, 9)
+    twin = copy.deepcopy(model)
+    compiled = compile_fresh(twin, backend="ember")
+    compiled(x).square().mean().backward()  # compiles both graphs
+    forward = [runner for imported, runner in runners if imported.own_layout]
+    assert len(forward) == 1
+    forward[0]._eager = EagerReplay(forward[0].imported, forward[0].attr_tensors)
+    for p in twin.parameters():
+        p.grad = None
+    model.load_state_dict(twin.state_dict())  # the running stats after the first step
+    expected = _conv_step(model, x, compiled=False)
+    actual = compiled(x)
+    actual.square().mean().backward()
+    _assert_conv_step_matches(model, twin, actual, expected)
+
+
 def test_zero_size_tensors_forward_and_backward():
     def fn(x, y):
         return (x.exp() * 2).sum(0) + y.mean(), torch.cat([x, x]).relu()

@@ -39,7 +39,7 @@ import torch
 from ..frontend.fx_import import Call, ImportedGraph, Ref, SymValue
 
 MAGIC = b"\x7fEMBER\r\n"
-FORMAT = 2  # 1 was a pickled payload (aot_cache.GraphState before this module)
+FORMAT = 3  # 1 was a pickled payload (aot_cache.GraphState before this module); 3 added own_layout
 
 _PREFIX = struct.Struct("<8sIH")
 _U64 = struct.Struct("<Q")
@@ -321,7 +321,7 @@ def _lookup(table: dict, name):
 # ImportedGraph's fields, all of them: a field added there must be added here (a test checks).
 IMPORTED_FIELDS = ("text", "node_ops", "calls", "inputs", "num_placeholders", "num_symbols", "symbol_args",
                    "symbol_info", "attr_inputs", "scalar_inputs", "output_args", "output_views",
-                   "op_counts")
+                   "own_layout", "op_counts")
 
 
 def encode_state(tag: str, kind: str, device: str, imported: ImportedGraph, attrs: list[torch.Tensor]) -> bytes:
@@ -368,6 +368,7 @@ def _check_imported(g: ImportedGraph) -> None:
           and isinstance(g.num_placeholders, int) and isinstance(g.num_symbols, int)
           and isinstance(g.symbol_args, list) and isinstance(g.symbol_info, list) and isinstance(g.attr_inputs, list)
           and isinstance(g.scalar_inputs, list) and all(isinstance(s, SymValue) for s in g.scalar_inputs)
-          and isinstance(g.output_args, list) and isinstance(g.output_views, list) and isinstance(g.op_counts, dict))
+          and isinstance(g.output_args, list) and isinstance(g.output_views, list) and isinstance(g.op_counts, dict)
+          and isinstance(g.own_layout, list) and all(isinstance(k, int) for k in g.own_layout))
     if not ok:
         raise FormatError("a graph state whose imported graph has fields of the wrong type")

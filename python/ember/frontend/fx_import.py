@@ -106,6 +106,7 @@ class ImportedGraph:
         # output from the input with the returned tensor's sizes, strides and storage offset
         # when its views take symbols, so ember returns eager's view of the input itself.
         self.output_views: list = []
+        self.own_layout: list[int] = []  # output positions that leave in ember's layout (import_graph)
         self.op_counts: dict[str, int] = {}
 
 
@@ -418,11 +419,13 @@ def _output_views(outs, placeholders) -> list:
     return views
 
 
-def import_graph(gm: torch.fx.GraphModule, device: str = "cpu", any_strides=()) -> ImportedGraph:
+def import_graph(gm: torch.fx.GraphModule, device: str = "cpu", any_strides=(), own_layout=()) -> ImportedGraph:
     """The graph text of `gm` and what the runner needs with it. `any_strides`: the output
     positions whose caller takes them with any strides ("all": every output), written as
     the return's `any_strides(..)` (csrc/ir/graph.h): ember may return views with other
-    strides there (a padded matmul's slice: lower/pad_matmuls.h)."""
+    strides there (a padded matmul's slice: lower/pad_matmuls.h). `own_layout`: the output
+    positions that leave in the layout ember stores them in (`own_layout(..)`: a training
+    forward's saved activations, whose strides the caller reports to AOTAutograd)."""
     g = ImportedGraph()
     w = _Writer(g)
     lines = ["graph {"]
@@ -530,10 +533,17 @@ def import_graph(gm: torch.fx.GraphModule, device: str = "cpu", any_strides=()) 
                     parts.append("none")
             g.output_args = [w.portable(o) for o in outs]
             g.output_views = _output_views(outs, placeholders)
-            free = range(len(outs)) if any_strides == "all" else sorted(set(any_strides))
-            free = [k for k in free if 0 <= k < len(outs) and isinstance(outs[k], torch.fx.Node)]
-            lines.append("  return (" + ", ".join(parts) + ")" +
-                         (" any_strides(" + ", ".join(map(str, free)) + ")" if free else ""))
+            aliases = {view[0] for view in g.output_views}  # returned as eager's views of an input
+            own_layout = sorted({k for k in own_layout if 0 <= k < len(outs) and isinstance(outs[k], torch.fx.Node)
+                                 and k not in aliases})
+            g.own_layout = own_layout
+            def positions(word, which):
+                which = range(len(outs)) if which == "all" else sorted(set(which))
+                which = [k for k in which if 0 <= k < len(outs) and isinstance(outs[k], torch.fx.Node)]
+                return f" {word}(" + ", ".join(map(str, which)) + ")" if which else ""
+
+            lines.append("  return (" + ", ".join(parts) + ")" + positions("any_strides", any_strides) +
+                         positions("own_layout", own_layout))
         else:
             raise UnsupportedGraph(f"FX node kind {node.op} is not supported")
     lines.append("}")

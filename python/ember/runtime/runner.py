@@ -472,7 +472,7 @@ class GraphRunner:
         if self._finish_compile is not None:
             self._await_kernels()
         if self._eager is not None:
-            return self._eager(*args)
+            return self._in_own_layout(self._eager(*args))
         try:
             plan = self._plan or self._plan_for(args)
             free, launch, extra = self._call_context(plan)
@@ -494,7 +494,21 @@ class GraphRunner:
             stats.count_fallback("runtime")
             logs.logger("fallback").warning("a compiled graph runs eagerly from now on: %s", e)
             self._eager = EagerReplay(self.imported, self.attr_tensors)
-            return self._eager(*args)
+            return self._in_own_layout(self._eager(*args))
+
+    def _in_own_layout(self, outs):
+        """An eager run's outputs, those that leave in ember's layout (a forward's saved
+        activations, ImportedGraph.own_layout) copied into it: the backward was compiled
+        for the strides the forward reported, and reads them as such."""
+        if not self.imported.own_layout or self._symbol_args:
+            return outs
+        outs = list(outs)
+        for pos in self.imported.own_layout:
+            spec = self.cg.outputs[pos]
+            if spec is not None and isinstance(outs[pos], torch.Tensor) and outs[pos].stride() != tuple(spec[3]):
+                outs[pos] = torch.empty_strided(tuple(spec[2]), tuple(spec[3]), dtype=outs[pos].dtype,
+                                                device=outs[pos].device).copy_(outs[pos])
+        return outs
 
 
 def _symbol_reader(symbol_args):
