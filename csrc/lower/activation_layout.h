@@ -6,7 +6,7 @@
 namespace ember {
 
 // Strides for storing `t` (4-D, static sizes): channels-last, unless the value reads its
-// float inputs along its last dim rather than along dim 1 (weighted by the bytes of each
+// float inputs along its last dim of size > 1 rather than along dim 1 (weighted by the bytes of each
 // affine load), in which case eager's `strides`. A value that is a convolution output permuted to
 // [N, H, W, C] (ConvNeXt's LayerNorm over channels, Swin's windows) is already laid out
 // with its channels last; its "channels-last" strides would make dim 2 the unit-stride

@@ -240,3 +240,48 @@ TEST(convolution_backward_takes_and_returns_channels_last) {
   // The gradients leave in the strides the graph declares (the parameters').
   CHECK_EQ(print_dims(p.program.outputs.at(0).view.strides), "[72,9,3,1]");
 }
+
+namespace {
+
+// ConvNeXt's LayerNorm over channels: an NCHW value permuted to [N, H, W, C], its mean
+// over C ([N, H, W, 1]) and the normalized value, both kept for a backward (own_layout).
+// A convolution elsewhere makes the graph's activations channels-last.
+Compiled permuted_layer_norm(const std::string& input_strides) {
+  std::string text = R"(graph {
+  %0 = input(0) : f32[2,8,6,5]STRIDES
+  %1 = input(1) : f32[8,8,3,3]{72,9,3,1}
+  %2 = aten.convolution.default(%0, %1, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1) : f32[2,8,6,5]{240,30,5,1}
+  %3 = aten.permute.default(%0, [0, 2, 3, 1]) : f32[2,6,5,8]{240,5,1,30}
+  %4 = aten.mean.dim(%3, [-1], true) : f32[2,6,5,1]{30,5,1,1}
+  %5 = aten.sub.Tensor(%3, %4) : f32[2,6,5,8]{240,40,8,1}
+  return (%2, %4, %5) own_layout(1, 2)
+}
+)";
+  text.replace(text.find("STRIDES"), 7, input_strides);
+  return Pipeline(text, [] {
+    PipelineOptions o = PipelineOptions::cpu();
+    o.channels_last_activations = true;
+    return o;
+  }());
+}
+
+}  // namespace
+
+TEST(a_mean_over_channels_last_channels_is_stored_in_eager_strides) {
+  // [N, H, W, 1]: "channels-last" would make H the unit-stride dim, where the mean was
+  // computed and is read W-innermost.
+  Compiled c = permuted_layer_norm("{240,30,5,1}");
+  CHECK_EQ(print_dims(c.program.outputs.at(1).view.strides), "[30,5,1,1]");
+}
+
+TEST(a_value_reading_an_nchw_tensor_through_a_permute_is_stored_w_innermost) {
+  // [N, H, W, C] read from NCHW memory: neither its channels-last strides (H innermost) nor
+  // eager's (C innermost) walk the input along W; the stored value follows the input.
+  Compiled c = permuted_layer_norm("{240,30,5,1}");
+  const Dims& strides = c.program.outputs.at(2).view.strides;
+  CHECK_EQ(strides.at(2).hint(), 1);
+  CHECK_EQ(strides.at(1).hint(), 5);
+  // Read from channels-last memory the same value is contiguous [N, H, W, C].
+  Compiled cl = permuted_layer_norm("{240,1,40,8}");
+  CHECK_EQ(print_dims(cl.program.outputs.at(2).view.strides), "[240,40,8,1]");
+}
