@@ -45,6 +45,7 @@ LowerOptions lower_options(const PipelineOptions& opts) {
   LowerOptions lo;
   lo.emulate_precision_casts = opts.emulate_precision_casts;
   lo.channels_last_activations = opts.target == Target::CUDA || opts.channels_last_activations;
+  lo.channels_last_needs_many_convolutions = opts.target == Target::CUDA;
   // CUDA's tiled transposes read and write layout copies coalesced (codegen/cuda/transpose.h).
   lo.loads_lead_layout_copies = opts.target == Target::CPU;
   // Only the CPU runner prepares weights (python/ember/runtime/runner.py).

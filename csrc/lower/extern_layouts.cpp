@@ -37,6 +37,13 @@ bool has_2d_convolution(const Graph& g) {
   return false;
 }
 
+bool convolutions_lead_the_layout(const Graph& g) {
+  size_t convolutions = 0;
+  for (const auto& n : g.nodes)
+    if (is_2d_convolution(n) || is_2d_convolution_backward(n)) ++convolutions;
+  return convolutions > 0 && g.nodes.size() < kNodesPerConvolution * convolutions;
+}
+
 std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& sizes) {
   // (N, C, H, W) -> strides (H*W*C, 1, W*C, C)
   int64_t c = std::max<int64_t>(sizes[1], 1), h = std::max<int64_t>(sizes[2], 1), w = std::max<int64_t>(sizes[3], 1);

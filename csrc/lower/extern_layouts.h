@@ -53,6 +53,16 @@ constexpr int64_t kAttentionMaskAlignment = 16;
 // Whether the graph has a 2-D convolution, or the backward of one, that the layouts above apply to.
 bool has_2d_convolution(const Graph& g);
 
+// Whether the graph's activations are to be stored channels-last (LowerOptions::
+// channels_last_activations): it has 2-D convolutions, at least one per kNodesPerConvolution
+// nodes. A transformer with a convolution for its patch embedding (ViT, Swin) is not a
+// convnet: its 4-D values (Swin's [B, H, W, C] windows, attention scores) are read in
+// their own layouts, and its one convolution gets channels-last operands by itself
+// (extern_input_layout). TorchInductor's layout optimization skips such graphs by the same
+// count (decide_layout_opt: "only a few conv").
+constexpr size_t kNodesPerConvolution = 300;
+bool convolutions_lead_the_layout(const Graph& g);
+
 // The strides ATen will produce for output `k` when the inputs have the layouts
 // chosen above, or nullopt when they are eager's (node.outputs[k].strides).
 std::optional<std::vector<int64_t>> extern_output_layout(const Node& node, int k);

@@ -24,7 +24,8 @@ void require_static(const LowerCtx& ctx, const Node& n) {
 }
 
 LowerCtx::LowerCtx(const Graph& g, LowerOptions opts) : graph_(g), opts_(opts), reads_(count_reads(g)) {
-  channels_last_ = opts.channels_last_activations && g.symbols.empty() && has_2d_convolution(g);
+  channels_last_ = opts.channels_last_activations && g.symbols.empty() &&
+                   (opts.channels_last_needs_many_convolutions ? convolutions_lead_the_layout(g) : has_2d_convolution(g));
   copy_requested_ = copy_requested_strides(g);
   values_.resize(g.nodes.size());
   uses_.assign(g.nodes.size(), 0);

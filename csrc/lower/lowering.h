@@ -59,10 +59,14 @@ struct LowerOptions {
   // In a graph with 2-D convolutions (which run channels-last, extern_layouts.h), 4-D
   // values stored between ops take channels-last strides too, so that the BatchNorm,
   // ReLU and residual kernels between convolutions read and write one layout and no
-  // copy converts it (graph outputs keep their declared strides). The CUDA target and
-  // CPU inference graphs set it; on the CPU a training graph does not, since its backward
-  // kernels would mix layouts (docs/benchmarks.md).
+  // copy converts it (graph outputs keep their declared strides, except a forward's saved
+  // activations: Graph::own_layout_outputs). A backward's convolution_backward counts as a
+  // convolution. The CUDA target sets it, and Python for CPU graphs.
   bool channels_last_activations = false;
+  // ... and only where the convolutions lead the graph (convolutions_lead_the_layout: one
+  // per 300 nodes at least), as TorchInductor's layout optimization decides on the GPU;
+  // on the CPU, as Inductor's does with oneDNN, any 2-D convolution will do. The CUDA target.
+  bool channels_last_needs_many_convolutions = false;
   // Round every op's f16/bf16 result, as eager does (Inductor's emulate_precision_casts).
   // Off: a fused chain of ops computes in f32 and rounds only what it stores, as Inductor
   // does by default; explicit conversions (.to(bf16)) round either way.

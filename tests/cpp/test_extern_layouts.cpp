@@ -5,6 +5,7 @@
 #include "pipeline_util.h"
 
 using namespace ember;
+using ember_test::CudaPipeline;
 using ember_test::Pipeline;
 
 namespace {
@@ -284,4 +285,32 @@ TEST(a_value_reading_an_nchw_tensor_through_a_permute_is_stored_w_innermost) {
   // Read from channels-last memory the same value is contiguous [N, H, W, C].
   Compiled cl = permuted_layer_norm("{240,1,40,8}");
   CHECK_EQ(print_dims(cl.program.outputs.at(2).view.strides), "[240,40,8,1]");
+}
+
+TEST(a_cuda_graph_with_few_convolutions_keeps_eager_layouts_for_its_activations) {
+  // A transformer with a convolution for its patch embedding is not a convnet: on CUDA its
+  // 4-D values keep eager's layouts once it has 300 nodes or more per convolution (as
+  // TorchInductor's layout optimization decides). Its convolution still takes channels-last
+  // operands.
+  auto graph = [](int extra_nodes) {
+    std::string text = R"(graph {
+  %0 = input(0) : f32[2,8,6,5]{240,30,5,1}
+  %1 = input(1) : f32[8,8,3,3]{72,9,3,1}
+  %2 = input(2) : f32[4]{1}
+  %3 = aten.convolution.default(%0, %1, none, [1, 1], [1, 1], [1, 1], false, [0, 0], 1) : f32[2,8,6,5]{240,30,5,1}
+  %4 = aten.relu.default(%3) : f32[2,8,6,5]{240,30,5,1}
+)";
+    int last = 2;
+    for (int k = 0; k < extra_nodes; ++k) {
+      text += "  %" + std::to_string(5 + k) + " = aten.neg.default(%" + std::to_string(last) + ") : f32[4]{1}\n";
+      last = 5 + k;
+    }
+    return text + "  return (%4, %" + std::to_string(last) + ") own_layout(0)\n}\n";
+  };
+  CudaPipeline convnet(graph(10));
+  CHECK_EQ(print_dims(convnet.program.outputs.at(0).view.strides), "[240,1,40,8]");
+  CudaPipeline transformer(graph(300));
+  CHECK_EQ(print_dims(transformer.program.outputs.at(0).view.strides), "[240,30,5,1]");
+  const ExternCall& conv = the_extern(transformer.program, "aten.convolution.default", transformer.graph);
+  CHECK_EQ(print_dims(conv.tensor_views.at(0).strides), "[240,1,40,8]");
 }
