@@ -12,6 +12,9 @@ Cases (fp32, the sizes of the CPU suite's small models):
                transpose(1, 2), contiguous, view
     rope       llama's rotary embedding, x * cos + cat(-x2, x1) * sin over [1, 32, 128, 128]: a cat
                along the innermost dim
+    embed_ln   BART-small's embeddings: tokens (1000 x 128) * scale + learned positions (1026 x 128,
+               offset 2), LayerNorm(128), ids [2, 64]
+    add_ln     a post-LayerNorm block's residual add + LayerNorm(128) over [2, 64, 128]
 
 Each round times --calls calls of every backend in a rotating order with the thread's CPU
 clock (time.thread_time; one thread only, so time given to other processes is not counted);
@@ -67,8 +70,31 @@ def cases():
                 return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
         return M(), (torch.randn(1, 32, 128, 128), torch.randn(128, 128), torch.randn(128, 128))
 
+    def embed_ln():
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tokens = torch.nn.Embedding(1000, 128, padding_idx=1)
+                self.positions = torch.nn.Embedding(1024 + 2, 128)
+                self.norm = torch.nn.LayerNorm(128)
+
+            def forward(self, ids):
+                pos = torch.arange(ids.shape[1]).expand(ids.shape[0], -1) + 2
+                return self.norm(self.tokens(ids) * 1.0 + self.positions(pos))
+        return M(), (torch.randint(0, 1000, (2, 64)),)
+
+    def add_ln():
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = torch.nn.LayerNorm(128)
+
+            def forward(self, x, y):
+                return self.norm(x + y)
+        return M(), (torch.randn(2, 64, 128), torch.randn(2, 64, 128))
+
     return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "bn_relu": bn_relu, "shuffle": shuffle,
-            "rope": rope}
+            "rope": rope, "embed_ln": embed_ln, "add_ln": add_ln}
 
 
 def main():
@@ -90,7 +116,7 @@ def main():
         model, inputs = cases()[name]()
         model.eval()
         with torch.no_grad():
-            ref = model.double()(*[x.double() for x in inputs])
+            ref = model.double()(*[x.double() if x.is_floating_point() else x for x in inputs])
             model.float()
             fns = {}
             for b in args.backends.split(","):

@@ -120,13 +120,17 @@ def test_profile_names_ember_cpu_kernels():
     assert p["aten_calls"].get("aten::addmm") == 1.0
     ember_rows = [t for t in p["top"] if t["kind"] == "ember"]
     assert ember_rows and "gelu" in ember_rows[0]["ops"]
-    # The runner's own range around each kernel step is not counted beside the named one
-    # inside it (that counted ember's kernel time twice).
     assert all(t["name"].startswith("ember[") for t in ember_rows), ember_rows
     assert p["by_kind"]["ember"]["kernels_per_step"] == sum(len(cg_step) for cg_step in _kernel_steps(records))
-    # The wrapper is gone afterwards.
+    # One range per kernel step call, the runner's own (renamed): a second range around or
+    # inside it is charged to ember's kernels alone (a torch.profiler.record_function one
+    # read ~13 us for nothing on the CPU suite's VM, issue 24).
+    ember_events = [e for e in prof.events() if profiling.kernel_kind(e.name) == "ember"]
+    assert len(ember_events) == 2 * len(_kernel_steps(records)), [e.name for e in ember_events]
+    assert not any(profiling.kernel_kind(c.name) == "ember" for e in ember_events for c in e.cpu_children)
+    # The patch is gone afterwards.
     from ember.runtime.runner import GraphRunner
-    assert GraphRunner._call_context.__name__ == "_call_context"
+    assert GraphRunner._step_names.__name__ == "_step_names"
 
 
 def _kernel_steps(records):
