@@ -89,6 +89,25 @@ TEST(vectorizes_layer_norm) {
 )");
 }
 
+// The row prefetch of an embedding's gathered rows (codegen/c/row_prefetch.cpp) sits in the
+// row loop, outside the simd loops, which still vectorize.
+TEST(vectorizes_embedding_layer_norm_with_row_prefetch) {
+  check_all_simd_loops_vectorize(R"(graph {
+  %0 = input(0) : i64[2,64]{64,1}
+  %1 = input(1) : f32[1000,128]{128,1}
+  %2 = input(2) : f32[128]{1}
+  %3 = aten.embedding.default(%1, %0, 1, false, false) : f32[2,64,128]{8192,128,1}
+  %4 = aten.var_mean.correction(%3, [2], 0, true) : (f32[2,64,1]{64,1,1}, f32[2,64,1]{64,1,1})
+  %5 = aten.add.Tensor(%4, 1e-05, 1) : f32[2,64,1]{64,1,1}
+  %6 = aten.rsqrt.default(%5) : f32[2,64,1]{64,1,1}
+  %7 = aten.sub.Tensor(%3, %4.1, 1) : f32[2,64,128]{8192,128,1}
+  %8 = aten.mul.Tensor(%7, %6) : f32[2,64,128]{8192,128,1}
+  %9 = aten.mul.Tensor(%8, %2) : f32[2,64,128]{8192,128,1}
+  return (%9)
+}
+)");
+}
+
 TEST(vectorizes_softmax_and_gelu) {
   check_all_simd_loops_vectorize(R"(graph {
   %0 = input(0) : f32[64,128]{128,1}

@@ -26,6 +26,21 @@ def test_embedding_padding_idx_and_fused_use():
                    ids, weight, pos)
 
 
+@pytest.mark.parametrize("ids_layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("idx_dtype", [torch.int64, torch.int32], ids=str)
+def test_embedding_layer_norm_rows_prefetched_ahead(idx_dtype, ids_layout):
+    """Rows of 128 floats gathered through ids: the kernel prefetches the rows 4 rows ahead
+    (codegen/c/row_prefetch.cpp), computing the ids' index of a row ahead from the row
+    number. 21 rows (not a multiple of 4), ids read through strides when transposed."""
+    weight = rand(300, 128)
+    ids = torch.randint(0, 300, (3, 7) if ids_layout == "contiguous" else (7, 3), dtype=idx_dtype)
+    ids[0, :2] = torch.tensor([299, 0])
+    if ids_layout == "transposed":
+        ids = ids.t()
+    pos = rand(7, 128)
+    check_compiled(lambda i, w, p: F.layer_norm(F.embedding(i, w) + p, (128,)), ids, weight, pos)
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_index_select(dim):
     x = rand(5, 7, 13)

@@ -87,14 +87,9 @@ std::string KernelPrinter::print(KernelInfo& info) {
   std::vector<std::pair<int, std::string>> outer_vars;
   for (size_t d = 0; d < k_.outer.size(); ++d) outer_vars.push_back({outer_var(static_cast<int>(d)), "o" + std::to_string(d)});
   em_->open_scope(outer_vars);
-  Dim stride = 1;
-  std::vector<std::string> coords(k_.outer.size());
-  for (size_t d = k_.outer.size(); d-- > 0;) {
-    std::string q = stride == 1 ? "x" : "(x / " + dim_text(stride) + ")";
-    coords[d] = d == 0 ? q : q + " % " + dim_text(k_.outer[d]);
-    stride *= k_.outer[d];
-  }
+  const std::vector<std::string> coords = row_coordinates("x");
   for (size_t d = 0; d < k_.outer.size(); ++d) em_->line("const int64_t o" + std::to_string(d) + " = " + coords[d] + ";");
+  print_row_prefetch();
   // Loads of buffers this kernel writes are valid only after the stage that
   // writes them, so they may be hoisted to the row scope but no further.
   for (const auto& stage : k_.stages)
@@ -111,6 +106,17 @@ std::string KernelPrinter::print(KernelInfo& info) {
   for (const auto& l : row) os << "    " << l << "\n";
   os << "  }\n}\n";
   return os.str();
+}
+
+std::vector<std::string> KernelPrinter::row_coordinates(const std::string& flat) {
+  Dim stride = 1;
+  std::vector<std::string> coords(k_.outer.size());
+  for (size_t d = k_.outer.size(); d-- > 0;) {
+    std::string q = stride == 1 ? flat : "(" + flat + " / " + dim_text(stride) + ")";
+    coords[d] = d == 0 ? q : q + " % " + dim_text(k_.outer[d]);
+    stride *= k_.outer[d];
+  }
+  return coords;
 }
 
 bool KernelPrinter::loads_step_wide(const Stage& st, int var) const {

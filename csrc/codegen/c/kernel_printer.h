@@ -4,7 +4,8 @@
 // generate_c), row_stage.cpp (a stage's loop nest, blocked float sums, split stages'
 // chunks), vector_stage.cpp (vector stages: SIMD lanes of a kept dim), row_invariants.cpp
 // (per-call arrays of values that do not change from row to row), branch_runs.cpp (loops
-// split where a cat's or select's linear condition changes).
+// split where a cat's or select's linear condition changes), row_prefetch.cpp (gathered
+// rows fetched a few rows ahead).
 #pragma once
 #include <map>
 #include <memory>
@@ -83,6 +84,8 @@ class KernelPrinter {
   std::string dim_text(const Dim& d);
   // Whether a loop may run longer than n iterations (a symbolic size may).
   static bool may_exceed(const Dim& d, int64_t n) { return !d.is_static() || d.hint() > n; }
+  // The outer coordinates of the row whose flat index is the C value `flat`, as C text.
+  std::vector<std::string> row_coordinates(const std::string& flat);
   // The current element's flat index in the stage's inner dims (an arg-reduction's).
   std::string flat_index(const Stage& stage);
 
@@ -100,6 +103,8 @@ class KernelPrinter {
                       std::vector<int>& symbolic) const;
   void precompute_row_invariants(KernelInfo& info);
   void precompute_row_buffers();  // row_buffers.cpp
+  // In the row scope: gathered rows of the row kRowsAhead ahead prefetched (row_prefetch.cpp).
+  void print_row_prefetch();
 
   const Program& p_;
   const Schedule& s_;
