@@ -497,28 +497,6 @@ void LowerCtx::run(const Node& n) {
   after_node(n);
 }
 
-namespace {
-
-// Whether a view covers its whole buffer, every element once, in some order of its dims
-// (contiguous, channels-last, any permutation of them).
-bool dense_whole_view(const StridedView& v, const Buffer& b) {
-  if (!v.offset.is_static() || v.offset.hint() != 0 || b.sizes != v.sizes) return false;
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims that address something
-  for (size_t d = 0; d < v.sizes.size(); ++d) {
-    if (!v.sizes[d].is_static() || !v.strides[d].is_static()) return false;
-    if (v.sizes[d].hint() > 1) dims.emplace_back(v.strides[d].hint(), v.sizes[d].hint());
-  }
-  std::sort(dims.begin(), dims.end());
-  int64_t step = 1;
-  for (const auto& [stride, size] : dims) {
-    if (stride != step) return false;
-    step *= size;
-  }
-  return true;
-}
-
-}  // namespace
-
 void LowerCtx::finish() {
   node_ = nullptr;
   for (size_t position = 0; position < graph_.outputs.size(); ++position) {
@@ -527,7 +505,7 @@ void LowerCtx::finish() {
     if (a.is_tensor() && value(a.ref).fn) {
       TensorIR s = stored(value(a.ref));
       if (own_layout_.count({a.ref.node, a.ref.index}) && graph_.output_has_own_layout(static_cast<int>(position)) &&
-          prog_.buffers[s.view->buffer].kind != Buffer::Kind::Input && dense_whole_view(*s.view, prog_.buffers[s.view->buffer])) {
+          prog_.buffers[s.view->buffer].kind != Buffer::Kind::Input && prog_.is_dense_whole_buffer(*s.view)) {
         o.is_tensor = true;
         o.view = *s.view;
         prog_.outputs.push_back(o);

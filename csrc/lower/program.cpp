@@ -1,5 +1,7 @@
 #include "lower/program.h"
 
+#include <algorithm>
+
 namespace ember {
 
 const char* reduce_op_name(ReduceOp op) {
@@ -27,6 +29,22 @@ int Program::add_buffer(Buffer b) {
 bool Program::is_whole_input(const StridedView& v) const {
   const Buffer& b = buffers.at(v.buffer);
   return b.kind == Buffer::Kind::Input && !b.opaque && v.offset == Dim(0) && v.sizes == b.sizes && v.strides == b.strides;
+}
+
+bool Program::is_dense_whole_buffer(const StridedView& v) const {
+  if (!v.offset.is_static() || v.offset.hint() != 0 || buffers.at(v.buffer).sizes != v.sizes) return false;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims that address something
+  for (size_t d = 0; d < v.sizes.size(); ++d) {
+    if (!v.sizes[d].is_static() || !v.strides[d].is_static()) return false;
+    if (v.sizes[d].hint() > 1) dims.emplace_back(v.strides[d].hint(), v.sizes[d].hint());
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t step = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != step) return false;
+    step *= size;
+  }
+  return true;
 }
 
 Expr strided_index(const std::vector<Expr>& idx, const Dims& strides, const Dim& offset) {

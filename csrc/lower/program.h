@@ -124,6 +124,9 @@ struct Program {
   int add_buffer(Buffer b);
   // Whether `v` is a graph input's buffer as the caller passes it (no view of it).
   bool is_whole_input(const StridedView& v) const;
+  // Whether `v` covers its whole buffer, every element once, in some order of its dims
+  // (contiguous, channels-last, any permutation of them), with static sizes.
+  bool is_dense_whole_buffer(const StridedView& v) const;
 };
 
 
