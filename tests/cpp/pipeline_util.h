@@ -27,6 +27,13 @@ struct CudaPipeline : ember::Compiled {
       : ember::Compiled(verified_pipeline(text, opts)) {}
 };
 
+// How many times `what` occurs in `text` (overlapping occurrences count).
+inline int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 // Named passes on IR text (run_passes.h), the IR checked before and after each: what a
 // pass test runs.
 inline std::string after(const std::string& text, const std::vector<std::string>& passes,

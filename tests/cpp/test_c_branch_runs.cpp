@@ -7,6 +7,8 @@
 #include "check.h"
 #include "pipeline_util.h"
 
+using ember_test::count;
+
 namespace {
 
 // Three operands of odd widths concatenated along the innermost dim, then relu'd.
@@ -45,11 +47,6 @@ const char* kSelect = R"(graph {
 }
 )";
 
-int count(const std::string& s, const std::string& what) {
-  int n = 0;
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
-}
 
 // The kernels' text, without the prelude (which defines the helpers it counts).
 std::string kernels_of(const char* graph) {

@@ -7,13 +7,10 @@
 
 using ember_test::Pipeline;
 
+using ember_test::count;
+
 namespace {
 
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
 
 // BART's embeddings: tokens gathered by id, learned positions at (row + 2), LayerNorm.
 const char* kEmbeddingLayerNorm = R"(graph {

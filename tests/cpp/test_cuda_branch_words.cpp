@@ -11,6 +11,8 @@
 #include "jit/nvrtc.h"
 #include "pipeline_util.h"
 
+using ember_test::count;
+
 namespace {
 
 // Three channels-last operands of 256, 256 and 64 channels, relu'd and concatenated.
@@ -38,11 +40,6 @@ const char* kSelect = R"(graph {
 
 ember::CudaCode cuda_of(const char* text) { return ember_test::CudaPipeline(text).cuda_code; }
 
-int count(const std::string& s, const std::string& what) {
-  int n = 0;
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
-}
 
 void check_compiles(const ember::CudaCode& code) {
   std::vector<std::string> dirs;  // as test_cuda_codegen.cpp: $EMBER_NVRTC_DIR, else the loader's path

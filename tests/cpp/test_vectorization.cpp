@@ -16,13 +16,10 @@
 
 using ember_test::Pipeline;
 
+using ember_test::count;
+
 namespace {
 
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
 
 // Source lines of `source` GCC reports a vectorized loop at; empty if it could not run.
 std::vector<int> vectorized_lines(const std::string& source) {
