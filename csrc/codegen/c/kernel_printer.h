@@ -22,6 +22,11 @@
 
 namespace ember {
 
+// The values a stage computes for every element (appended to `out`, each once): a Where's
+// arms are left out, since an arm's loads may be out of bounds where it is not taken
+// (they print clamped, or only in the taken arm). Defined in row_buffers.cpp.
+void unconditional_values(const Expr& e, std::vector<Expr>& out, std::unordered_set<const ExprNode*>& seen);
+
 // A split stage's dim in chunks: `count` chunks of `span` iterations (whole units:
 // the blocks of a blocked sum), the last one shorter. Fixed by the sizes alone, so a
 // result does not depend on how many threads run the chunks. A symbolic dim keeps the

@@ -18,9 +18,8 @@ bool plain_row(const Stage& s) {
          s.inner[0].hint() <= kMaxRow;
 }
 
-// The values a stage computes for every element: a Where's arms are left out, since an
-// arm's loads may be out of bounds where it is not taken (they print clamped, or only in
-// the taken arm), and the stage stores the value for every element.
+}  // namespace
+
 void unconditional_values(const Expr& e, std::vector<Expr>& out, std::unordered_set<const ExprNode*>& seen) {
   if (!seen.insert(e.get()).second) return;
   out.push_back(e);
@@ -30,8 +29,6 @@ void unconditional_values(const Expr& e, std::vector<Expr>& out, std::unordered_
   }
   for (const auto& a : e->args) unconditional_values(a, out, seen);
 }
-
-}  // namespace
 
 // Values that a stage computes per element and a later stage of the same row computes
 // again: softmax's exp(x - max), summed by one stage and scaled by the next. The first

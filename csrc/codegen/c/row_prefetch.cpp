@@ -25,18 +25,6 @@ constexpr size_t kMaxGathers = 4;
 // Var ids of the coordinates of the row ahead: outer vars of no kernel.
 constexpr int kAheadVarBase = kOuterVarBase + (1 << 21);
 
-// Loads the stage performs for every element: a Where's arms are left out, since an arm's
-// index may be out of bounds where it is not taken.
-void unconditional_loads(const Expr& e, std::vector<Expr>& out, std::unordered_set<const ExprNode*>& seen) {
-  if (!seen.insert(e.get()).second) return;
-  if (e->op == ExprOp::Load) out.push_back(e);
-  if (e->op == ExprOp::Where) {
-    unconditional_loads(e->args[0], out, seen);
-    return;
-  }
-  for (const auto& a : e->args) unconditional_loads(a, out, seen);
-}
-
 }  // namespace
 
 // A row loop that reads a row of a table through an index read per row (an embedding's
@@ -62,10 +50,11 @@ void KernelPrinter::print_row_prefetch() {
   std::vector<Gather> gathers;
   for (const auto& stage : k_.stages) {
     if (stage.vector_reduce || stage.inner.size() != 1 || !stage.inner[0].is_static()) continue;
-    std::vector<Expr> loads;
+    std::vector<Expr> values;  // the loads among them: those the stage performs for every element
     std::unordered_set<const ExprNode*> seen;
-    for (const auto& item : stage.items) unconditional_loads(item.value, loads, seen);
-    for (const auto& l : loads) {
+    for (const auto& item : stage.items) unconditional_values(item.value, values, seen);
+    for (const auto& l : values) {
+      if (l->op != ExprOp::Load) continue;
       const Expr& index = l->args[0];
       std::vector<int> index_reads = loaded_buffers(index);
       if (index_reads.empty() || coefficient(index, inner_var(0)) != std::optional<int64_t>(1)) continue;
