@@ -69,6 +69,55 @@ def test_repeated_calls_are_traced_once():
     assert traced[6] == traced[1], traced
 
 
+def _op_sequence(gm):
+    return [(n.op, str(n.target), tuple(n.meta["val"].shape) if isinstance(n.meta.get("val"), torch.Tensor) else None)
+            for n in gm.graph.nodes if n.op != "placeholder"]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_one_tracing_session_gives_the_graph_of_a_make_fx_per_call(dynamic, monkeypatch):
+    # trace_session.Session runs every call's trace inside one make_fx; its graph must be
+    # the one a make_fx per call gives (the same ops, constants, sizes and size inputs).
+    from ember.frontend import trace_session
+
+    model = nn.Sequential(block(16), nn.ReLU(inplace=True), block(16)).eval()
+
+    def fn(t):
+        n, s, w = t.size()
+        y = model(t).reshape(n * s, w)
+        return y.softmax(-1)[: n * s // 2] * torch.tensor(0.5), t.new_zeros(n, 2) + s
+
+    x = torch.randn(3, 5, 16)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append((gm, list(example_inputs)))
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(fn, backend=backend, dynamic=dynamic)(x)
+    gm, inputs = graphs[0]
+    from torch._guards import TracingContext, tracing
+
+    fake_mode = next(v.fake_mode for v in (n.meta.get("example_value") for n in gm.graph.nodes)
+                     if isinstance(v, torch.Tensor))
+    traced = {}
+    for kind in ("session", "per call"):
+        if kind == "per call":
+            monkeypatch.setattr(trace_session, "open_session", trace_session.PerCall)
+        else:
+            assert isinstance(trace_session.open_session(fake_mode, {}), trace_session.Session)
+        with tracing(TracingContext(fake_mode)), torch.no_grad():
+            traced[kind] = aten_trace.trace(gm, inputs, decomposition_table())
+    assert _op_sequence(traced["session"].gm) == _op_sequence(traced["per call"].gm)
+    assert traced["session"].templates_traced == traced["per call"].templates_traced
+    if not dynamic:
+        with torch.no_grad():
+            for a, e in zip(traced["session"].gm(*inputs), fn(x)):
+                torch.testing.assert_close(a, e)
+
+
 def test_a_template_depends_on_its_constants_and_metadata():
     def fn(x, y):
         return x * 2 + 1, x * 3 + 1, y * 2 + 1, x.t() * 2 + 1

@@ -7,8 +7,9 @@ mutates no tensor and returns no view of an input needs none of what that buys (
 autograd.Function, input mutations written back, aliased outputs regenerated), so
 ember traces it itself.
 
-Each call of the Dynamo graph is traced to ATen on its own (make_fx, ember's
-decomposition table, fake inputs with the call's metadata) once per distinct call in
+Each call of the Dynamo graph is traced to ATen on its own (ember's decomposition
+table, fake inputs with the call's metadata; all calls in one make_fx session,
+trace_session.py) once per distinct call in
 the graph -- the same function, constants, and input shapes, strides and dtypes -- and
 the ATen template is copied for every repeat: a transformer's layers repeat every call
 of its first one, so a deep model costs about what one layer does. Each copied node records
@@ -265,6 +266,15 @@ class _Tracer:
         self.mutations: list[tuple[torch.fx.Node, torch.fx.Node]] = []
 
     def run(self) -> Traced:
+        from .trace_session import open_session
+
+        self.session = open_session(self.fake_mode, self.decompositions)
+        self.session.run(self._walk)
+        self._check_mutations()
+        gm = torch.fx.GraphModule(self.attrs, self.graph)
+        return Traced(gm, self.traced)
+
+    def _walk(self):
         placeholders = 0
         for node in self.src.graph.nodes:
             if node.op == "placeholder":
@@ -291,9 +301,6 @@ class _Tracer:
                 self._output(node)
             else:
                 raise NotTraced(f"an FX {node.op} node")
-        self._check_mutations()
-        gm = torch.fx.GraphModule(self.attrs, self.graph)
-        return Traced(gm, self.traced)
 
     def _fake(self, t):
         """A fake tensor with t's metadata, on memory of its own."""
@@ -402,11 +409,9 @@ class _Tracer:
         return tuple(parts)
 
     def _trace_call(self, node, flat, spec, distinct):
-        """make_fx of one call, over fake inputs with the metadata of its distinct tensor
-        arguments: (graph module, output spec, output leaves: index of a traced output
-        or a constant)."""
-        from torch.fx.experimental.proxy_tensor import make_fx
-
+        """One call traced to ATen (trace_session.py) over fake inputs with the metadata of
+        its distinct tensor arguments: (graph holder, output spec, output leaves: index of a
+        traced output or a constant)."""
         self.traced += 1
         position = {n: i for i, n in enumerate(distinct)}
         target, is_method = node.target, node.op == "call_method"
@@ -425,14 +430,10 @@ class _Tracer:
 
         fakes = [self._fake(n.meta["val"]) if isinstance(n.meta["val"], torch.Tensor) else n.meta["val"]
                  for n in distinct]
-        # Composite ops decompose through the Python dispatcher, as under AOTAutograd (which
-        # turns it on whenever Dynamo's ShapeEnv is there): the same ATen ops as its graphs
-        # (eval dropout a clone, not an alias), and sizes that stay symbolic, which a C++
-        # composite kernel would read as ints, specializing them.
         try:
-            with self.fake_mode, torch._dispatch.python.enable_python_dispatcher():
-                tgm = make_fx(call, decomposition_table=self.decompositions, tracing_mode="real",
-                              pre_dispatch=False)(*fakes)
+            tgm = self.session.trace(call, fakes)
+        except NotTraced:
+            raise
         except Exception as e:  # AOTAutograd may still trace it, or report the error itself
             raise NotTraced(f"tracing {_name(node)} failed ({type(e).__name__}: {e})") from e
         for n in tgm.graph.nodes:
