@@ -10,6 +10,7 @@ import textwrap
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import ember
 from ember.frontend import aten_trace
@@ -400,3 +401,42 @@ def test_baddbmm_in_bf16_stays_one_bf16_blas_call():
     assert torch.ops.aten.baddbmm.default in ops, ops
     assert torch.ops.aten.bmm.default not in ops, ops
     check_compiled(scores, bias, q, k)
+
+
+def test_the_explicit_core_aten_table_traces_what_the_full_one_does(monkeypatch):
+    # decompositions._core_aten_table leaves out core_aten_decompositions()' entries for
+    # CompositeImplicitAutograd ops (0.25 s a cold process to collect); the dispatcher
+    # decomposes those ops while make_fx traces anyway, so the ATen graph is the same.
+    import torch._decomp
+
+    from ember.frontend import decompositions
+
+    class Mixed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+            self.block, self.drop = block(8), nn.Dropout(0.1)
+
+        def forward(self, img):
+            y = F.interpolate(self.bn(self.conv(img)).relu(), scale_factor=2.0, mode="bilinear")
+            t = self.drop(y.flatten(2).transpose(1, 2))
+            q = self.block(t).unflatten(-1, (2, 4)).transpose(1, 2)
+            a = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+            return torch.einsum("bhsd,bhtd->bhst", a, q).softmax(-1).log_softmax(-1)
+
+    model = Mixed().eval()
+    gm, inputs = capture(model, torch.randn(2, 3, 6, 6))
+    fake_mode = next(v.fake_mode for v in (n.meta.get("example_value") for n in gm.graph.nodes)
+                     if isinstance(v, torch.Tensor))
+    graphs, sizes = [], []
+    for full in (False, True):
+        decompositions.decomposition_table.cache_clear()
+        if full:
+            monkeypatch.setattr(decompositions, "_core_aten_table", torch._decomp.core_aten_decompositions)
+        table = decompositions.decomposition_table()
+        sizes.append(len(table))
+        with torch._guards.tracing(torch._guards.TracingContext(fake_mode)), torch.no_grad():
+            graphs.append(_op_sequence(aten_trace.trace(gm, inputs, table).gm))
+    decompositions.decomposition_table.cache_clear()
+    assert graphs[0] == graphs[1]
+    assert sizes[0] < sizes[1] or not hasattr(torch._decomp, "_core_aten_decompositions_post_autograd"), sizes

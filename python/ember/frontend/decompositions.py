@@ -72,9 +72,9 @@ _KEEP_WHOLE = [
 def decomposition_table():
     """The table both front ends trace with: PyTorch's core ATen set, the ops above, less the
     ones kept whole, with ember's own rules (below)."""
-    from torch._decomp import core_aten_decompositions, get_decompositions
+    from torch._decomp import get_decompositions
 
-    table = dict(core_aten_decompositions())
+    table = dict(_core_aten_table())
     extra = [getattr(aten, name) for name in _EXTRA_DECOMPOSITIONS if hasattr(aten, name)]
     table.update(get_decompositions(extra))
     for name in _KEEP_WHOLE:
@@ -83,6 +83,19 @@ def decomposition_table():
             table.pop(getattr(packet, overload), None)
     table.update(ember_decompositions())
     return table
+
+
+def _core_aten_table():
+    """PyTorch's core ATen decompositions. core_aten_decompositions() (torch >= 2.6) adds an
+    entry for each of ~500 CompositeImplicitAutograd ops, found by walking the dispatcher
+    (0.25 s of every cold process on a 2-core VM), whose rule is to run the op's implicit
+    kernel: what the dispatcher does with such an op anyway while make_fx traces (the
+    tracer's decompositions see no CompositeImplicitAutograd op). The explicit part alone
+    gives the same graphs."""
+    import torch._decomp as decomp
+
+    explicit = getattr(decomp, "_core_aten_decompositions_post_autograd", None)
+    return explicit() if explicit is not None else decomp.core_aten_decompositions()
 
 
 class LazyDecompositionTable(collections.abc.Mapping):
