@@ -72,4 +72,18 @@ std::vector<std::string> elementwise_body(CudaPrinter& pr) {
   return out;
 }
 
+std::string scatter_zeroing_kernel(CudaPrinter& pr) {
+  const CudaKernelInfo& info = pr.ks.info;
+  std::string head = pr.signature(pr.k.name + "_partial", info.partial_block, info.args);
+  std::vector<std::string> body;
+  for (const auto& item : pr.k.stages.at(0).items) {
+    const int b = pr.p.computed[item.computed].buffer;
+    const std::string n = std::to_string(pr.p.buffers[b].extent().hint()) + "LL";  // static (lowering)
+    body.push_back("for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < " + n +
+                   "; e += (int64_t)gridDim.x * blockDim.x)");
+    body.push_back("  " + pr.em->buffer_name(b) + "[e] = 0.0f;");
+  }
+  return pr.function(head, body);
+}
+
 }  // namespace ember
