@@ -69,10 +69,11 @@ std::string var_text(int v) {
 
 // A scatter-add kernel (KernelItem::scatter_add, alone in its kernel: fuse.cpp) adds into
 // a buffer that its first launch, <name>_partial, zeroes: kScatterZeroThreads threads a
-// block, kScatterZeroPerThread elements a thread, at most kMaxScatterZeroGrid blocks
-// (grid-stride). Its adds run in the Elementwise shape (choose_launch).
+// block, kScatterZeroPerThread elements a thread (four 16-byte stores), at most
+// kMaxScatterZeroGrid blocks (grid-stride). Its adds run in the Elementwise shape
+// (choose_launch).
 constexpr int64_t kScatterZeroThreads = 256;
-constexpr int64_t kScatterZeroPerThread = 4;
+constexpr int64_t kScatterZeroPerThread = 16;
 constexpr int64_t kMaxScatterZeroGrid = 4096;
 
 void plan_scatter_zeroing(const Program& p, const Kernel& k, CudaKernelInfo& info) {
