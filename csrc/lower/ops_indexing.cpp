@@ -110,7 +110,7 @@ std::vector<TensorIR> lower_scatter_add(LowerCtx& ctx, const Node& n, const Tens
   if (dt == DType::F32 && is_zeros(ctx, self)) return one(sum);
   const TensorIR s = self;
   return one(ctx.lazy(dt, self.sizes, [s, sum, dt](const std::vector<Expr>& idx) {
-    return cast(add(cast(s.fn(idx), DType::F32), sum.fn(idx)), dt);
+    return cast(binary(ExprOp::Add, cast(s.fn(idx), DType::F32), sum.fn(idx), DType::F32), dt);
   }, {&self}));
 }
 
@@ -240,6 +240,58 @@ void register_indexing_ops(LoweringTable& t) {
       src[dim] = checked_index(index.fn(idx), size, false);
       return self.fn(src);
     }, {&self, &index}));
+  };
+  // index_put(self, indices, values, accumulate=True): out[.., i0[b], i1[b], ..] += values[.., b, ..]
+  // over the indexed shape (self[indices]'s). One integer index arrives as index_add
+  // (frontend/decompositions.py); several (x[i, j] += v) arrive here. Negative indices wrap.
+  t["aten.index_put.default"] = [](LowerCtx& ctx, const Node& n) {
+    if (n.args.size() < 4 || !n.args[3].is_number() || n.args[3].as_int() == 0)
+      throw Unsupported("index_put without accumulation");
+    const TensorIR& self = ctx.tensor(n.args[0]);
+    const auto& list = n.args[1].list;
+    std::vector<int> dims;
+    std::vector<TensorIR> indices;
+    Dims bshape;
+    for (size_t d = 0; d < list.size(); ++d) {
+      if (list[d].is_none()) continue;
+      const TensorIR& ix = ctx.tensor(list[d]);
+      if (ix.dtype == DType::Bool || ix.dtype == DType::U8) throw Unsupported("index_put with a boolean mask");
+      dims.push_back(static_cast<int>(d));
+      indices.push_back(ix);
+      bshape = broadcast_shapes(bshape, ix.sizes);
+    }
+    if (dims.empty()) throw Unsupported("index_put without index tensors");
+    for (size_t k = 1; k < dims.size(); ++k)
+      if (dims[k] != dims[k - 1] + 1) throw Unsupported("index_put with non-adjacent indices");
+    if (!n.args[2].is_tensor()) throw Unsupported("index_put of a number");
+    const TensorIR& values = ctx.tensor(n.args[2]);
+    const int first = dims.front(), last = dims.back();
+    Dims shape(self.sizes.begin(), self.sizes.begin() + first);
+    shape.insert(shape.end(), bshape.begin(), bshape.end());
+    shape.insert(shape.end(), self.sizes.begin() + last + 1, self.sizes.end());
+    if (values.rank() > static_cast<int>(shape.size())) throw Unsupported("index_put: values of a higher rank");
+    for (int d = 0; d < values.rank(); ++d)
+      if (!(values.sizes[d] == 1) && !compatible(values.sizes[d], shape[shape.size() - values.rank() + d]))
+        throw Unsupported("index_put: values that do not broadcast to the indexed shape");
+    const size_t nb = bshape.size();
+    const Dims sizes = self.sizes;
+    auto value = [values](const std::vector<Expr>& idx) {
+      return cast(values.fn(broadcast_index(idx, values.sizes)), DType::F32);
+    };
+    auto at = [indices, dims, first, last, nb, sizes](const std::vector<Expr>& idx) {
+      std::vector<Expr> to(idx.begin(), idx.begin() + first);
+      std::vector<Expr> b(idx.begin() + first, idx.begin() + first + nb);
+      for (size_t k = 0; k < dims.size(); ++k) {
+        Expr ix = cast(indices[k].fn(broadcast_index(b, indices[k].sizes)), DType::I64);
+        to.push_back(where(cmp(ExprOp::Lt, ix, int_const(0)), add(ix, sizes[dims[k]].expr()), ix));
+      }
+      to.insert(to.end(), idx.begin() + first + nb, idx.end());
+      return to;
+    };
+    std::vector<int> origins = values.view ? std::vector<int>{} : values.origins;
+    for (const auto& ix : indices)
+      if (!ix.view) origins.insert(origins.end(), ix.origins.begin(), ix.origins.end());
+    return lower_scatter_add(ctx, n, self, shape, value, at, origins);
   };
   t["aten.scatter.value"] = [](LowerCtx& ctx, const Node& n) { return lower_scatter(ctx, n, false); };
   t["aten.scatter.src"] = [](LowerCtx& ctx, const Node& n) { return lower_scatter(ctx, n, true); };

@@ -57,6 +57,18 @@ const char* kScatterAdd = R"(graph {
 }
 )";
 
+// x[i, j] += v: index_put with two indices and accumulation (one index arrives as index_add).
+const char* kIndexPutTwoIndices = R"(graph {
+  %0 = input(0) : f32[20,30,8]{240,8,1}
+  %1 = input(1) : i64[100]{1}
+  %2 = input(2) : i64[100]{1}
+  %3 = input(3) : f32[100,8]{8,1}
+  %4 = aten.index_put.default(%0, [%1, %2], %3, true) : f32[20,30,8]{240,8,1}
+  %5 = aten.index_put.default(%0, [%1, %2], %3, false) : f32[20,30,8]{240,8,1}
+  return (%4, %5)
+}
+)";
+
 const char* kIndexAddI64 = R"(graph {
   %0 = input(0) : i64[30,16]{16,1}
   %1 = input(1) : i64[100]{1}
@@ -131,6 +143,7 @@ TEST(scatter_add_cuda_kernels_zero_then_add) {
   CHECK_EQ(count(c.cuda_code.source, "ember_scatter_add(&"), 2 * 2);  // a unrolled tile and its tail, each
   CHECK_EQ(count(c.cuda_code.source, "_partial("), 2);
   CHECK_EQ(count(c.cuda_code.source, "reinterpret_cast<float4*>(b"), 2);  // 3,200 floats as 800 words
+  CHECK_EQ(count(c.cuda_code.source, "[e] = 0.0f;"), 2);  // ... or one by one, unaligned
   CHECK(c.cuda_code.source.find("atomicAdd(p, v)") != std::string::npos);
   check_compiles(c.cuda_code);
 }
@@ -159,6 +172,7 @@ TEST(scatter_add_bf16_sums_in_f32_and_adds_self_after) {
   const std::string program = ember::print_program(c.program);
   CHECK_EQ(count(program, "scatter_add over [100,16]"), 1);
   CHECK_EQ(count(program, "* 0.5"), 1);
+  CHECK_EQ(count(program, ":i64"), 0);  // self + the sum in f32
   CHECK(program.find(": f32[30,16]{16,1} for [") != std::string::npos);  // the sum's buffer
   check_compiles(c.cuda_code);
 }
@@ -172,6 +186,23 @@ TEST(scatter_add_lowers_scatter_add_along_dim_1) {
   CHECK_EQ(count(program, "scatter_add over [63,8]"), 1);
   CHECK_EQ(count(program, "at ((v0 * 31) + min(max(buf1[((v0 * 8) + v1)], 0), 30))"), 1);
   CHECK_EQ(count(c.cuda_code.source, "[e] = 0.0f;"), 1);
+  check_compiles(c.cuda_code);
+}
+
+// index_put(accumulate=True) over the indexed shape [100, 8]: negative indices wrap, then
+// the range test; self (not zero) is added by the kernel that stores the result. Without
+// accumulation (the last write wins) ATen runs it.
+TEST(scatter_add_lowers_index_put_with_two_indices) {
+  ember_test::CudaPipeline c(kIndexPutTwoIndices);
+  CHECK_EQ(externs_named(c.program, "aten.index_put.default"), 1);
+  CHECK_EQ(scatter_kernels(c.schedule), 1);
+  const std::string program = ember::print_program(c.program);
+  CHECK_EQ(count(program, "scatter_add over [100,8]"), 1);
+  CHECK_EQ(count(program, "where(lt(buf1[v0], 0), (buf1[v0] + 20), buf1[v0])"), 3);  // range test and offset
+  CHECK_EQ(count(program, "where(lt(buf2[v0], 0), (buf2[v0] + 30), buf2[v0])"), 3);
+  // self + the sum, in f32 (not index arithmetic's i64)
+  CHECK_EQ(count(program, "= (buf0[(((v2 * 240) + (v3 * 8)) + v4)] + buf4[(((v2 * 240) + (v3 * 8)) + v4)])  from %4"), 1);
+  CHECK_EQ(count(program, ":i64"), 0);
   check_compiles(c.cuda_code);
 }
 

@@ -430,6 +430,11 @@ def _index_put_accumulate(x, idx, v):
     return torch.index_put(x, (idx,), v, accumulate=True) + 1
 
 
+def _index_put_two_indices(x, i, j, v):
+    """x[i, j] += v (index_put with two indices, accumulating): a scatter-add over [400, 8]."""
+    return torch.index_put(x, (i, j), v, accumulate=True)
+
+
 def _scatter_args(device, dtype=torch.float32):
     g = torch.Generator().manual_seed(0)
     return (_rand(30, 16, device=device, dtype=dtype), torch.randint(0, 30, (400,), generator=g).to(device),
@@ -613,6 +618,10 @@ CASES = {
     "index_add_self_f16": lambda d: (_index_add_self, _scatter_args(d, torch.float16)),
     "scatter_add_dim1_f32": lambda d: (_scatter_add, (_rand(64, 32, device=d), torch.randint(0, 32, (64, 8), device=d),
                                                       _rand(64, 8, device=d))),
+    "index_put_two_indices_bf16": lambda d: (_index_put_two_indices, (_rand(20, 30, 8, device=d, dtype=torch.bfloat16),
+                                                                       torch.randint(-20, 20, (400,), device=d),
+                                                                       torch.randint(-30, 30, (400,), device=d),
+                                                                       _rand(400, 8, device=d, dtype=torch.bfloat16))),
     "index_put_accumulate_f32": lambda d: (_index_put_accumulate, (_rand(30, 16, device=d),
                                                                     torch.randint(-30, 30, (400,), device=d),
                                                                     _rand(400, 16, device=d))),
@@ -709,7 +718,7 @@ EXACT = ("cat_channels_bf16", "cat_straddling_bf16", "transpose_gather_bf16", "t
 TOLERANCE = {**{name: (0.0, 0.0) for name in EXACT}, "index_add_buckets_f32": (1e-5, 1e-5),
              "index_add_self_f32": (1e-5, 1e-5), "scatter_add_dim1_f32": (1e-5, 1e-5),
              "index_put_accumulate_f32": (1e-5, 1e-5), "index_add_self_bf16": (1.6e-2, 1e-2),
-             "index_add_self_f16": (1e-3, 1e-3), "column_stats": (1e-5, 1e-4), "ln_gelu_block_bf16": (1.6e-2, 1e-2),
+             "index_add_self_f16": (1e-3, 1e-3), "index_put_two_indices_bf16": (1.6e-2, 1e-2), "column_stats": (1e-5, 1e-4), "ln_gelu_block_bf16": (1.6e-2, 1e-2),
              "tiny_gpt2_bf16": (1.6e-2, 2e-2), "gpt2_2layer_bf16": (1.6e-2, 5e-2), "small_cnn": (1e-3, 1e-4),
              "transpose_fused_bf16": (8e-3, 1e-5), "transpose_inner_f32": (0.0, 0.0),
              "transpose_rope_keys_bf16": (1.6e-2, 2e-2)}

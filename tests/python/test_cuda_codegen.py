@@ -445,3 +445,15 @@ def test_deterministic_algorithms_keep_aten_index_add(tmp_path, monkeypatch):
     (cg,) = compile_all(fn, args)
     adds, aten = _scatter_adds(cg)
     assert len(adds) == 1 and not aten, (adds, aten)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CASES if n.startswith(("index_add", "scatter_add", "index_put"))))
+def test_scatter_add_cases_add_with_atomics(name, tmp_path, monkeypatch):
+    """index_add, scatter_add and index_put(accumulate=True) (one index: traced as index_add;
+    several: as it is) in f32, bf16 and f16: ember's scatter-add, no ATen call."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    fn, args = CASES[name]("cpu")
+    (cg,) = compile_all(fn, args)
+    adds, aten = _scatter_adds(cg)
+    assert len(adds) == 1 and not aten, (adds, aten, [e["op"] for e in cg.externs])
+    assert not [e for e in cg.externs if e["op"] == "aten.index_put.default"], cg.externs
