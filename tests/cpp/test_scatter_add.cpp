@@ -69,6 +69,20 @@ const char* kIndexPutTwoIndices = R"(graph {
 }
 )";
 
+// A graph with a symbol elsewhere (a dynamic batch): its static index_add is still a
+// scatter-add, not a reason to run the whole graph eagerly.
+const char* kIndexAddBesideSymbols = R"(graph(s0=8) {
+  %0 = sym_input(0, s0) : none
+  %1 = input(1) : f32[s0,16]{16,1}
+  %2 = input(2) : i64[100]{1}
+  %3 = input(3) : f32[100,16]{16,1}
+  %4 = aten.full.default([30, 16], 0.0, "f32", none, "cuda", false) : f32[30,16]{16,1}
+  %5 = aten.index_add.default(%4, 0, %2, %3, 1) : f32[30,16]{16,1}
+  %6 = aten.exp.default(%1) : f32[s0,16]{16,1}
+  return (%5, %6)
+}
+)";
+
 const char* kIndexAddI64 = R"(graph {
   %0 = input(0) : i64[30,16]{16,1}
   %1 = input(1) : i64[100]{1}
@@ -203,6 +217,19 @@ TEST(scatter_add_lowers_index_put_with_two_indices) {
   // self + the sum, in f32 (not index arithmetic's i64)
   CHECK_EQ(count(program, "= (buf0[(((v2 * 240) + (v3 * 8)) + v4)] + buf4[(((v2 * 240) + (v3 * 8)) + v4)])  from %4"), 1);
   CHECK_EQ(count(program, ":i64"), 0);
+  check_compiles(c.cuda_code);
+}
+
+TEST(scatter_add_in_a_graph_with_symbols) {
+  ember_test::CudaPipeline c(kIndexAddBesideSymbols);
+  CHECK_EQ(externs_named(c.program, "aten.index_add.default"), 0);
+  CHECK_EQ(scatter_kernels(c.schedule), 1);
+  for (const CudaKernelInfo& k : c.cuda_code.kernels) {
+    const bool adds = c.cuda_code.source.find(k.name + "_partial(") != std::string::npos;
+    CHECK_EQ(k.partial_grid, adds ? 1u : 0u);
+    CHECK(k.grid_per_block > 0);  // grids counted per call
+  }
+  CHECK_EQ(count(c.cuda_code.source, "const ember_syms sym)"), 3);  // exp, the adds, their zeroing
   check_compiles(c.cuda_code);
 }
 
