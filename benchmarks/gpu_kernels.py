@@ -101,7 +101,7 @@ def node_ops(cg) -> dict:
 
 def launch_order(cg):
     """(kernel, launch name, function launched) in launch order: a column split launches
-    <name>_partial first; a kernel that shares another's code launches that one's function
+    <name>_partial first, and so does a scatter-add (its buffer's zeroing); a kernel that shares another's code launches that one's function
     (the name the profiler sees)."""
     kernels = cg.kernels
     out = []
@@ -178,7 +178,7 @@ def profile_workload(name, iters, copy_gbs, top):
         nbytes = kernel_bytes(r.cg, k)
         gbs = nbytes / (us * 1e-6) / 1e9 if us > 0 else 0.0
         rows.append({
-            "graph": graph_index[rid], "kernel": kname, "shape": k["shape"] if kname == k["name"] else "col_partial",
+            "graph": graph_index[rid], "kernel": kname, "shape": k["shape"] if kname == k["name"] else ("zeroing" if k["shape"] == "elementwise" else "col_partial"),
             "grid": res.get("launch_grid", k["grid"]) if kname == k["name"] else k["partial_grid"],
             "block": k["block"] if kname == k["name"] else k["partial_block"],
             "origins": list(dict.fromkeys(ops.get(o, str(o)) for o in k["origins"]))[:8], "calls_per_iter": len(times) // iters, "us": round(us, 2),

@@ -54,6 +54,8 @@ LowerOptions lower_options(const PipelineOptions& opts) {
   // inside the convolution.
   lo.convolution_bias_in_kernels = opts.target == Target::CUDA;
   lo.aten_cuda = opts.target == Target::CUDA;
+  // The zeroing launch before a scatter-add is the CUDA runner's (schedule_cuda).
+  lo.atomic_scatter_add = opts.target == Target::CUDA && !opts.deterministic;
   return lo;
 }
 

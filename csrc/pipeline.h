@@ -48,6 +48,9 @@ struct PipelineOptions {
   // convolution as it is, for the CPU runner to prepare once (LowerOptions; python/ember/
   // runtime/prepared.py); false: a channels-last copy of it on every call. CUDA graphs: never.
   bool prepared_weights = true;
+  // torch.are_deterministic_algorithms_enabled() at the compile: no atomic scatter-adds on
+  // CUDA (LowerOptions::atomic_scatter_add), ATen's deterministic index_add instead.
+  bool deterministic = false;
   bool descriptive_names = true;           // ember_red_var_mean_rsqrt_add_sub_plus1_3, not
                                            // ember_k3 (schedule/name_kernels.h)
   bool dump = false;                       // keep the IR after each pass (Compiled::passes)

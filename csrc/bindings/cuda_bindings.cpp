@@ -104,7 +104,7 @@ void define_cuda(nb::module_& m) {
       [](const std::string& text, const std::string& arch, int device, bool fuse, bool disk_cache,
          const std::string& cache_dir, const std::string& debug_dir, const std::vector<std::string>& nvrtc_dirs,
          bool pad_matmuls, bool emulate_precision_casts, int kernels_per_part, bool build, bool verify,
-         bool descriptive_names) {
+         bool descriptive_names, bool deterministic) {
         ember::CudaCompileOptions o;
         o.build = build;
         o.pipeline.verify = verify;
@@ -115,6 +115,7 @@ void define_cuda(nb::module_& m) {
         o.pipeline.pad_matmuls = pad_matmuls;
         o.pipeline.emulate_precision_casts = emulate_precision_casts;
         o.pipeline.descriptive_names = descriptive_names;
+        o.pipeline.deterministic = deterministic;
         o.disk_cache = disk_cache;
         o.cache_dir = cache_dir;
         o.debug_dir = debug_dir;
@@ -126,10 +127,11 @@ void define_cuda(nb::module_& m) {
       nb::arg("disk_cache") = true, nb::arg("cache_dir") = "", nb::arg("debug_dir") = "",
       nb::arg("nvrtc_dirs") = std::vector<std::string>{}, nb::arg("pad_matmuls") = true,
       nb::arg("emulate_precision_casts") = false, nb::arg("kernels_per_part") = 1, nb::arg("build") = true,
-      nb::arg("verify") = ember::kVerifyPasses, nb::arg("descriptive_names") = true,
+      nb::arg("verify") = ember::kVerifyPasses, nb::arg("descriptive_names") = true, nb::arg("deterministic") = false,
       "Compile graph text to a cubin for `arch`; load it on CUDA device `device` unless it is -1; "
       "build=False stops after the CUDA source (no NVRTC); descriptive_names=False names kernels "
-      "ember_k<N> (schedule/name_kernels.h).");
+      "ember_k<N> (schedule/name_kernels.h); deterministic=True (torch's deterministic algorithms) "
+      "leaves index_add and scatter_add to ATen, not atomic adds.");
   m.def(
       "nvrtc_info",
       [](const std::vector<std::string>& dirs) {

@@ -26,6 +26,11 @@ bool print_stage_items(CEmitter& em, const StageItems& items) {
       em.bind_local(c.buffer, step, em.depth());
       continue;
     }
+    if (item.scatter_add) {  // into f32 (verify_program); the CUDA prelude's atomic add
+      em.line("ember_scatter_add(&" + em.buffer_name(c.buffer) + "[" + em.emit(item.store_index) + "], " + v + ");");
+      stored = true;
+      continue;
+    }
     if (c.is_reduction) {
       accumulate(em, c, items.accs[i], v, c.is_arg_reduction() ? items.arg_index() : "");
       continue;

@@ -2,7 +2,8 @@
 //   a scan        its running value updated, rounded to the stored dtype, stored (when in
 //                 memory), and bound as the element's local;
 //   a reduction   accumulated (codegen/accumulator.h);
-//   a pointwise   stored (when in memory) and bound as the local later items read.
+//   a pointwise   stored (when in memory) and bound as the local later items read;
+//   a scatter-add added atomically at its offset (CUDA only: ember_scatter_add).
 #pragma once
 #include <functional>
 #include <string>

@@ -98,6 +98,11 @@ struct LowerOptions {
   // reciprocal, and trunc division of f16/bf16 by a 0-d tensor rounds the quotient;
   // pow(x, +-0.5) is sqrt/rsqrt in every dtype.
   bool aten_cuda = false;
+  // index_add and scatter_add as ember's scatter-add (ComputedBuffer::add_at: atomic adds
+  // of f32, f16 and bf16 values into an f32 buffer, added to `self` by its readers; the
+  // CUDA target, unless torch.are_deterministic_algorithms_enabled(): atomics add in no
+  // fixed order, and ATen's deterministic path sorts). Off: ATen runs them.
+  bool atomic_scatter_add = false;
 };
 
 class LowerCtx {
@@ -155,6 +160,13 @@ class LowerCtx {
   // Inclusive scan of `in` along `dim` (Sum: cumsum, Prod: cumprod, LogSumExp:
   // logcumsumexp) into a new buffer.
   TensorIR scan(const TensorIR& in, int64_t dim, ReduceOp op, DType out, DType acc);
+  // A scatter-add (ComputedBuffer::add_at) into a new f32 buffer of sizes `target`, zero
+  // at first: each point idx of `sizes` adds value(idx), in f32, at target coordinates
+  // at(idx) (i64; a data-dependent coordinate out of range adds 0 to a clamped element).
+  // `origins`: the graph nodes whose work `value` does. Returns the buffer (ops_indexing.cpp).
+  TensorIR scatter_add(const Dims& target, const Dims& sizes, const IndexFn& value,
+                       const std::function<std::vector<Expr>(const std::vector<Expr>&)>& at,
+                       const std::vector<int>& origins);
 
   // The node being lowered as an ATen call, with the tensor arguments `none_args` (node
   // argument positions) passed as None: its outputs, in memory.

@@ -476,7 +476,7 @@ class Padder {
   // Whether a step reads buffer `b` (a kernel's load or an extern's argument).
   bool read_in_graph(int b) const {
     for (const ComputedBuffer& c : p_.computed) {
-      auto loads = loaded_buffers(c.body);
+      auto loads = loaded_buffers(c);
       if (std::find(loads.begin(), loads.end(), b) != loads.end()) return true;
     }
     for (const ExternCall& e : p_.externs)

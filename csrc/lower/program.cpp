@@ -47,6 +47,14 @@ bool Program::is_dense_whole_buffer(const StridedView& v) const {
   return true;
 }
 
+std::vector<int> loaded_buffers(const ComputedBuffer& c) {
+  std::vector<int> out = loaded_buffers(c.body);
+  if (c.is_scatter_add())
+    for (int b : loaded_buffers(c.add_at))
+      if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+  return out;
+}
+
 Expr strided_index(const std::vector<Expr>& idx, const Dims& strides, const Dim& offset) {
   Expr e = int_const(0);
   Dim constant = offset;

@@ -6,8 +6,10 @@
 //
 // Invariants:
 // - Every Load in a body reads a buffer computed by an earlier step, or an input.
-// - A computed buffer's logical sizes are its iteration sizes; its strides are its
-//   memory layout (eager's strides for values eager would return).
+// - A computed buffer's logical sizes are its iteration sizes (a scatter-add's are its
+//   values'); its strides are its memory layout (eager's strides for values eager would
+//   return).
+// - One step computes each computed buffer.
 // - Bodies are expressed in the buffer's own Vars (one per non-unit dim; unit dims
 //   use the constant 0) and, for reductions, its reduction Vars.
 #pragma once
@@ -71,6 +73,17 @@ struct ComputedBuffer {
   int scan_dim = -1;
   Expr body;
   std::vector<int> origins;            // graph node ids whose work this buffer does
+  // A scatter-add (index_add, scatter_add; the CUDA target, LowerOptions::atomic_scatter_add):
+  // the buffer starts at zero (its kernel's first launch zeroes it) and every point of
+  // `sizes`, here the added values' iteration space and not the buffer's, adds `body` to
+  // the element at offset `add_at` (an i64 Expr in the same vars, loading indices). Points
+  // may name one element: the adds are atomic and their order is unspecified, so the sums
+  // are not deterministic. An index out of range adds 0 to a clamped element (lowering
+  // writes it so): nothing is written outside the buffer. Null: an ordinary step, which
+  // computes every element of its buffer once.
+  Expr add_at;
+
+  bool is_scatter_add() const { return add_at != nullptr; }
 
   // argmax/argmin: the result is the index of the best element, not a combined value.
   bool is_arg_reduction() const {
@@ -129,6 +142,9 @@ struct Program {
   bool is_dense_whole_buffer(const StridedView& v) const;
 };
 
+
+// The buffers a step reads: its body's loads, and a scatter-add's indices (add_at).
+std::vector<int> loaded_buffers(const ComputedBuffer& c);
 
 // Canonical element offset of `idx` in a strided layout (terms in dim order,
 // zero terms dropped), so that equal accesses build equal Exprs.

@@ -47,6 +47,8 @@ std::string computed_text(const ComputedBuffer& c, const Program& p, const std::
     os << "]";
   }
   os << " = ";
+  if (c.is_scatter_add())
+    os << "scatter_add over " << print_dims(c.sizes) << " at " << print_expr(c.add_at, &dtypes) << " of ";
   if (c.is_reduction) {
     if (c.scan_dim >= 0) os << "scan ";
     os << reduce_op_name(c.reduce_op) << " " << dtype_name(c.acc_dtype);
@@ -250,6 +252,13 @@ class ProgramParser {
       in.expect(']');
     }
     in.expect('=');
+    if (in.try_word("scatter_add")) {
+      in.expect_word("over");
+      c.sizes = in.dims('[', ']');
+      in.expect_word("at");
+      c.add_at = in.expr(dtypes_);
+      in.expect_word("of");
+    }
     const bool scan = in.try_word("scan");
     if (scan || peek_reduction(in)) {
       c.is_reduction = true;

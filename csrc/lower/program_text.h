@@ -13,6 +13,10 @@
 //                                                 a reduction: op, accumulator dtype, reduced
 //                                                 sizes and vars; `scan sum f32 along 1 ...`
 //                                                 for a scan along dim 1
+//   buf3 : f32[64,32]{32,1} for [v3, v4] = scatter_add over [1000, 32] at (buf9[v3] * 32 + v4) of buf8[...]
+//                                                 a scatter-add (ComputedBuffer::add_at): its
+//                                                 values' sizes, whose vars `for` names, the
+//                                                 element offset each value adds at
 //   extern %3 aten.mm.default(%1 = buf1, %2 = buf4:f32[4,8]{1,4}+0) -> buf5 : f32[4,4]{4,1}, none  "reason"
 //                                                 an extern call: each tensor argument and
 //                                                 where it lives (a buffer, or a view of one;

@@ -57,7 +57,9 @@ class ProgramChecker {
       if (b.kind != Buffer::Kind::Computed) fail(name + " is computed but not a computed buffer");
       if (producer[c.buffer] >= 0) fail(name + " is computed twice");
       producer[c.buffer] = static_cast<int>(i);
-      if (!(c.sizes == b.sizes)) fail(name + ": the computed sizes differ from the buffer's");
+      if (!c.is_scatter_add() && !(c.sizes == b.sizes)) fail(name + ": the computed sizes differ from the buffer's");
+      if (c.is_scatter_add() && (c.is_reduction || b.dtype != DType::F32))
+        fail(name + ": a scatter-add must be pointwise, into f32 (its atomic adds)");
       if (c.vars.size() != c.sizes.size()) fail(name + ": one var per dim expected");
       std::vector<int> order = c.iter_order;
       std::sort(order.begin(), order.end());
@@ -71,8 +73,10 @@ class ProgramChecker {
       std::set<int> own(c.vars.begin(), c.vars.end()), used;
       own.insert(c.reduce_vars.begin(), c.reduce_vars.end());
       vars_of(c.body, used);
+      if (c.is_scatter_add()) vars_of(c.add_at, used);
       for (int v : used)
         if (!own.count(v) || v >= p_.num_vars) fail(name + ": its body uses v" + std::to_string(v) + ", not its own var");
+      if (c.is_scatter_add() && c.add_at->dtype != DType::I64) fail(name + ": a scatter-add's offset is not i64");
       walk_loads(c.body, [&](const Expr& e) {
         if (!valid(static_cast<int>(e->ival))) fail(name + " reads " + buf(static_cast<int>(e->ival)) + ", no buffer");
         if (p_.buffers[e->ival].dtype != e->dtype) fail(name + " loads " + buf(static_cast<int>(e->ival)) + " as another dtype");
@@ -113,6 +117,7 @@ class ProgramChecker {
       stepped[s.index] = true;
       const ComputedBuffer& c = p_.computed[s.index];
       walk_loads(c.body, [&](const Expr& e) { read(static_cast<int>(e->ival), buf(c.buffer)); });
+      if (c.is_scatter_add()) walk_loads(c.add_at, [&](const Expr& e) { read(static_cast<int>(e->ival), buf(c.buffer)); });
       ready[c.buffer] = true;
     }
     for (size_t i = 0; i < called.size(); ++i)

@@ -23,7 +23,7 @@ void eliminate_dead_code(Program& p) {
     int b = work.back();
     work.pop_back();
     if (producer[b] >= 0)
-      for (int dep : loaded_buffers(p.computed[producer[b]].body)) mark(dep);
+      for (int dep : loaded_buffers(p.computed[producer[b]])) mark(dep);
   }
   std::vector<Step> steps;
   for (const auto& s : p.steps)

@@ -112,8 +112,9 @@ class Fuser {
     const ComputedBuffer& c = p_.computed[ci];
     Shape shape = shape_of(c);
     int earliest = 0;
-    for (int b : loaded_buffers(c.body)) earliest = std::max(earliest, position_[b]);
-    if (opts_.enabled) {
+    for (int b : loaded_buffers(c)) earliest = std::max(earliest, position_[b]);
+    // A scatter-add's kernel adds into a buffer its first launch zeroes: nothing shares it.
+    if (opts_.enabled && !c.is_scatter_add()) {
       for (int pos = static_cast<int>(s_.steps.size()) - 1; pos >= earliest && pos >= 0; --pos) {
         const auto& step = s_.steps[pos];
         if (step.kind != Schedule::Step::Kind::Kernel) continue;
@@ -132,6 +133,7 @@ class Fuser {
   bool try_join(int ki, int pos, int ci, const Shape& shape, bool fresh = false) {
     Kernel& k = s_.kernels[ki];
     const ComputedBuffer& c = p_.computed[ci];
+    if (!fresh && k.scatter_adds()) return false;
     // Loop shape.
     Dims inner;
     std::unordered_map<int, Expr> sub;
@@ -248,7 +250,9 @@ class Fuser {
       if (static_cast<int>(d) == c.scan_dim) idx.push_back(var(c.reduce_vars[0]));
       else idx.push_back(c.vars[d] < 0 ? int_const(0) : var(c.vars[d]));
     }
-    item.store_index = substitute(strided_index(idx, buf.strides, 0), sub);
+    // A scatter-add stores where its indices say (ComputedBuffer::add_at).
+    item.scatter_add = c.is_scatter_add();
+    item.store_index = substitute(item.scatter_add ? c.add_at : strided_index(idx, buf.strides, 0), sub);
 
     // Reads of this kernel's own buffers decide the earliest legal stage.
     int min_stage = 0;

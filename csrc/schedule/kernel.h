@@ -12,7 +12,8 @@
 //   store index (the same element, so the same thread produced it);
 // - a reduction's result is read only by later stages; a pointwise item is read
 //   in its own stage (as a local) or by a later stage with the same inner sizes;
-//   a vector reduction's result only by later stages with the same inner[0].
+//   a vector reduction's result only by later stages with the same inner[0];
+// - a scatter-add item is alone in its kernel's only stage.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,6 +32,10 @@ struct KernelItem {
   // A scan: accumulates along the stage's loop like a reduction but stores every
   // step, so readers treat it like a pointwise item (same stage: the running value).
   bool is_scan = false;
+  // A scatter-add (ComputedBuffer::add_at): adds `value` atomically at `store_index`, which
+  // loads indices. Such an item has a kernel of its own, which nothing joins, and whose
+  // first launch zeroes the buffer (schedule_cuda).
+  bool scatter_add = false;
 };
 
 struct Stage {
@@ -55,6 +60,7 @@ struct Kernel {
   std::vector<Stage> stages;
 
   Dim outer_numel() const;
+  bool scatter_adds() const;  // whether an item is a scatter-add (then all are)
   int64_t work_per_row() const;  // sum over stages of the inner loop trip counts (at the hints)
 };
 

@@ -80,14 +80,18 @@ std::vector<KernelTraffic> kernel_traffic(const Program& p, const Schedule& s, c
       };
       for (const auto& it : st.items) {
         const int b = p.computed[it.computed].buffer;
-        if (stored(b)) writes[b] = numel(eval_dims(p.computed[it.computed].sizes, symbols));
-        walk_loads(it.value, [&](const Expr& ld) {
+        // A scatter-add writes its whole buffer (the zeroing launch), then adds into it.
+        if (stored(b))
+          writes[b] = it.scatter_add ? extent_at(p.buffers[b], symbols) : numel(eval_dims(p.computed[it.computed].sizes, symbols));
+        auto read = [&](const Expr& ld) {
           const int src = static_cast<int>(ld->ival);
           if (computed_here.count(src) || !stored(src) || src >= static_cast<int>(p.buffers.size())) return;
           const int64_t cap = extent_at(p.buffers[src], symbols);
           int64_t& n = loads[src][ld->args.at(0)];
           n = std::max(n, index_values(ld->args.at(0), trips, cap));
-        });
+        };
+        walk_loads(it.value, read);
+        if (it.scatter_add) walk_loads(it.store_index, read);
       }
     }
     for (const auto& [b, by_index] : loads) {

@@ -42,6 +42,11 @@ Placement place_buffers(const Program& p, const Schedule& s, VectorResults vecto
           for (const auto& a : e->args) walk(a);
         };
         walk(item.value);
+        // A scatter-add's target is in memory, and so are the indices its offset loads.
+        if (item.scatter_add) {
+          m.in_memory[p.computed[item.computed].buffer] = true;
+          walk(item.store_index);
+        }
       }
   m.own_reads_only.assign(p.buffers.size(), -1);
   for (size_t b = 0; b < p.buffers.size(); ++b)

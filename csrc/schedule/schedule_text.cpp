@@ -30,12 +30,13 @@ std::string print_schedule(const Schedule& s, const Program& p) {
         os << " buf" << c.buffer;
         if (c.scan_dim >= 0) os << "(scan " << reduce_op_name(c.reduce_op) << ")";
         else if (c.is_reduction) os << "(" << reduce_op_name(c.reduce_op) << ")";
+        else if (it.scatter_add) os << "(scatter_add)";
       }
       os << '\n';
       for (const auto& it : st.items)
         os << "    " << (it.is_scan ? "scan " : it.is_reduction ? "reduce " : "") << "buf"
            << p.computed[it.computed].buffer << "[" << print_expr(it.store_index, &dtypes)
-           << "] = " << print_expr(it.value, &dtypes) << '\n';
+           << "] " << (it.scatter_add ? "+=" : "=") << " " << print_expr(it.value, &dtypes) << '\n';
     }
   }
   return os.str();
@@ -115,6 +116,7 @@ Schedule parse_schedule(const std::string& text, const Program& p) {
     in.expect('[');
     item.store_index = in.expr(dtypes);
     in.expect(']');
+    item.scatter_add = in.try_consume('+');  // `+=`: a scatter-add
     in.expect('=');
     item.value = in.expr(dtypes);
     in.expect_end();

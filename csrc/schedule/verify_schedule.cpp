@@ -67,6 +67,9 @@ class ScheduleChecker {
           if (item.is_scan != (c.scan_dim >= 0) || item.is_reduction != (c.is_reduction && c.scan_dim < 0))
             fail(name + ": its item's reduction or scan flag is not its buffer's");
           if (st.vector_reduce && !item.is_reduction) fail(name + ": a vector stage holds reductions only");
+          if (item.scatter_add != c.is_scatter_add()) fail(name + ": its item's scatter-add flag is not its buffer's");
+          if (item.scatter_add && (k.stages.size() != 1 || st.items.size() != 1))
+            fail(name + ": a scatter-add shares kernel " + k.name);
           reduction |= item.is_reduction;
           scan |= item.is_scan;
           loop_vars(item.value, k, st, name);

@@ -407,6 +407,40 @@ def _with_nan(x):
     return x
 
 
+def _index_add_buckets(h, idx):
+    """gather_block's forward index_add (benchmarks/suite/models_blocks.py): buckets computed
+    from the indices, a pointwise producer's values added into zeros (ember's scatter-add:
+    atomic adds in the values' kernel), the sums gathered back by bucket."""
+    bucket = (idx * 7 + 3) % 50
+    acc = h.new_zeros(50, h.shape[1]).index_add(0, bucket, torch.relu(h) * 2)
+    return h + acc[bucket] * 0.01
+
+
+def _index_add_self(x, idx, src):
+    """index_add into a tensor that is not zero, with alpha: self plus the f32 sums."""
+    return x.index_add(0, idx, src, alpha=0.5) * 2
+
+
+def _scatter_add(x, index, src):
+    return torch.scatter_add(x, 1, index, src.exp())
+
+
+def _index_put_accumulate(x, idx, v):
+    """x[idx] += v with repeated and negative indices (traced as index_add)."""
+    return torch.index_put(x, (idx,), v, accumulate=True) + 1
+
+
+def _index_put_two_indices(x, i, j, v):
+    """x[i, j] += v (index_put with two indices, accumulating): a scatter-add over [400, 8]."""
+    return torch.index_put(x, (i, j), v, accumulate=True)
+
+
+def _scatter_args(device, dtype=torch.float32):
+    g = torch.Generator().manual_seed(0)
+    return (_rand(30, 16, device=device, dtype=dtype), torch.randint(0, 30, (400,), generator=g).to(device),
+            _rand(400, 16, device=device, dtype=dtype))
+
+
 def _rand(*shape, device, dtype=torch.float32):
     return torch.randn(*shape, device=device).to(dtype)
 
@@ -576,6 +610,21 @@ CASES = {
     "group_norm_channels_last_bf16": lambda d: (_group_norm, _group_norm_args(d)),
     "mean_square_loss_bf16": lambda d: (_mean_square, (_rand(4, 256, 1024, device=d, dtype=torch.bfloat16),)),
     "amax_long_rows_nan": lambda d: (_amax_rows, (_with_nan(_rand(3, 65536, device=d)),)),
+    # index_add and scatter_add as ember's scatter-add (lower/program.h, ComputedBuffer::add_at).
+    "index_add_buckets_f32": lambda d: (_index_add_buckets, (_rand(2000, 64, device=d),
+                                                              torch.randint(0, 10**6, (2000,), device=d))),
+    "index_add_self_f32": lambda d: (_index_add_self, _scatter_args(d)),
+    "index_add_self_bf16": lambda d: (_index_add_self, _scatter_args(d, torch.bfloat16)),
+    "index_add_self_f16": lambda d: (_index_add_self, _scatter_args(d, torch.float16)),
+    "scatter_add_dim1_f32": lambda d: (_scatter_add, (_rand(64, 32, device=d), torch.randint(0, 32, (64, 8), device=d),
+                                                      _rand(64, 8, device=d))),
+    "index_put_two_indices_bf16": lambda d: (_index_put_two_indices, (_rand(20, 30, 8, device=d, dtype=torch.bfloat16),
+                                                                       torch.randint(-20, 20, (400,), device=d),
+                                                                       torch.randint(-30, 30, (400,), device=d),
+                                                                       _rand(400, 8, device=d, dtype=torch.bfloat16))),
+    "index_put_accumulate_f32": lambda d: (_index_put_accumulate, (_rand(30, 16, device=d),
+                                                                    torch.randint(-30, 30, (400,), device=d),
+                                                                    _rand(400, 16, device=d))),
 }
 
 # Graphs the CUDA printer refuses, by the words of its refusal (none of CASES now; the
@@ -594,6 +643,26 @@ def _layer_norm_train_args(device, dtype, rows=256, width=768):
         return _rand(*shape, device=device, dtype=dtype).requires_grad_()
 
     return leaf(rows, width), leaf(rows, width), leaf(width), leaf(width), _rand(rows, width, device=device, dtype=dtype)
+
+
+def _gather_block_train(table, h, idx, g):
+    """gather_block's training step (benchmarks/suite/models_blocks.py) without its Linear and
+    EmbeddingBag: index_select, index_add into buckets, gather, acc[bucket]. Its backward adds
+    with index_add (index_select's and acc[bucket]'s gradients) and scatter_add (gather's)."""
+    x = h + torch.index_select(table, 0, idx)
+    bucket = (idx * 7 + 3) % 64
+    acc = x.new_zeros(64, x.shape[1]).index_add(0, bucket, x)
+    picked = torch.gather(x, 1, (idx % x.shape[1]).unsqueeze(1).expand(-1, 8))
+    return ((x + acc[bucket] * 0.01) * g).sum() + (picked * g[:, :8]).sum()
+
+
+def _gather_block_train_args(device):
+    def leaf(t):
+        return t.requires_grad_()
+
+    gen = torch.Generator().manual_seed(0)
+    return (leaf(_rand(500, 64, device=device)), leaf(_rand(2000, 64, device=device)),
+            torch.randint(0, 500, (2000,), generator=gen).to(device), _rand(2000, 64, device=device))
 
 
 def _batch_norm_stats(x):
@@ -630,6 +699,7 @@ TRAINING = {
     "layer_norm_train_f32": lambda d: (_layer_norm_train, _layer_norm_train_args(d, torch.float32)),
     "layer_norm_train_4096_f32": lambda d: (_layer_norm_train, _layer_norm_train_args(d, torch.float32, 16, 4096)),
     "batch_norm_train_channels_last_bf16": lambda d: (_batch_norm_train, _batch_norm_train_args(d)),
+    "gather_block_train_f32": lambda d: (_gather_block_train, _gather_block_train_args(d)),
 }
 
 # (rtol, atol) for whole bf16 models, whose fp64 reference the RMSE rule cannot build (the
@@ -644,7 +714,11 @@ EXACT = ("cat_channels_bf16", "cat_straddling_bf16", "transpose_gather_bf16", "t
 # transpose_fused_bf16 widens a bf16 chain to f32: eager rounds the chain's result to bf16
 # first, ember (emulate_precision_casts off, as Inductor) does not, so they differ by a
 # bf16 rounding in an f32 output.
-TOLERANCE = {**{name: (0.0, 0.0) for name in EXACT}, "column_stats": (1e-5, 1e-4), "ln_gelu_block_bf16": (1.6e-2, 1e-2),
+# The scatter-adds' f32 sums: atomic adds in another order than eager's.
+TOLERANCE = {**{name: (0.0, 0.0) for name in EXACT}, "index_add_buckets_f32": (1e-5, 1e-5),
+             "index_add_self_f32": (1e-5, 1e-5), "scatter_add_dim1_f32": (1e-5, 1e-5),
+             "index_put_accumulate_f32": (1e-5, 1e-5), "index_add_self_bf16": (1.6e-2, 1e-2),
+             "index_add_self_f16": (1e-3, 1e-3), "index_put_two_indices_bf16": (1.6e-2, 1e-2), "column_stats": (1e-5, 1e-4), "ln_gelu_block_bf16": (1.6e-2, 1e-2),
              "tiny_gpt2_bf16": (1.6e-2, 2e-2), "gpt2_2layer_bf16": (1.6e-2, 5e-2), "small_cnn": (1e-3, 1e-4),
              "transpose_fused_bf16": (8e-3, 1e-5), "transpose_inner_f32": (0.0, 0.0),
              "transpose_rope_keys_bf16": (1.6e-2, 2e-2)}

@@ -394,3 +394,66 @@ def test_a_runner_built_under_aotautograds_fake_mode_holds_real_constants(tmp_pa
         _, runner = compiler.build_runner(imported, constants, torch.device("meta"), config, "forward", compiled=cg)
     assert [t.device.type for t in runner.attr_tensors] == ["meta"]
     assert not any(is_fake(t) for t in runner.attr_tensors + runner._plan.extra_inputs), runner.attr_tensors
+
+
+def _scatter_adds(cg):
+    """The kernels of a compiled graph that add with atomics (their functions call
+    ember_scatter_add), and its index_add / scatter_add calls left to ATen."""
+    functions = {}
+    for chunk in cg.source.split('extern "C"')[1:]:
+        m = re.search(r"void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\(", chunk)
+        if m:
+            functions[m.group(1)] = chunk
+    adds = [k for k in cg.kernels if "ember_scatter_add(&" in functions.get(k["function"], "")]
+    aten = [e["op"] for e in cg.externs if e["op"] in ("aten.index_add.default", "aten.scatter_add.default")]
+    return adds, aten
+
+
+def test_gather_block_training_adds_with_atomics(tmp_path, monkeypatch):
+    """gather_block's training step (issue 23): every index_add and scatter_add of the forward
+    and backward is ember's scatter-add: a kernel over the values adding into an f32 buffer
+    with atomics, which its first launch (<name>_partial) zeroes; no ATen index_add is left
+    (ATen's indexFuncLargeIndex ran 4 of them, about 1 ms of a 2.44 ms step on an H200)."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    fn, args = TRAINING["gather_block_train_f32"]("cpu")
+    results = compile_all(fn, args, train=True)
+    assert len(results) == 2 and not [r for r in results if isinstance(r, str)], results
+    adds = aten = 0
+    for cg in results:
+        a, e = _scatter_adds(cg)
+        adds += len(a)
+        aten += len(e)
+        for k in a:
+            assert k["shape"] == "elementwise" and k["partial_grid"] > 0 and k["partial_block"] == 256, k
+            assert "%s_partial(" % k["function"] in cg.source
+    assert aten == 0
+    assert adds >= 3, adds  # the forward's index_add; index_select's, acc[bucket]'s and gather's gradients
+
+
+def test_deterministic_algorithms_keep_aten_index_add(tmp_path, monkeypatch):
+    """Atomic adds sum in no fixed order: under torch.use_deterministic_algorithms the graph
+    keeps ATen's index_add (whose deterministic path sorts), and the forward compiles."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    fn, args = CASES["index_add_buckets_f32"]("cpu")
+    torch.use_deterministic_algorithms(True)
+    try:
+        (cg,) = compile_all(fn, args)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    adds, aten = _scatter_adds(cg)
+    assert not adds and aten == ["aten.index_add.default"], (adds, aten)
+    (cg,) = compile_all(fn, args)
+    adds, aten = _scatter_adds(cg)
+    assert len(adds) == 1 and not aten, (adds, aten)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CASES if n.startswith(("index_add", "scatter_add", "index_put"))))
+def test_scatter_add_cases_add_with_atomics(name, tmp_path, monkeypatch):
+    """index_add, scatter_add and index_put(accumulate=True) (one index: traced as index_add;
+    several: as it is) in f32, bf16 and f16: ember's scatter-add, no ATen call."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    fn, args = CASES[name]("cpu")
+    (cg,) = compile_all(fn, args)
+    adds, aten = _scatter_adds(cg)
+    assert len(adds) == 1 and not aten, (adds, aten, [e["op"] for e in cg.externs])
+    assert not [e for e in cg.externs if e["op"] == "aten.index_put.default"], cg.externs

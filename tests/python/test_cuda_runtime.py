@@ -658,3 +658,45 @@ def test_a_cpu_scalar_result_stays_on_the_cpu():
 
     out, s = compile_fresh(fn, backend="ember")(torch.randn(8, device="cuda"))
     assert s.device.type == "cpu" and out.device.type == "cuda"
+
+
+def test_scatter_add_skips_out_of_range_indices():
+    """An index out of range makes eager's index_add raise a device assert (which ends the
+    CUDA context); ember's scatter-add adds 0 to a clamped element instead (lower/program.h,
+    ComputedBuffer::add_at): the result is eager's without those entries, no error is
+    raised, and the graph's other output is intact."""
+    torch.manual_seed(0)
+    x = torch.randn(30, 16, device="cuda")
+    src = torch.randn(400, 16, device="cuda")
+    idx = torch.randint(0, 30, (400,), device="cuda")
+    idx[::7] = 30 + torch.arange(0, 400, 7, device="cuda")  # past the end
+    # Before the start: -31 is -1 once index_put's rule has wrapped it (decompositions.py;
+    # -1 itself would be row 29).
+    idx[3::7] = -31
+
+    def fn(x, i, s):
+        return x.index_add(0, i, s) * 2, x + 1
+
+    out, after = compile_fresh(fn)(x, idx, src)
+    torch.cuda.synchronize()
+    keep = (idx >= 0) & (idx < 30)
+    expected = x.index_add(0, idx[keep], src[keep]) * 2
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(after, x + 1, rtol=0, atol=0)
+
+
+def test_scatter_add_under_deterministic_algorithms_is_deterministic():
+    """torch.use_deterministic_algorithms: index_add stays ATen's (sorted, deterministic), so
+    the compiled result is the same bits on every call, and eager's up to ember's own
+    rounding around it (contracted products)."""
+    fn, args = CASES["index_add_buckets_f32"]("cuda")
+    torch.use_deterministic_algorithms(True)
+    try:
+        compiled = compile_fresh(fn)
+        expected = fn(*args)
+        first = compiled(*args)
+        torch.testing.assert_close(first, expected, rtol=1e-6, atol=1e-6)
+        for _ in range(3):
+            assert torch.equal(compiled(*args), first)
+    finally:
+        torch.use_deterministic_algorithms(False)

@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "codegen/c/kernel_printer.h"
@@ -158,6 +159,8 @@ GeneratedCode generate_c(const Program& p, const Schedule& s) {
   // Kernel text (launcher included) with its name as "@" -> the function that has it.
   std::unordered_map<std::string, std::string> printed;
   for (size_t k = 0; k < s.kernels.size(); ++k) {
+    // The CPU target lowers no scatter-add (LowerOptions::atomic_scatter_add).
+    if (s.kernels[k].scatter_adds()) throw std::logic_error("ember: C codegen has no scatter-add (kernel " + s.kernels[k].name + ")");
     KernelInfo info;
     std::ostringstream text;
     text << KernelPrinter(p, s, m, static_cast<int>(k)).print(info) << "\n";

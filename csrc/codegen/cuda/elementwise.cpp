@@ -72,4 +72,32 @@ std::vector<std::string> elementwise_body(CudaPrinter& pr) {
   return out;
 }
 
+std::string scatter_zeroing_kernel(CudaPrinter& pr) {
+  const CudaKernelInfo& info = pr.ks.info;
+  std::string head = pr.signature(pr.k.name + "_partial", info.partial_block, info.args);
+  std::vector<std::string> body;
+  for (const auto& item : pr.k.stages.at(0).items) {
+    const int b = pr.p.computed[item.computed].buffer;
+    const int64_t extent = pr.p.buffers[b].extent().hint();  // static (lowering)
+    const std::string& ptr = pr.em->buffer_name(b);
+    auto loop = [&](int64_t n, const std::string& store, const std::string& pad) {
+      body.push_back(pad + "for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < " + std::to_string(n) +
+                     "LL; e += (int64_t)gridDim.x * blockDim.x)");
+      body.push_back(pad + "  " + store);
+    };
+    // 16-byte stores where the extent and the pointer allow (the arena's buffers and
+    // torch's allocations are aligned; the test costs nothing).
+    if (extent % 4 == 0) {
+      body.push_back("if (((uintptr_t)" + ptr + " & 15) == 0) {");
+      loop(extent / 4, "reinterpret_cast<float4*>(" + ptr + ")[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);", "  ");
+      body.push_back("} else {");
+      loop(extent, ptr + "[e] = 0.0f;", "  ");
+      body.push_back("}");
+    } else {
+      loop(extent, ptr + "[e] = 0.0f;", "");
+    }
+  }
+  return pr.function(head, body);
+}
+
 }  // namespace ember

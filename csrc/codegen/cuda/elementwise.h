@@ -12,4 +12,8 @@ namespace ember {
 
 std::vector<std::string> elementwise_body(CudaPrinter& pr);
 
+// A scatter-add kernel's first launch, <name>_partial (CudaKernelInfo::partial_grid): its
+// target zeroed, a grid-stride loop over the buffer, before the adds.
+std::string scatter_zeroing_kernel(CudaPrinter& pr);
+
 }  // namespace ember

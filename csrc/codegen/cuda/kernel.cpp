@@ -46,6 +46,7 @@ std::string print_kernel(const Program& p, const Schedule& s, const Placement& m
   }
   std::string text = pr.function(head, body);
   if (ks.column_split.chunks > 0) text += "\n" + partial_kernel(pr, ks.column_split, info);
+  if (k.scatter_adds()) text += "\n" + scatter_zeroing_kernel(pr);
   return text;
 }
 
@@ -107,7 +108,10 @@ std::vector<CudaKernelVariant> generate_cuda_variants(const Program& p, const Sc
                                                       int k) {
   const CudaKernelSchedule& rules = cs.kernels[k];
   std::vector<CudaKernelVariant> out;
-  if (rules.scratch >= 0 || rules.info.shape == CudaKernelInfo::Shape::Transpose) return out;
+  // A scatter-add's launches add into its buffer: timing them again would need it zeroed
+  // between runs, and its one launch geometry has nothing to choose.
+  if (rules.scratch >= 0 || rules.info.shape == CudaKernelInfo::Shape::Transpose || s.kernels[k].scatter_adds())
+    return out;
   // Kernels that print the same (up to their names) are one variant: a choice the rules
   // clamp back to the default, or two choices that meet.
   const std::vector<bool> statistics = statistic_buffers(p);

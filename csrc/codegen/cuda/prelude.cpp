@@ -53,6 +53,9 @@ EMBER_FN uint16_t ember_f2bf(float x) {
   return (uint16_t)(u >> 16);
 #endif
 }
+/* A scatter-add's atomic add (lower/program.h, ComputedBuffer::add_at): into f32 only, its
+   f16/bf16 values summed in f32; the result unused, so it compiles to a reduction (RED). */
+EMBER_FN void ember_scatter_add(float* p, float v) { atomicAdd(p, v); }
 EMBER_FN float ember_round_h(float x) { return ember_h2f(ember_f2h(x)); }
 EMBER_FN float ember_round_bf(float x) { return ember_bf2f(ember_f2bf(x)); }
 

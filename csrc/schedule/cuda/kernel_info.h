@@ -31,8 +31,9 @@ struct CudaKernelInfo {
   std::vector<int> args;           // buffer ids, in parameter order (one pointer each)
   std::vector<int> writes;         // the args it stores to, in id order
   std::vector<int> origins;        // graph nodes whose work the kernel does
-  // A column split (column_split.h): <name>_partial runs first on partial_grid
-  // blocks of partial_block threads, with the same parameters; 0 when there is none.
+  // A first launch, <name>_partial, on partial_grid blocks of partial_block threads, with
+  // the same parameters: a column split's partials (column_split.h), or the zeroing of a
+  // scatter-add's buffer (schedule_cuda.cpp); 0 when there is none.
   uint32_t partial_grid = 0;
   uint32_t partial_block = 0;
   // Row shapes' row tile (row_tile.h); row_lanes == 0 when there is none.

@@ -138,7 +138,7 @@ CudaLaunch choose_launch(const Program& p, const Kernel& k, const std::vector<bo
     // A store and a load contiguous along different dims: tiles through shared memory
     // (not for zero elements: the kernel is not launched, and a tile of a side of length
     // 0 is no tile). With symbols, a block per tile up to the cap, counted per call.
-    if (l.total > 0 && (l.transpose = plan_transpose(p, k, in_memory))) {
+    if (l.total > 0 && !k.scatter_adds() && (l.transpose = plan_transpose(p, k, in_memory))) {
       l.shape = CudaKernelInfo::Shape::Transpose;
       info.block = kTransposeThreads;
       info.grid = l.transpose->grid();

@@ -1,5 +1,6 @@
 #include "schedule/cuda/schedule_cuda.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -40,12 +41,14 @@ void collect_args(const Program& p, const Schedule& s, const Placement& m, int k
         args.insert(b);
         writes.insert(b);
       }
-      walk_loads(item.value, [&](const Expr& e) {
+      auto read = [&](const Expr& e) {
         const int b = static_cast<int>(e->ival);
         // A value of this kernel that no memory holds is read from the row tile's registers.
         if (m.producer[b].kernel == ki && !m.in_memory[b]) return;
         if (!read_is_local(m.producer[b], s, ki, static_cast<int>(st), VectorResults::InMemory)) args.insert(b);
-      });
+      };
+      walk_loads(item.value, read);
+      if (item.scatter_add) walk_loads(item.store_index, read);  // its indices
       for (int o : p.computed[item.computed].origins) origins.insert(o);
     }
   info.args.assign(args.begin(), args.end());
@@ -64,6 +67,28 @@ std::string var_text(int v) {
   return v >= kInnerVarBase ? "i" + std::to_string(v - kInnerVarBase) : "o" + std::to_string(v - kOuterVarBase);
 }
 
+// A scatter-add kernel (KernelItem::scatter_add, alone in its kernel: fuse.cpp) adds into
+// a buffer that its first launch, <name>_partial, zeroes: kScatterZeroThreads threads a
+// block, kScatterZeroPerThread elements a thread (four 16-byte stores), at most
+// kMaxScatterZeroGrid blocks (grid-stride). Its adds run in the Elementwise shape
+// (choose_launch).
+constexpr int64_t kScatterZeroThreads = 256;
+constexpr int64_t kScatterZeroPerThread = 16;
+constexpr int64_t kMaxScatterZeroGrid = 4096;
+
+// Its sizes are static (lowering), also in a graph with symbols elsewhere, whose launches
+// then count the adds' grid per call (choose_launch) and take the zeroing's as planned.
+void plan_scatter_zeroing(const Program& p, const Kernel& k, CudaKernelInfo& info) {
+  if (info.shape != CudaKernelInfo::Shape::Elementwise)
+    throw CudaUnsupported("CUDA codegen: a scatter-add that is not an elementwise kernel (kernel " + k.name + ")");
+  int64_t elements = 0;
+  for (const auto& item : k.stages.at(0).items)
+    elements = std::max(elements, p.buffers[p.computed[item.computed].buffer].extent().hint());
+  const int64_t tile = kScatterZeroThreads * kScatterZeroPerThread;
+  info.partial_block = static_cast<uint32_t>(kScatterZeroThreads);
+  info.partial_grid = static_cast<uint32_t>(std::clamp<int64_t>((elements + tile - 1) / tile, 1, kMaxScatterZeroGrid));
+}
+
 void launch_text(std::ostream& os, const CudaKernelSchedule& ks) {
   const CudaKernelInfo& i = ks.info;
   const CudaLaunch& l = ks.launch;
@@ -75,6 +100,8 @@ void launch_text(std::ostream& os, const CudaKernelSchedule& ks) {
        << (i.grid_cap ? std::to_string(i.grid_cap) : "") << ")";
   os << "\n  buffers: args " << list(i.args, "buf") << "; writes " << list(i.writes, "buf") << "; origins "
      << list(i.origins, "%") << (ks.scratch >= 0 ? "; scratch buf" + std::to_string(ks.scratch) : "") << "\n";
+  if (i.partial_grid > 0 && ks.column_split.chunks == 0)
+    os << "  scatter-add: zeroed first on grid " << i.partial_grid << " block " << i.partial_block << "\n";
   os << "  geometry: rows " << print_dim(l.rows_dim) << ", elements " << print_dim(l.total_dim) << ", threads a row "
      << l.threads << ", elements a thread " << l.per_thread << ", block " << l.block << ", rows a block "
      << l.rows_per_block << (l.wide ? ", 64-bit indices" : "") << (l.symbolic ? ", symbolic" : "") << "\n";
@@ -170,6 +197,10 @@ CudaKernelSchedule schedule_cuda_kernel(const Program& p, const Schedule& s, con
   ks.info.name = kernel.name;
   collect_args(p, s, m, k, ks.info);
   ks.launch = choose_launch(p, kernel, m.in_memory, ks.info, choice);
+  if (kernel.scatter_adds()) {
+    plan_scatter_zeroing(p, kernel, ks.info);
+    return ks;  // the scalar elementwise loop: no vector words, tiles or hoisting around atomics
+  }
   ks.scan = plan_scan_columns(p, s, k, ks.launch, ks.info);
   // A graph with symbols: vector accesses and row tiles over static rows (symbolic row
   // counts), no hoisting or column splits (their grids are planned from sizes).

@@ -68,6 +68,9 @@ def compile_cuda(text: str, device: torch.device | None, cfg, debug_dir: str = "
         pad_matmuls=cfg.pad_matmuls,
         emulate_precision_casts=cfg.emulate_precision_casts,
         descriptive_names=cfg.descriptive_names,
+        # Atomic scatter-adds add in no fixed order: under torch.use_deterministic_algorithms
+        # index_add and scatter_add stay ATen's (its deterministic path sorts the indices).
+        deterministic=torch.are_deterministic_algorithms_enabled(),
         disk_cache=cfg.disk_cache,
         cache_dir=cfg.cache_dir or "",
         debug_dir=debug_dir,
