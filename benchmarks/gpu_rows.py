@@ -14,6 +14,7 @@ Values are checked against eager (bf16: the tolerances of torch.testing for bf16
     python benchmarks/gpu_rows.py --only long      # long reductions into few results: GroupNorm, losses
     python benchmarks/gpu_rows.py --only operand   # softmax with a mask or bias: BLOOM, DeBERTa, Falcon, Swin
     python benchmarks/gpu_rows.py --only pool      # channels-last global pools of few images (column split)
+    python benchmarks/gpu_rows.py --only column    # column sums [C] <- sum over R of [R, C] (column split)
 """
 import argparse
 import datetime
@@ -156,7 +157,7 @@ def workloads():
         Forward("softmax 4096x4096 bf16", _softmax, lambda: (_rand(4096, 4096, dtype=bf16),), 4096, 4096, bf16),
         Forward("softmax 4096x50257 bf16", _softmax, lambda: (_rand(4096, 50257, dtype=bf16),), 4096, 50257, bf16),
         Backward("layer_norm backward 8192x768 bf16", 8192, 768, bf16),
-    ] + short_rows() + long_rows() + operand_rows() + pool_rows()
+    ] + short_rows() + long_rows() + operand_rows() + pool_rows() + column_rows()
 
 
 def short_rows():
@@ -232,6 +233,30 @@ def pool_rows():
                        lambda: (_rand(n, c, hw, hw, dtype=bf16).contiguous(memory_format=cl), _rand(c, dtype=bf16),
                                 _rand(c, dtype=bf16).abs() + 0.5, _rand(c, dtype=bf16), _rand(c, dtype=bf16)),
                        n, c, bf16))
+    return out
+
+
+def _column_sum(x):
+    return x.float().sum(0)
+
+
+def column_rows():
+    """Column sums [C] <- sum over R rows of [R, C], summed in f32, in bf16 and f32. The
+    shapes of a training BatchNorm's statistics over channels-last activations (ResNet-50
+    at batch 64: 802,816 x 64 and 200,704 x 256), a LayerNorm-weight or bias gradient
+    (50,176 x 768) and ConvNeXt-T's stage-1 channels (3,136 x 128 rows of 96): with 4M
+    elements or more and at most 1,024 columns, ember first cuts these into [chunks,
+    columns] partials (lower/split_long_reductions.h), then column-splits the partials.
+    And column splits of their own (schedule/cuda/column_split.h: over 1,024 columns, or
+    under 4M elements): ConvNeXt-T's stage-3 GELU-backward bias gradient (12,544 x 1,536),
+    ResNet-50's last BatchNorm-backward sums (3,136 x 2,048) and statistics (3,136 x
+    1,024). Shape: (rows, columns). `--only column` runs these alone."""
+    out = []
+    for dtype, name in ((torch.bfloat16, "bf16"), (torch.float32, "f32")):
+        for rows, width in ((802816, 64), (200704, 256), (50176, 768), (3136 * 128, 96),
+                            (12544, 1536), (3136, 2048), (3136, 1024)):
+            out.append(Forward(f"column sum {rows}x{width} {name}", _column_sum,
+                               lambda r=rows, w=width, t=dtype: (_rand(r, w, dtype=t),), rows, width, dtype))
     return out
 
 
@@ -396,7 +421,7 @@ def print_row(res):
     for backend in BACKENDS:
         r = res[backend]
         flag = ("" if r["ok"] else " WRONG") + (" (fallback)" if r.get("eager_fallbacks") else "")
-        cells.append(f"{r['us']:8.1f} {100 * r['of_copy']:5.0f}%{flag}")
+        cells.append(f"{r['us']:8.1f} {r['gbs']:6.0f} {100 * r['of_copy']:5.0f}%{flag}")
     print("  ".join(cells), flush=True)
 
 
@@ -410,7 +435,7 @@ def main():
     copy_gbs = copy_bandwidth_gbs()
     cycles_per_ms = sleep_cycles_per_ms()
     print(f"{torch.cuda.get_device_name()}: device-to-device copy {copy_gbs:.0f} GB/s")
-    header = f"{'workload':36s} {'MB':>8s}  " + "  ".join(f"{b + ' us':>8s} {'copy':>5s}" for b in BACKENDS)
+    header = f"{'workload':36s} {'MB':>8s}  " + "  ".join(f"{b + ' us':>8s} {'GB/s':>6s} {'copy':>5s}" for b in BACKENDS)
     print(header)
     wanted = [s for s in a.only.split(",") if s]
     results = []

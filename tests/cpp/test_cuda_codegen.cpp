@@ -963,8 +963,9 @@ TEST(cuda_transposes_and_symbolic_graphs_have_no_variants) {
 }
 
 // A channels-last global average pool of a few images: the column split's partial
-// launch takes each image on several blocks of groups of consecutive channels; the
-// kernel combines each channel's partials of its image in chunk order.
+// launch takes each image on several blocks (the vector geometry: 32 groups of 8 threads,
+// 8 channels a thread); the kernel combines each channel's partials of its image in
+// chunk order.
 TEST(cuda_channels_last_mean_of_few_images_splits_across_blocks) {
   ember::CudaCode code = cuda_of(R"(graph {
   %0 = input(0) : bf16[8,64,32,32]{65536,1,2048,64}
@@ -976,10 +977,11 @@ TEST(cuda_channels_last_mean_of_few_images_splits_across_blocks) {
   const CudaKernelInfo& k = code.kernels[0];
   CHECK(k.shape == CudaKernelInfo::Shape::RowBlock);
   CHECK_EQ(k.grid, 8u);
-  CHECK_EQ(k.partial_block, 256u);  // 4 groups of 64 channels
-  CHECK_EQ(k.partial_grid, 8u * 16u);  // 1,024 pixels an image: 64 chunks of 16, on 16 blocks of 4 groups
-  CHECK(has(code, "const int64_t s = (int64_t)(blockIdx.x % 16u) * 4 + tid / 64;"));
-  CHECK(has(code, "[((int64_t)x * 64 + s) * 64 + i0]"));
+  CHECK_EQ(k.partial_block, 256u);  // 32 groups of 8 threads
+  CHECK_EQ(k.partial_grid, 8u * 4u);  // 1,024 pixels an image: 4 chunks of 256, a thread 8 pixels of each
+  CHECK(has(code, "const int64_t s = (int64_t)(blockIdx.x % 4u / 1u);"));
+  CHECK(has(code, "[((int64_t)x * 4 + s) * 64 + tile + c] = "));  // the partial launch's store
+  CHECK(has(code, "[((int64_t)x * 4 + s) * 64 + i0]"));  // the kernel's combine
   check_compiles(code);
 }
 
@@ -994,13 +996,14 @@ std::string partial_source(const ember::CudaCode& code) {
 
 }  // namespace
 
-// DeepLabV3's ASPP pool: 2,048 channels of 64 x 64 pixels on 8 images. The partial launch
-// gives each thread 8 columns 256 apart, all loaded in one iteration of the rows (8 times
-// the loads in flight of one column a thread), at the same grid and chunks.
+// DeepLabV3's ASPP pool shape (2,048 channels of 64 x 64 pixels on 8 images) in f64, which
+// no vector load takes: the scalar geometry gives each thread 8 columns 256 apart, all
+// loaded in one iteration of the rows (8 times the loads in flight of one column a
+// thread), at the same grid and chunks.
 TEST(cuda_wide_channels_last_pool_takes_eight_columns_a_thread) {
   ember::CudaCode code = cuda_of(R"(graph {
-  %0 = input(0) : bf16[8,2048,64,64]{8388608,1,131072,2048}
-  %1 = aten.mean.dim(%0, [2, 3], true, none) : bf16[8,2048,1,1]{2048,1,2048,2048}
+  %0 = input(0) : f64[8,2048,64,64]{8388608,1,131072,2048}
+  %1 = aten.mean.dim(%0, [2, 3], true, none) : f64[8,2048,1,1]{2048,1,2048,2048}
   return (%1)
 }
 )");
@@ -1017,6 +1020,23 @@ TEST(cuda_wide_channels_last_pool_takes_eight_columns_a_thread) {
        at = partial.find("[((int64_t)x * 32 + s) * 2048 + col", at + 1))
     ++stores;
   CHECK_EQ(stores, size_t{8});
+  check_compiles(code);
+}
+
+// The same pool in bf16: the vector geometry, 8 channels a thread in one 16-byte load, 32
+// tiles of 64 channels, 3 chunks of 1,366 pixels an image.
+TEST(cuda_wide_channels_last_bf16_pool_reads_sixteen_bytes_a_row) {
+  ember::CudaCode code = cuda_of(R"(graph {
+  %0 = input(0) : bf16[8,2048,64,64]{8388608,1,131072,2048}
+  %1 = aten.mean.dim(%0, [2, 3], true, none) : bf16[8,2048,1,1]{2048,1,2048,2048}
+  return (%1)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  const CudaKernelInfo& k = code.kernels[0];
+  CHECK_EQ(k.partial_block, 256u);
+  CHECK_EQ(k.partial_grid, 8u * 3u * 32u);
+  CHECK(partial_source(code).find("= *(const uint4*)(b0 + ") != std::string::npos);
   check_compiles(code);
 }
 
@@ -1084,8 +1104,91 @@ TEST(cuda_batch_norm_statistics_of_a_channels_last_activation_run_as_rows_of_col
                std::to_string(k.partial_grid) + "\n";
   CHECK_EQ(summary,
            "ember_red_var_mean_0 grid 1792 block 64 partial grid 0\n"  // the mean's partials
-           "ember_red_var_mean_1 grid 1 block 1024 partial grid 28\n"  // the mean
+           "ember_red_var_mean_1 grid 1 block 1024 partial grid 14\n"  // the mean: 7 chunks x 2 tiles of 32 f32 columns
            "ember_red_var_mean_2 grid 1792 block 64 partial grid 0\n"  // the deviations' partials
-           "ember_red_var_mean_3 grid 1 block 1024 partial grid 28\n");
+           "ember_red_var_mean_3 grid 1 block 1024 partial grid 14\n");
+  check_compiles(code);
+}
+
+namespace {
+
+// The partial launch of a column sum [C] <- sum over rows of `input` (graph text of its
+// type, e.g. "bf16[16384,64]{64,1}"), sliced to columns [lo, hi) first when hi > 0.
+ember::CudaCode column_sum_of(const std::string& input, const std::string& out, int64_t lo = 0, int64_t hi = 0,
+                              const std::string& sliced = "") {
+  std::string text = "graph {\n  %0 = input(0) : " + input + "\n";
+  std::string src = "%0";
+  if (hi > 0) {
+    text += "  %1 = aten.slice.Tensor(%0, 1, " + std::to_string(lo) + ", " + std::to_string(hi) + ", 1) : " + sliced + "\n";
+    src = "%1";
+  }
+  const std::string sum = hi > 0 ? "%2" : "%1";
+  text += "  " + sum + " = aten.sum.dim_IntList(" + src + ", [0], false, none) : " + out + "\n  return (" + sum + ")\n}\n";
+  return cuda_of(text);
+}
+
+}  // namespace
+
+// A column sum of bf16 rows 64 wide (a BatchNorm's statistics over channels-last
+// activations): the partial launch reads each row's 8 consecutive columns of a thread in
+// one 16-byte load (8 threads a row, a warp 4 consecutive rows: 512 contiguous bytes), 32
+// groups of rows a block added through shared memory in group order, and scalar loads of
+// the same columns when the input is not aligned to 16 bytes at run time.
+TEST(cuda_column_split_reads_eight_bf16_columns_a_thread_in_one_load) {
+  ember::CudaCode code = column_sum_of("bf16[16384,64]{64,1}", "bf16[64]{1}");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  if (code.kernels.size() != 1) return;
+  const CudaKernelInfo& k = code.kernels[0];
+  CHECK_EQ(k.partial_block, 256u);  // 32 groups of 8 threads
+  CHECK_EQ(k.partial_grid, 64u);    // 16,384 rows: 64 chunks of 256, a thread 8 of each
+  const std::string partial = partial_source(code);
+  CHECK(partial.find("= *(const uint4*)(b0 + ") != std::string::npos);
+  CHECK(partial.find("const bool aligned = ((uintptr_t)b0 & 15) == 0;") != std::string::npos);
+  CHECK(partial.find("for (int r = s * 256 + g; r < hi; r += 32) {") != std::string::npos);
+  CHECK(partial.find("__shared__ double groups") != std::string::npos);  // 16,384 rows: a long float sum's type
+  CHECK(partial.find("for (int q = 0; q < 32; ++q) {") != std::string::npos);
+  CHECK_EQ(ember_test::count(partial, "*(const uint4*)("), 1);  // the vector walk's; the scalar walk loads b0[...]
+  check_compiles(code);
+}
+
+// fp32 columns, 4 a thread (16 bytes); a bf16 operand beside them reads its 4 in 8 bytes.
+TEST(cuda_column_split_reads_four_f32_columns_a_thread) {
+  ember::CudaCode code = cuda_of(R"(graph {
+  %0 = input(0) : f32[16384,96]{96,1}
+  %1 = input(1) : bf16[16384,96]{96,1}
+  %2 = aten.mul.Tensor(%0, %1) : f32[16384,96]{96,1}
+  %3 = aten.sum.dim_IntList(%2, [0], false, none) : f32[96]{1}
+  return (%3)
+}
+)");
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  if (code.kernels.size() != 1) return;
+  const CudaKernelInfo& k = code.kernels[0];
+  CHECK_EQ(k.partial_block, 256u);  // 32 groups of 8 threads, 4 columns each
+  CHECK_EQ(k.partial_grid, 64u * 3u);  // 64 chunks of 256 rows, 3 tiles of 32 columns
+  const std::string partial = partial_source(code);
+  CHECK(partial.find("= *(const uint4*)(b0 + ") != std::string::npos);
+  CHECK(partial.find("= *(const uint2*)(b1 + ") != std::string::npos);
+  CHECK(partial.find("((uintptr_t)b0 & 15) == 0 && ((uintptr_t)b1 & 7) == 0") != std::string::npos);
+  check_compiles(code);
+}
+
+// Where a thread's columns cannot be one access the partial launch keeps its scalar
+// geometry: a width that is no multiple of 8 bf16 lanes, and columns that start one
+// element past a 16-byte boundary (a slice [:, 1:65] of rows 72 wide). A slice at a
+// multiple of 8 ([:, 8:72]) keeps the vector loads.
+TEST(cuda_column_split_keeps_scalar_loads_where_columns_are_not_words) {
+  for (const ember::CudaCode& code : {column_sum_of("bf16[16384,100]{100,1}", "bf16[100]{1}"),
+                                      column_sum_of("bf16[16384,72]{72,1}", "bf16[64]{1}", 1, 65, "bf16[16384,64]{72,1}")}) {
+    CHECK_EQ(code.kernels.size(), size_t{1});
+    if (code.kernels.size() != 1) continue;
+    CHECK(code.kernels[0].partial_grid > 0);
+    const std::string partial = partial_source(code);
+    CHECK(!partial.empty() && partial.find("uint4") == std::string::npos && partial.find("uint2") == std::string::npos);
+    CHECK(partial.find("__shared__") == std::string::npos);
+    check_compiles(code);
+  }
+  ember::CudaCode code = column_sum_of("bf16[16384,72]{72,1}", "bf16[64]{1}", 8, 72, "bf16[16384,64]{72,1}");
+  CHECK(partial_source(code).find("= *(const uint4*)(b0 + ") != std::string::npos);
   check_compiles(code);
 }

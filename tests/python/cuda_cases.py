@@ -117,6 +117,19 @@ def _column_stats(g, x, n):
     return (gx * 2).to(g.dtype), gs + 1, x.amax(0), (x > 2).any(0), (x > -4).all(0), n.sum(0), (g.float() ** 2).mean(0)
 
 
+def _column_sums(x):
+    """Column sums and a max over rows (schedule/cuda/column_split.h): the partial launch's
+    vector geometry (8 bf16 or 4 f32 consecutive columns a thread, one load a row) where
+    the width allows it, the scalar one where it does not."""
+    return x.sum(0), (x.float() * 2).sum(0), x.float().amax(0)
+
+
+def _column_sums_args(device, rows, columns, dtype):
+    x = _rand(rows, columns, device=device, dtype=dtype)
+    x[rows // 2, columns // 2] = float("nan")  # that column's sums and max are NaN
+    return (x,)
+
+
 def _pool_columns(x, mean, var, w, b):
     """Channels-last global pools of a few images, their columns split across blocks with
     several columns a thread (schedule/cuda/column_split.h, columns_a_thread): a BatchNorm
@@ -541,6 +554,10 @@ CASES = {
     "column_sum_long": lambda d: (_column_sum, (_rand(20000, 3, device=d),)),
     "column_stats": lambda d: (_column_stats, _column_stats_args(d)),
     "column_stats_bf16": lambda d: (_column_stats, _column_stats_args(d, torch.bfloat16)),
+    "column_sums_64_bf16": lambda d: (_column_sums, _column_sums_args(d, 20000, 64, torch.bfloat16)),
+    "column_sums_96_f32": lambda d: (_column_sums, _column_sums_args(d, 20000, 96, torch.float32)),
+    "column_sums_1000_bf16": lambda d: (_column_sums, _column_sums_args(d, 4096, 1000, torch.bfloat16)),
+    "column_sums_3_bf16": lambda d: (_column_sums, _column_sums_args(d, 20000, 3, torch.bfloat16)),  # scalar loads
     "batch_norm_stats_channels_last_bf16": lambda d: (_batch_norm_stats, _batch_norm_stats_args(d)),
     "pool_columns_768_bf16": lambda d: (_pool_columns, _pool_columns_args(d, 768)),  # 3 columns a thread
     "pool_columns_2048_bf16": lambda d: (_pool_columns, _pool_columns_args(d, 2048)),  # 8 columns a thread

@@ -8,7 +8,8 @@ import ember
 from ember import _core
 from ember.records import Recording
 
-from cuda_cases import CASES, DYNAMIC, REFUSED, TOLERANCE, TRAINING, _layer_norm_train, _layer_norm_train_args
+from cuda_cases import (CASES, DYNAMIC, REFUSED, TOLERANCE, TRAINING, _column_sums, _layer_norm_train,
+                        _layer_norm_train_args)
 from helpers import _within_rmse_rule, check_call, check_compiled, compile_fresh
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -700,3 +701,34 @@ def test_scatter_add_under_deterministic_algorithms_is_deterministic():
             assert torch.equal(compiled(*args), first)
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+# Column sums [C] <- sum over R rows of [R, C] (schedule/cuda/column_split.h): the vector
+# geometry (a thread 8 bf16 / 4 fp32 consecutive columns, one 16-byte load a row) where
+# the width allows it (64, 96, 768, 1000), the scalar one where it does not (3), no split
+# for few rows; an input whose base is not aligned to a word runs the vector geometry's
+# scalar loads. Against eager by the fp64 rule (the sums' order differs), and the same
+# bits on a second call (the partials combine in a fixed order).
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("columns", [3, 64, 96, 768, 1000])
+@pytest.mark.parametrize("rows", [1, 37, 5000, 100_000])
+@pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "offset"])
+def test_column_split_sums_match_eager(dtype, columns, rows, aligned):
+    from helpers import fp64_rule
+
+    g = torch.Generator(device="cuda").manual_seed(rows * 1009 + columns)
+    flat = torch.randn(rows * columns + 8, device="cuda", generator=g).to(dtype)
+    x = flat[(0 if aligned else 1):][:rows * columns].view(rows, columns)
+    if rows > 10:
+        x[rows // 2, columns // 2] = float("nan")  # that column's amax is NaN, the others are not
+    compiled = compile_fresh(_column_sums, backend="ember", fullgraph=False)
+    with torch.no_grad():
+        actual = compiled(x)
+        again = compiled(x)
+        expected = _column_sums(x)
+        reference = _column_sums(x.double())
+    torch.cuda.synchronize()
+    for i, (a, b, e, r) in enumerate(zip(actual, again, expected, reference)):
+        assert a.dtype == e.dtype and a.shape == e.shape, (i, a.dtype, e.dtype, a.shape, e.shape)
+        assert torch.equal(a.nan_to_num(), b.nan_to_num()) and torch.equal(a.isnan(), b.isnan()), f"output {i} differs between calls"
+        fp64_rule(a, e, r, f"output {i}")

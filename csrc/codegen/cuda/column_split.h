@@ -12,7 +12,9 @@ namespace ember {
 // The partial launch: block s reduces chunk s of every vector stage's rows, for all of
 // the stage's kept lanes (a thread columns_a_thread of them at once, what depends on the
 // column alone computed before the rows), and stores each lane's partial (NaN for a float
-// max/min that saw one) to scratch. A whole function, printed after the kernel (it makes a fresh
+// max/min that saw one) to scratch. In the vector geometry (split.lanes > 0), a block
+// reduces one chunk of one tile of columns, a thread `lanes` consecutive columns read in
+// one access a row, the block's groups of rows added in group order. A whole function, printed after the kernel (it makes a fresh
 // emitter: pr.signature).
 std::string partial_kernel(CudaPrinter& pr, const ColumnSplit& split, const CudaKernelInfo& info);
 

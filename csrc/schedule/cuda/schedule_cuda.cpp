@@ -157,7 +157,11 @@ void scan_text(std::ostream& os, const ScanColumns& c) {
 void column_split_text(std::ostream& os, const ColumnSplit& c, const CudaKernelInfo& info) {
   os << "  column split: " << c.chunks << " chunks on grid " << info.partial_grid << " block " << info.partial_block
      << "; scratch " << c.scratch_bytes << " bytes;";
-  if (c.rows > 1) os << " " << c.rows << " rows, " << c.groups << " groups of " << c.group_lanes << " lanes a block;";
+  if (c.lanes > 0)
+    os << " " << c.lanes << " columns a thread, tiles of " << c.column_threads << " threads x " << c.tiles << ", "
+       << c.row_groups << " row groups a block;";
+  else if (c.rows > 1)
+    os << " " << c.rows << " rows, " << c.groups << " groups of " << c.group_lanes << " lanes a block;";
   std::map<int, int64_t> offsets(c.partial_offset.begin(), c.partial_offset.end());
   for (const auto& [item, offset] : offsets) os << " item " << item << " at " << offset;
   os << "\n";

@@ -48,7 +48,7 @@ kernel ember_k0 outer=[]
   stage 0 vector inner=[768,4096]: buf1(sum)
     reduce buf1[i0] = buf0[((i1 * 768) + i0)]
 )IR", {"plan_arena"}, ember::PipelineOptions::cuda()),
-           "arena 393216 bytes\n"
+           "arena 49152 bytes\n"
            "  buf2 at 0\n"
-           "ember_k0: row_block grid 1 block 1024 (column split: partials on grid 128 block 768)\n");
+           "ember_k0: row_block grid 1 block 1024 (column split: partials on grid 384 block 256)\n");
 }

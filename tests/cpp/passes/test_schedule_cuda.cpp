@@ -154,8 +154,10 @@ kernel ember_k0 outer=[64]
 }
 
 TEST(schedule_cuda_a_column_sum_of_one_row_splits_into_a_partial_launch) {
-  // 4,096 rows reduced on one block would be one SM's work: 128 blocks take 32 rows
-  // each first, their partials in a scratch buffer schedule_cuda adds (buf2).
+  // 4,096 rows reduced on one block would be one SM's work: the partial launch takes 16
+  // chunks of 256 rows on 24 tiles of 32 columns (a thread 4 columns in one 16-byte load a
+  // row, 32 groups of 8 threads a block), their partials in a scratch buffer schedule_cuda
+  // adds (buf2).
   CHECK_EQ(cuda_schedule_of(R"IR(program(vars=2)
 buf0 = input(0) : f32[4096,768]{768,1}
 buf1 : f32[1,768]{768,1} for [_, v1] = sum f32 over [4096] for [v0] of buf0[((v0 * 768) + v1)]  from %1
@@ -168,12 +170,13 @@ kernel ember_k0 outer=[]
            "kernel ember_k0: row_block grid 1 block 1024\n"
            "  buffers: args buf0 buf1 buf2; writes buf1; origins %1; scratch buf2\n"
            "  geometry: rows 1, elements 1, threads a row 1024, elements a thread 1, block 256, rows a block 8\n"
-           "  column split: 128 chunks on grid 128 block 768; scratch 393216 bytes; item 0 at 0\n");
+           "  column split: 16 chunks on grid 384 block 256; scratch 49152 bytes; 4 columns a thread, tiles of 8 threads x "
+           "24, 32 row groups a block; item 0 at 0\n");
 }
 
 TEST(schedule_cuda_a_narrow_column_sum_of_one_row_splits_into_groups_of_lanes) {
-  // 64 columns (a training BatchNorm's channels-last statistics): four chunks a block of
-  // 256 threads, a warp pair each, 1,024 chunks on 256 blocks; a thread per column and a
+  // 64 columns (a training BatchNorm's channels-last statistics): 256 chunks of 256 rows,
+  // each on 2 blocks of 32 columns, 32 groups of rows a block; a thread per column and a
   // block per chunk would keep 128 x 64 threads busy.
   CHECK_EQ(cuda_schedule_of(R"IR(program(vars=2)
 buf0 = input(0) : f32[65536,64]{64,1}
@@ -187,14 +190,16 @@ kernel ember_k0 outer=[]
            "kernel ember_k0: row_block grid 1 block 1024\n"
            "  buffers: args buf0 buf1 buf2; writes buf1; origins %1; scratch buf2\n"
            "  geometry: rows 1, elements 1, threads a row 1024, elements a thread 1, block 256, rows a block 8\n"
-           "  column split: 1024 chunks on grid 256 block 256; scratch 524288 bytes; item 0 at 0\n");
+           "  column split: 256 chunks on grid 512 block 256; scratch 131072 bytes; 4 columns a thread, tiles of 8 threads "
+           "x 2, 32 row groups a block; item 0 at 0\n");
 }
 
 TEST(schedule_cuda_a_channels_last_mean_of_few_images_splits_into_a_partial_launch) {
   // A global average pool of 64 channels-last images (EfficientNet's squeeze-excitation):
   // a block per image would leave 32 of its threads busy, each walking 12,544 pixels.
-  // The partial launch takes 16 blocks an image, 8 groups of 32 channels a block, each
-  // group a chunk of 98 pixels; the kernel combines each channel's 128 partials.
+  // The partial launch takes 9 blocks an image, each a chunk of 1,394 pixels walked by 64
+  // groups of 4 threads, 8 channels a thread in one 16-byte load a pixel; the kernel
+  // combines each channel's 9 partials.
   CHECK_EQ(cuda_schedule_of(R"IR(program(vars=4)
 buf0 = input(0) : bf16[64,32,112,112]{401408,1,3584,32}
 buf1 : f32[64,32,1,1]{32,1,1,1} for [v0, v1, _, _] = sum f32 over [112, 112] for [v2, v3] of f32(buf0[((((v0 * 401408) + v1) + (v2 * 3584)) + (v3 * 32))])  from %1
@@ -207,8 +212,8 @@ kernel ember_k0 outer=[64]
            "kernel ember_k0: row_block grid 64 block 1024\n"
            "  buffers: args buf0 buf1 buf2; writes buf1; origins %1; scratch buf2\n"
            "  geometry: rows 64, elements 1, threads a row 1024, elements a thread 1, block 256, rows a block 8\n"
-           "  column split: 128 chunks on grid 1024 block 256; scratch 2097152 bytes; 64 rows, 8 groups of 32 lanes a "
-           "block; item 0 at 0\n");
+           "  column split: 9 chunks on grid 576 block 256; scratch 147456 bytes; 8 columns a thread, tiles of 4 threads x "
+           "1, 64 row groups a block; item 0 at 0\n");
 }
 
 TEST(schedule_cuda_a_column_sum_of_many_rows_is_not_split) {
