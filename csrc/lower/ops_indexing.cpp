@@ -114,6 +114,35 @@ std::vector<TensorIR> lower_scatter_add(LowerCtx& ctx, const Node& n, const Tens
   }, {&self}));
 }
 
+// Adjacent integer index tensors of an advanced index (x[:, i, j], index_put's list): the
+// indexed dims, the index tensors, their broadcast shape, and the shape they index (self's
+// dims before them, the broadcast shape, self's dims after). `op` names the op in refusals.
+struct AdvancedIndex {
+  std::vector<int> dims;
+  std::vector<TensorIR> indices;
+  Dims broadcast;
+  Dims shape;
+};
+
+AdvancedIndex advanced_index(LowerCtx& ctx, const TensorIR& self, const std::vector<Arg>& list, const std::string& op) {
+  AdvancedIndex a;
+  for (size_t d = 0; d < list.size(); ++d) {
+    if (list[d].is_none()) continue;
+    const TensorIR& ix = ctx.tensor(list[d]);
+    if (ix.dtype == DType::Bool || ix.dtype == DType::U8) throw Unsupported(op + " with a boolean mask");
+    a.dims.push_back(static_cast<int>(d));
+    a.indices.push_back(ix);
+    a.broadcast = broadcast_shapes(a.broadcast, ix.sizes);
+  }
+  if (a.dims.empty()) throw Unsupported(op + " without index tensors");
+  for (size_t k = 1; k < a.dims.size(); ++k)
+    if (a.dims[k] != a.dims[k - 1] + 1) throw Unsupported(op + " with non-adjacent indices");
+  a.shape.assign(self.sizes.begin(), self.sizes.begin() + a.dims.front());
+  a.shape.insert(a.shape.end(), a.broadcast.begin(), a.broadcast.end());
+  a.shape.insert(a.shape.end(), self.sizes.begin() + a.dims.back() + 1, self.sizes.end());
+  return a;
+}
+
 }  // namespace
 
 TensorIR LowerCtx::scatter_add(const Dims& target, const Dims& sizes, const IndexFn& value,
@@ -248,27 +277,14 @@ void register_indexing_ops(LoweringTable& t) {
     if (n.args.size() < 4 || !n.args[3].is_number() || n.args[3].as_int() == 0)
       throw Unsupported("index_put without accumulation");
     const TensorIR& self = ctx.tensor(n.args[0]);
-    const auto& list = n.args[1].list;
-    std::vector<int> dims;
-    std::vector<TensorIR> indices;
-    Dims bshape;
-    for (size_t d = 0; d < list.size(); ++d) {
-      if (list[d].is_none()) continue;
-      const TensorIR& ix = ctx.tensor(list[d]);
-      if (ix.dtype == DType::Bool || ix.dtype == DType::U8) throw Unsupported("index_put with a boolean mask");
-      dims.push_back(static_cast<int>(d));
-      indices.push_back(ix);
-      bshape = broadcast_shapes(bshape, ix.sizes);
-    }
-    if (dims.empty()) throw Unsupported("index_put without index tensors");
-    for (size_t k = 1; k < dims.size(); ++k)
-      if (dims[k] != dims[k - 1] + 1) throw Unsupported("index_put with non-adjacent indices");
+    const AdvancedIndex a = advanced_index(ctx, self, n.args[1].list, "index_put");
+    const std::vector<int>& dims = a.dims;
+    const std::vector<TensorIR>& indices = a.indices;
+    const Dims& bshape = a.broadcast;
+    const Dims& shape = a.shape;
     if (!n.args[2].is_tensor()) throw Unsupported("index_put of a number");
     const TensorIR& values = ctx.tensor(n.args[2]);
     const int first = dims.front(), last = dims.back();
-    Dims shape(self.sizes.begin(), self.sizes.begin() + first);
-    shape.insert(shape.end(), bshape.begin(), bshape.end());
-    shape.insert(shape.end(), self.sizes.begin() + last + 1, self.sizes.end());
     if (values.rank() > static_cast<int>(shape.size())) throw Unsupported("index_put: values of a higher rank");
     for (int d = 0; d < values.rank(); ++d)
       if (!(values.sizes[d] == 1) && !compatible(values.sizes[d], shape[shape.size() - values.rank() + d]))
@@ -297,25 +313,12 @@ void register_indexing_ops(LoweringTable& t) {
   t["aten.scatter.src"] = [](LowerCtx& ctx, const Node& n) { return lower_scatter(ctx, n, true); };
   t["aten.index.Tensor"] = [](LowerCtx& ctx, const Node& n) {
     const TensorIR& self = ctx.tensor(n.args[0]);
-    const auto& list = n.args[1].list;
-    std::vector<int> dims;
-    std::vector<TensorIR> indices;
-    Dims bshape;
-    for (size_t d = 0; d < list.size(); ++d) {
-      if (list[d].is_none()) continue;
-      const TensorIR& ix = ctx.tensor(list[d]);
-      if (ix.dtype == DType::Bool || ix.dtype == DType::U8) throw Unsupported("boolean mask indexing");
-      dims.push_back(static_cast<int>(d));
-      indices.push_back(ix);
-      bshape = broadcast_shapes(bshape, ix.sizes);
-    }
-    if (dims.empty()) throw Unsupported("index without index tensors");
-    for (size_t k = 1; k < dims.size(); ++k)
-      if (dims[k] != dims[k - 1] + 1) throw Unsupported("non-adjacent advanced indices");
+    const AdvancedIndex a = advanced_index(ctx, self, n.args[1].list, "index");
+    const std::vector<int>& dims = a.dims;
+    const std::vector<TensorIR>& indices = a.indices;
+    const Dims& bshape = a.broadcast;
+    const Dims& shape = a.shape;
     int first = dims.front();
-    Dims shape(self.sizes.begin(), self.sizes.begin() + first);
-    shape.insert(shape.end(), bshape.begin(), bshape.end());
-    shape.insert(shape.end(), self.sizes.begin() + dims.back() + 1, self.sizes.end());
     if (shape != ctx.out_type().dims()) throw Unsupported("index: unexpected result shape");
     size_t nb = bshape.size();
     Dims sizes = self.sizes;
