@@ -40,7 +40,7 @@ def test_inference_graphs_are_traced_by_ember_and_match_eager():
     assert s["front_end"].get("AOTAutograd", 0) == before["front_end"].get("AOTAutograd", 0), s
 
 
-def capture(fn, *args):
+def capture(fn, *args, dynamic=None):
     """(Dynamo's graph, its example inputs) of fn(*args)."""
     graphs = []
 
@@ -50,8 +50,14 @@ def capture(fn, *args):
 
     torch._dynamo.reset()
     with torch.no_grad():
-        torch.compile(fn, backend=backend, fullgraph=True)(*args)
+        torch.compile(fn, backend=backend, fullgraph=True, dynamic=dynamic)(*args)
     return graphs[0]
+
+
+def fake_mode_of(gm):
+    """The fake mode of Dynamo's example values in gm (what aten_trace traces under)."""
+    return next(v.fake_mode for v in (n.meta.get("example_value") for n in gm.graph.nodes)
+                if isinstance(v, torch.Tensor))
 
 
 def test_repeated_calls_are_traced_once():
@@ -89,20 +95,10 @@ def test_one_tracing_session_gives_the_graph_of_a_make_fx_per_call(dynamic, monk
         return y.softmax(-1)[: n * s // 2] * torch.tensor(0.5), t.new_zeros(n, 2) + s
 
     x = torch.randn(3, 5, 16)
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append((gm, list(example_inputs)))
-        return gm.forward
-
-    torch._dynamo.reset()
-    with torch.no_grad():
-        torch.compile(fn, backend=backend, dynamic=dynamic)(x)
-    gm, inputs = graphs[0]
+    gm, inputs = capture(fn, x, dynamic=dynamic)
     from torch._guards import TracingContext, tracing
 
-    fake_mode = next(v.fake_mode for v in (n.meta.get("example_value") for n in gm.graph.nodes)
-                     if isinstance(v, torch.Tensor))
+    fake_mode = fake_mode_of(gm)
     traced = {}
     for kind in ("session", "per call"):
         if kind == "per call":
@@ -426,8 +422,7 @@ def test_the_explicit_core_aten_table_traces_what_the_full_one_does(monkeypatch)
 
     model = Mixed().eval()
     gm, inputs = capture(model, torch.randn(2, 3, 6, 6))
-    fake_mode = next(v.fake_mode for v in (n.meta.get("example_value") for n in gm.graph.nodes)
-                     if isinstance(v, torch.Tensor))
+    fake_mode = fake_mode_of(gm)
     graphs, sizes = [], []
     for full in (False, True):
         decompositions.decomposition_table.cache_clear()
