@@ -7,9 +7,12 @@
 #include <vector>
 
 #include "check.h"
+#include "nvrtc_util.h"
 #include "codegen/cuda/kernel.h"
 #include "jit/nvrtc.h"
 #include "pipeline_util.h"
+
+using ember_test::check_compiles;
 
 using ember_test::count;
 
@@ -39,14 +42,6 @@ const char* kSelect = R"(graph {
 )";
 
 ember::CudaCode cuda_of(const char* text) { return ember_test::CudaPipeline(text).cuda_code; }
-
-
-void check_compiles(const ember::CudaCode& code) {
-  std::vector<std::string> dirs;  // as test_cuda_codegen.cpp: $EMBER_NVRTC_DIR, else the loader's path
-  if (const char* d = std::getenv("EMBER_NVRTC_DIR"); d && *d) dirs.push_back(d);
-  std::string why;
-  if (const ember::Nvrtc* n = ember::Nvrtc::load(dirs, &why)) CHECK(n->compile(code.source, "sm_90", "test.cu").ok);
-}
 
 }  // namespace
 

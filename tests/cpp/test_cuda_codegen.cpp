@@ -8,12 +8,15 @@
 #include <vector>
 
 #include "check.h"
+#include "nvrtc_util.h"
 #include "codegen/cuda/kernel.h"
 #include "codegen/cuda/prelude.h"
 #include "codegen/cuda/transpose.h"
 #include "schedule/placement.h"
 #include "jit/nvrtc.h"
 #include "pipeline_util.h"
+
+using ember_test::check_compiles;
 
 using ember::CudaKernelInfo;
 
@@ -169,23 +172,6 @@ std::string sized(std::string text, const std::vector<std::pair<std::string, std
 ember::CudaCode cuda_of(const std::string& text) { return ember_test::CudaPipeline(text).cuda_code; }
 
 bool has(const ember::CudaCode& code, const std::string& text) { return code.source.find(text) != std::string::npos; }
-
-
-const ember::Nvrtc* nvrtc() {
-  std::vector<std::string> dirs;
-  if (const char* d = std::getenv("EMBER_NVRTC_DIR"); d && *d) dirs.push_back(d);
-  std::string why;
-  return ember::Nvrtc::load(dirs, &why);
-}
-
-void check_compiles(const ember::CudaCode& code) {
-  const ember::Nvrtc* n = nvrtc();
-  if (!n) return;  // no NVRTC here: the shape checks above still ran
-  ember::CubinResult r = n->compile(code.source, "sm_90", "test.cu");
-  CHECK(r.ok);
-  if (!r.ok) std::cerr << r.log << "\n" << code.source;
-  CHECK(r.cubin.size() > 4 && r.cubin.compare(0, 4, "\x7f" "ELF") == 0);
-}
 
 }  // namespace
 

@@ -6,17 +6,13 @@
 #include <iostream>
 
 #include "check.h"
+#include "nvrtc_util.h"
 #include "jit/nvrtc.h"
 #include "pipeline_util.h"
 
-namespace {
+using ember_test::nvrtc;
 
-const ember::Nvrtc* nvrtc() {
-  std::vector<std::string> dirs;
-  if (const char* d = std::getenv("EMBER_NVRTC_DIR"); d && *d) dirs.push_back(d);
-  std::string why;
-  return ember::Nvrtc::load(dirs, &why);
-}
+namespace {
 
 ember::CudaCode compiled_cuda(const std::string& graph) {
   ember::CudaCode code = ember_test::CudaPipeline(graph).cuda_code;

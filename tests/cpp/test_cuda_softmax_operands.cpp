@@ -10,9 +10,12 @@
 #include <vector>
 
 #include "check.h"
+#include "nvrtc_util.h"
 #include "codegen/cuda/kernel.h"
 #include "jit/nvrtc.h"
 #include "pipeline_util.h"
+
+using ember_test::check_compiles;
 
 using ember::CudaKernelInfo;
 
@@ -52,17 +55,6 @@ size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
-}
-
-void check_compiles(const ember::CudaCode& code) {
-  std::vector<std::string> dirs;
-  if (const char* d = std::getenv("EMBER_NVRTC_DIR"); d && *d) dirs.push_back(d);
-  std::string why;
-  const ember::Nvrtc* n = ember::Nvrtc::load(dirs, &why);
-  if (!n) return;  // no NVRTC here: the shape checks still ran
-  ember::CubinResult r = n->compile(code.source, "sm_90", "test.cu");
-  CHECK(r.ok);
-  if (!r.ok) std::cerr << r.log << "\n" << code.source;
 }
 
 }  // namespace

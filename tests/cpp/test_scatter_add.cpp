@@ -9,9 +9,12 @@
 #include <vector>
 
 #include "check.h"
+#include "nvrtc_util.h"
 #include "codegen/cuda/kernel.h"
 #include "jit/nvrtc.h"
 #include "pipeline_util.h"
+
+using ember_test::check_compiles;
 
 using ember::CudaKernelInfo;
 using ember_test::count;
@@ -91,17 +94,6 @@ const char* kIndexAddI64 = R"(graph {
   return (%3)
 }
 )";
-
-void check_compiles(const ember::CudaCode& code) {
-  std::vector<std::string> dirs;
-  if (const char* d = std::getenv("EMBER_NVRTC_DIR"); d && *d) dirs.push_back(d);
-  std::string why;
-  const ember::Nvrtc* n = ember::Nvrtc::load(dirs, &why);
-  if (!n) return;  // no NVRTC here: the other checks still ran
-  ember::CubinResult r = n->compile(code.source, "sm_90", "test.cu");
-  CHECK(r.ok);
-  if (!r.ok) std::cerr << r.log << "\n" << code.source;
-}
 
 int externs_named(const ember::Program& p, const std::string& op) {
   int n = 0;
