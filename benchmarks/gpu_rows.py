@@ -15,6 +15,7 @@ Values are checked against eager (bf16: the tolerances of torch.testing for bf16
     python benchmarks/gpu_rows.py --only operand   # softmax with a mask or bias: BLOOM, DeBERTa, Falcon, Swin
     python benchmarks/gpu_rows.py --only pool      # channels-last global pools of few images (column split)
     python benchmarks/gpu_rows.py --only column    # column sums [C] <- sum over R of [R, C] (column split)
+    python benchmarks/gpu_rows.py --only pointwise # elementwise kernels alone: GELU, SiLU-gate, adds
 """
 import argparse
 import datetime
@@ -157,7 +158,7 @@ def workloads():
         Forward("softmax 4096x4096 bf16", _softmax, lambda: (_rand(4096, 4096, dtype=bf16),), 4096, 4096, bf16),
         Forward("softmax 4096x50257 bf16", _softmax, lambda: (_rand(4096, 50257, dtype=bf16),), 4096, 50257, bf16),
         Backward("layer_norm backward 8192x768 bf16", 8192, 768, bf16),
-    ] + short_rows() + long_rows() + operand_rows() + pool_rows() + column_rows()
+    ] + short_rows() + long_rows() + operand_rows() + pool_rows() + column_rows() + pointwise_rows()
 
 
 def short_rows():
@@ -257,6 +258,52 @@ def column_rows():
                             (12544, 1536), (3136, 2048), (3136, 1024)):
             out.append(Forward(f"column sum {rows}x{width} {name}", _column_sum,
                                lambda r=rows, w=width, t=dtype: (_rand(r, w, dtype=t),), rows, width, dtype))
+    return out
+
+
+def _gelu(x):
+    return F.gelu(x)
+
+
+def _gelu_tanh(x):
+    return F.gelu(x, approximate="tanh")
+
+
+def _relu(x):
+    return torch.relu(x)
+
+
+def _add(x, y):
+    return x + y
+
+
+def _silu_gate(x, y):
+    return F.silu(x) * y
+
+
+def _bias_gelu(x, b):
+    return F.gelu(x + b)
+
+
+def pointwise_rows():
+    """Elementwise kernels alone, the suite's commonest memory-bound kernels (issue 23,
+    acceptance 3: ViT's, BEiT's and Mixer's GELUs ran at 64% of copy bandwidth): a ViT-B MLP's
+    activation at batch 64 (12,608 x 3,072), in bf16 and f32, with erf, tanh and no
+    transcendental at all (ReLU), a residual add, Llama's SiLU gate and a bias + GELU.
+    `--only pointwise` runs these alone."""
+    bf16, f32 = torch.bfloat16, torch.float32
+    rows, width = 12608, 3072
+    out = []
+    for dtype, name in ((bf16, "bf16"), (f32, "f32")):
+        one = lambda t=dtype: (_rand(rows, width, dtype=t),)  # noqa: E731
+        two = lambda t=dtype: (_rand(rows, width, dtype=t), _rand(rows, width, dtype=t))  # noqa: E731
+        out += [Forward(f"pointwise gelu {rows}x{width} {name}", _gelu, one, rows, width, dtype),
+                Forward(f"pointwise gelu_tanh {rows}x{width} {name}", _gelu_tanh, one, rows, width, dtype),
+                Forward(f"pointwise relu {rows}x{width} {name}", _relu, one, rows, width, dtype),
+                Forward(f"pointwise add {rows}x{width} {name}", _add, two, rows, width, dtype),
+                Forward(f"pointwise silu_gate {rows}x{width} {name}", _silu_gate, two, rows, width, dtype)]
+    out.append(Forward(f"pointwise bias_gelu {rows}x{width} bf16", _bias_gelu,
+                       lambda: (_rand(rows, width, dtype=bf16), _rand(width, dtype=bf16)), rows, width, bf16))
     return out
 
 
