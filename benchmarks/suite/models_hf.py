@@ -15,6 +15,20 @@ from .registry import Model, register
 VOCAB_SMALL = 1000
 
 
+def _transformers():
+    """transformers, imported after the suite's torchvision fix-up where torchvision is
+    installed (transformers imports it; models_vision._import_torchvision says why)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is not None:
+        from .models_vision import _import_torchvision
+
+        _import_torchvision()
+    import transformers
+
+    return transformers
+
+
 def _no_dropout(cfg):
     """Every dropout (and layer drop) probability of a config, sub-configs included, set to
     0: a training step must be comparable with eager's and the fp64 reference's."""
@@ -30,7 +44,7 @@ def _no_dropout(cfg):
 
 def _build(class_name: str, cfg, device, dtype):
     import torch
-    import transformers
+    transformers = _transformers()
 
     torch.manual_seed(0)
     with torch.device(device):
@@ -68,7 +82,7 @@ def _decoder(name, config_class, model_class, full: dict, small: dict, shape=(8,
         return {"input_ids": _ids(kwargs(size)["vocab_size"], batch, seq, device)}
 
     def build(device, dtype, size="full"):
-        import transformers
+        transformers = _transformers()
 
         cfg = getattr(transformers, config_class)(use_cache=False, **kwargs(size))
         model = _build(model_class, cfg, device, dtype)
@@ -158,7 +172,7 @@ def _encoder(name, config_class, model_class, full: dict, small: dict, inputs="i
         return d
 
     def build(device, dtype, size="full"):
-        import transformers
+        transformers = _transformers()
 
         kw = full if size == "full" else {"vocab_size": VOCAB_SMALL, **small}
         model = _build(model_class, getattr(transformers, config_class)(**kw), device, dtype)
@@ -205,7 +219,7 @@ def _seq2seq(name, config_class, model_class, full: dict, small: dict, shape=(8,
              weight=1.0, note=""):
     """input_ids (batch, source) and decoder_input_ids (batch, target)."""
     def build(device, dtype, size="full"):
-        import transformers
+        transformers = _transformers()
 
         kw = dict(full) if size == "full" else {"vocab_size": VOCAB_SMALL, **small}
         vocab = kw.get("vocab_size", 32128)
@@ -246,7 +260,7 @@ def _images(batch, side, device, dtype):
 
 
 def _vit(device, dtype, size="full"):
-    import transformers
+    transformers = _transformers()
 
     cfg = (transformers.ViTConfig() if size == "full" else
            transformers.ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
@@ -256,7 +270,7 @@ def _vit(device, dtype, size="full"):
 
 
 def _swin(device, dtype, size="full"):
-    import transformers
+    transformers = _transformers()
 
     cfg = (transformers.SwinConfig() if size == "full" else  # Swin-T
            transformers.SwinConfig(image_size=64, patch_size=4, embed_dim=32, depths=[2, 2], num_heads=[2, 4],
@@ -266,7 +280,7 @@ def _swin(device, dtype, size="full"):
 
 
 def _clip(device, dtype, size="full"):
-    import transformers
+    transformers = _transformers()
 
     if size == "full":  # ViT-B/32 image tower, 12-layer text tower
         cfg = transformers.CLIPConfig()
@@ -287,7 +301,7 @@ def _clip(device, dtype, size="full"):
 
 def _whisper_encoder(device, dtype, size="full"):
     import torch
-    import transformers
+    transformers = _transformers()
     from transformers.models.whisper.modeling_whisper import WhisperEncoder
 
     if size == "full":  # whisper-base's encoder: 30 s of 80 mel bins
@@ -308,7 +322,7 @@ def _whisper_encoder(device, dtype, size="full"):
 
 def _wav2vec2(device, dtype, size="full"):
     import torch
-    import transformers
+    transformers = _transformers()
 
     if size == "full":  # wav2vec2-base: 8 clips of 10 s at 16 kHz
         cfg, batch, samples = transformers.Wav2Vec2Config(mask_time_prob=0.0), 8, 160000
