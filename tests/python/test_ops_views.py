@@ -86,6 +86,22 @@ def test_cat_inner_dim_split_points_exact(widths):
     assert torch.equal(check_compiled(roll, x), roll(x))
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_cat_of_many_feature_maps_then_batch_norm(layout):
+    # DenseNet's pattern: a cat of 20 feature maps (over the 8 loop bodies a general
+    # decision tree may print, codegen/c/branch_runs.cpp), then BatchNorm and ReLU; along the
+    # innermost dim in channels-last, along an outer one otherwise.
+    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    xs = [rand(2, w, 5, 3).contiguous(memory_format=fmt) for w in [16] + [3, 8, 5, 1] * 5][:20]
+    channels = sum(x.shape[1] for x in xs)
+    mean, var, weight, bias = rand(channels), rand(channels).abs() + 0.5, rand(channels), rand(channels)
+
+    def fn(*t):
+        return F.batch_norm(torch.cat(t, 1), mean, var, weight, bias, False, 0.1, 1e-5).relu()
+
+    check_compiled(fn, *xs)
+
+
 @pytest.mark.parametrize("slope", [1, 3, -2])
 @pytest.mark.parametrize("op", ["lt", "le", "gt", "ge"])
 def test_where_split_points_move_with_the_row(slope, op):
