@@ -473,9 +473,9 @@ TEST(cuda_transpose_plan_stages_a_gather_read_transposed) {
   CHECK_EQ(t->load.vars.size(), size_t{1});  // a gather's walk: one dim (i)
   CHECK_EQ(t->load.extent.hint(), int64_t{128});
   CHECK_EQ(t->store.extent.hint(), int64_t{128});
+  CHECK_EQ(t->store.tile, int64_t{128});  // two lines of bf16: the side whole
   CHECK_EQ(t->load.tile, int64_t{64});
-  CHECK_EQ(t->store.tile, int64_t{64});
-  CHECK_EQ(t->tiles().hint(), int64_t{4 * 2 * 2});
+  CHECK_EQ(t->tiles().hint(), int64_t{4 * 2});
   CHECK_EQ(t->staged.size(), size_t{1});
   if (!t->staged.empty()) CHECK_EQ(t->staged[0], 2);  // p2c
   CHECK_EQ(t->load_lanes, 0);   // a gather has no 16-byte words
@@ -530,6 +530,43 @@ TEST(cuda_gather_under_a_where_arm_is_not_staged) {
   ember::Placement m = ember::place_buffers(p.program, p.schedule, ember::VectorResults::InMemory);
   auto t = ember::plan_transpose(p.program, p.schedule.kernels[0], m.in_memory);
   CHECK(!t.has_value() || std::count(t->staged.begin(), t->staged.end(), 0) == 0);
+}
+
+// A table gathered by rows (index.Tensor), its [rows, 4] rows read along the store's
+// outer dim: out[b, h, p] = table[idx[p], h] + x[b, p] (Swin's relative-position bias
+// with its mask). Walking h reads a row's 4 values together. A table of 49 rows is read
+// from cache whichever way (each element read 167 times): no tile; one of 8,192 rows
+// (each read once) is staged.
+std::string table_gather(int64_t rows) {
+  const std::string r = std::to_string(rows);
+  return R"(graph {
+  %0 = input(0) : bf16[)" + r + R"(,4]{4,1}
+  %1 = input(1) : i64[256]{1}
+  %2 = input(2) : bf16[32,1,256]{256,256,1}
+  %3 = aten.index.Tensor(%0, [%1]) : bf16[256,4]{4,1}
+  %4 = aten.permute.default(%3, [1, 0]) : bf16[4,256]{1,4}
+  %5 = aten.add.Tensor(%4, %2, 1) : bf16[32,4,256]{1024,256,1}
+  return (%5)
+}
+)";
+}
+
+TEST(cuda_gather_of_a_small_table_is_not_staged) {
+  ember_test::CudaPipeline small(table_gather(49));
+  CHECK_EQ(small.schedule.kernels.size(), size_t{1});
+  ember::Placement m = ember::place_buffers(small.program, small.schedule, ember::VectorResults::InMemory);
+  CHECK(!ember::plan_transpose(small.program, small.schedule.kernels[0], m.in_memory).has_value());
+  ember_test::CudaPipeline large(table_gather(8192));
+  CHECK_EQ(large.schedule.kernels.size(), size_t{1});
+  ember::Placement ml = ember::place_buffers(large.program, large.schedule, ember::VectorResults::InMemory);
+  auto t = ember::plan_transpose(large.program, large.schedule.kernels[0], ml.in_memory);
+  CHECK(t.has_value());
+  if (!t) return;
+  CHECK_EQ(t->load.extent.hint(), int64_t{4});  // h, the table's rows
+  CHECK_EQ(t->staged.size(), size_t{1});
+  ember::CudaCode code = cuda_of(table_gather(8192));
+  CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::Transpose);
+  check_compiles(code);
 }
 
 // Two layers of the same shape: the second tanh runs the first one's function (their text

@@ -13,6 +13,9 @@ namespace {
 
 constexpr int64_t kLineBytes = 128;  // a warp's coalesced access: one 128-byte line
 constexpr int64_t kInt32Limit = int64_t{1} << 31;
+// A gathered buffer of fewer elements than the loop space over this is read from cache
+// whichever way a warp walks (each element read this many times or more): not staged.
+constexpr int64_t kGatherReuse = 8;
 
 using Sizes = std::map<int, Dim>;  // loop var id -> its extent
 
@@ -374,6 +377,9 @@ std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, c
       candidates.push_back({b, unit, extent.hint(), *f, false});
       continue;
     }
+    // A small table (Swin's relative-position bias, an upsampling's source beside its
+    // output) is read from cache whichever way the threads walk: not worth a tile.
+    if (extent.hint() * kGatherReuse < total.hint()) continue;
     auto t = index_terms(idx);
     if (!t || guarded.count(b)) continue;
     bool varies = coef_of(t->affine, s_var) != Dim(0);
