@@ -83,9 +83,10 @@ struct TransposePlan {
 // its channels), else, for a term of coefficient 1 (the gathered dim contiguous), the
 // dim along which the term's index tensor is contiguous (DeBERTa's relative positions:
 // neighbouring entries name neighbouring elements). A staged gather is one read under no
-// Where arm, read in the load phase at the tile's coordinates (scalar: no 16-byte
-// words); its L side is that one dim. An index tensor read only by staged gathers is
-// read with them, not staged.
+// Where arm, from a buffer of at least an eighth of the loop space's elements (a smaller
+// table is read from cache whichever way: Swin's relative-position bias), read in the
+// load phase at the tile's coordinates (scalar: no 16-byte words); its L side is that
+// one dim. An index tensor read only by staged gathers is read with them, not staged.
 std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, const std::vector<bool>& in_memory);
 
 // Element (l, s) of a staged tile in shared memory: rows along the tile's shorter side,
