@@ -1,6 +1,7 @@
 // The CUDA printer: the shape each kernel gets, what it refuses, and (when NVRTC can be
 // loaded: pip's nvidia-cuda-nvrtc dir in $EMBER_NVRTC_DIR, or $EMBER_NVRTC, or the loader's
 // path) that the source compiles to a cubin for sm_90.
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -419,6 +420,152 @@ TEST(cuda_transpose_of_2_31_elements_loops_with_64_bit_tiles) {
   // ceil(2^31 / 672) tiles of 3 x 672
   CHECK(code.source.find("for (int64_t tile = blockIdx.x; tile < 3195661; tile += gridDim.x)") != std::string::npos);
   CHECK(code.source.find("the next tile reuses shared memory") != std::string::npos);
+  check_compiles(code);
+}
+
+// DeBERTa's disentangled attention scores, [B, S, S] of bf16: q k^T (%0) plus the
+// content-to-position scores gathered along their last dim (%1 at clamp(rel + A)) plus
+// the position-to-content ones gathered the same way and read transposed (%2 at
+// clamp(A - rel), then permuted): out[b, i, j] reads p2c[b, j, idx[j, i]]. rel (%3, i64
+// [S, S]) is contiguous along j. With `c2p_only`, the transposed gather is left out.
+std::string deberta_scores(int64_t B, int64_t S, int64_t P, bool c2p_only = false) {
+  const std::string b = std::to_string(B), s = std::to_string(S), p = std::to_string(P), a = std::to_string(P / 2),
+                    last = std::to_string(P - 1), ss = std::to_string(S * S), sp = std::to_string(S * P);
+  const std::string bss = "[" + b + "," + s + "," + s + "]";
+  const std::string rows = bss + "{" + ss + "," + s + ",1}";
+  std::string t = "graph {\n";
+  t += "  %0 = input(0) : bf16" + rows + "\n";
+  t += "  %1 = input(1) : bf16[" + b + "," + s + "," + p + "]{" + sp + "," + p + ",1}\n";
+  t += "  %2 = input(2) : bf16[" + b + "," + s + "," + p + "]{" + sp + "," + p + ",1}\n";
+  t += "  %3 = input(3) : i64[" + s + "," + s + "]{" + s + ",1}\n";
+  t += "  %4 = aten.add.Tensor(%3, " + a + ", 1) : i64[" + s + "," + s + "]{" + s + ",1}\n";
+  t += "  %5 = aten.clamp.default(%4, 0, " + last + ") : i64[" + s + "," + s + "]{" + s + ",1}\n";
+  t += "  %6 = aten.expand.default(%5, " + bss + ", false) : i64" + bss + "{0," + s + ",1}\n";
+  t += "  %7 = aten.gather.default(%1, -1, %6, false) : bf16" + rows + "\n";
+  if (c2p_only) {
+    t += "  %8 = aten.add.Tensor(%0, %7, 1) : bf16" + rows + "\n  return (%8)\n}\n";
+    return t;
+  }
+  t += "  %8 = aten.neg.default(%3) : i64[" + s + "," + s + "]{" + s + ",1}\n";
+  t += "  %9 = aten.add.Tensor(%8, " + a + ", 1) : i64[" + s + "," + s + "]{" + s + ",1}\n";
+  t += "  %10 = aten.clamp.default(%9, 0, " + last + ") : i64[" + s + "," + s + "]{" + s + ",1}\n";
+  t += "  %11 = aten.expand.default(%10, " + bss + ", false) : i64" + bss + "{0," + s + ",1}\n";
+  t += "  %12 = aten.gather.default(%2, -1, %11, false) : bf16" + rows + "\n";
+  t += "  %13 = aten.permute.default(%12, [0, 2, 1]) : bf16" + bss + "{" + ss + ",1," + s + "}\n";
+  t += "  %14 = aten.add.Tensor(%7, %13, 1) : bf16" + rows + "\n";
+  t += "  %15 = aten.add.Tensor(%0, %14, 1) : bf16" + rows + "\n";
+  t += "  return (%15)\n}\n";
+  return t;
+}
+
+// The transposed gather is staged: its loads walk i (the index tensor rel[j, i] is
+// contiguous along i, and neighbouring relative positions name neighbouring p2c
+// elements), the tile goes through shared memory, and the stores walk j. The index
+// tensor is read in both orders (two indices): it is not staged itself. On the
+// elementwise shape a warp read 32 p2c rows for its 32 values.
+TEST(cuda_transpose_plan_stages_a_gather_read_transposed) {
+  ember_test::CudaPipeline p(deberta_scores(4, 128, 256));
+  CHECK_EQ(p.schedule.kernels.size(), size_t{1});
+  ember::Placement m = ember::place_buffers(p.program, p.schedule, ember::VectorResults::InMemory);
+  auto t = ember::plan_transpose(p.program, p.schedule.kernels[0], m.in_memory);
+  CHECK(t.has_value());
+  if (!t) return;
+  CHECK_EQ(t->load.vars.size(), size_t{1});  // a gather's walk: one dim (i)
+  CHECK_EQ(t->load.extent.hint(), int64_t{128});
+  CHECK_EQ(t->store.extent.hint(), int64_t{128});
+  CHECK_EQ(t->store.tile, int64_t{128});  // two lines of bf16: the side whole
+  CHECK_EQ(t->load.tile, int64_t{64});
+  CHECK_EQ(t->tiles().hint(), int64_t{4 * 2});
+  CHECK_EQ(t->staged.size(), size_t{1});
+  if (!t->staged.empty()) CHECK_EQ(t->staged[0], 2);  // p2c
+  CHECK_EQ(t->load_lanes, 0);   // a gather has no 16-byte words
+  CHECK_EQ(t->store_lanes, 8);  // the stores do
+  ember::CudaCode code = cuda_of(deberta_scores(4, 128, 256));
+  CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::Transpose);
+  CHECK(has(code, "__shared__ float sh2["));
+  CHECK(!has(code, "__shared__ float sh3["));
+  check_compiles(code);
+}
+
+// Odd sizes: a partial last tile along both sides (bounds checked), scalar stores.
+TEST(cuda_gather_transpose_of_odd_sizes_compiles) {
+  ember_test::CudaPipeline p(deberta_scores(3, 37, 48));
+  ember::Placement m = ember::place_buffers(p.program, p.schedule, ember::VectorResults::InMemory);
+  auto t = ember::plan_transpose(p.program, p.schedule.kernels[0], m.in_memory);
+  CHECK(t.has_value());
+  if (!t) return;
+  CHECK_EQ(t->store_lanes, 0);
+  ember::CudaCode code = cuda_of(deberta_scores(3, 37, 48));
+  CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::Transpose);
+  check_compiles(code);
+}
+
+// A gather whose index tensor is contiguous along the store (content-to-position alone):
+// its walk is the store's, nothing to transpose.
+TEST(cuda_gather_along_the_store_stays_elementwise) {
+  ember::CudaCode code = cuda_of(deberta_scores(4, 128, 256, true));
+  CHECK_EQ(code.kernels.size(), size_t{1});
+  CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::Elementwise);
+  ember_test::CudaPipeline p(deberta_scores(4, 128, 256, true));
+  ember::Placement m = ember::place_buffers(p.program, p.schedule, ember::VectorResults::InMemory);
+  CHECK(!ember::plan_transpose(p.program, p.schedule.kernels[0], m.in_memory).has_value());
+}
+
+// A transposed gather read under a Where arm (a cat of it with another tensor) may be
+// out of bounds where the arm is not taken: not staged, so no tile.
+TEST(cuda_gather_under_a_where_arm_is_not_staged) {
+  ember_test::CudaPipeline p(R"(graph {
+  %0 = input(0) : bf16[4,64,64]{4096,64,1}
+  %1 = input(1) : i64[64,64]{64,1}
+  %2 = input(2) : bf16[4,64,64]{4096,64,1}
+  %3 = aten.clamp.default(%1, 0, 63) : i64[64,64]{64,1}
+  %4 = aten.expand.default(%3, [4, 64, 64], false) : i64[4,64,64]{0,64,1}
+  %5 = aten.gather.default(%0, -1, %4, false) : bf16[4,64,64]{4096,64,1}
+  %6 = aten.permute.default(%5, [0, 2, 1]) : bf16[4,64,64]{4096,1,64}
+  %7 = aten.cat.default([%6, %2], 1) : bf16[4,128,64]{8192,64,1}
+  return (%7)
+}
+)");
+  CHECK_EQ(p.schedule.kernels.size(), size_t{1});
+  ember::Placement m = ember::place_buffers(p.program, p.schedule, ember::VectorResults::InMemory);
+  auto t = ember::plan_transpose(p.program, p.schedule.kernels[0], m.in_memory);
+  CHECK(!t.has_value() || std::count(t->staged.begin(), t->staged.end(), 0) == 0);
+}
+
+// A table gathered by rows (index.Tensor), its [rows, 4] rows read along the store's
+// outer dim: out[b, h, p] = table[idx[p], h] + x[b, p] (Swin's relative-position bias
+// with its mask). Walking h reads a row's 4 values together. A table of 49 rows is read
+// from cache whichever way (each element read 167 times): no tile; one of 8,192 rows
+// (each read once) is staged.
+std::string table_gather(int64_t rows) {
+  const std::string r = std::to_string(rows);
+  return R"(graph {
+  %0 = input(0) : bf16[)" + r + R"(,4]{4,1}
+  %1 = input(1) : i64[256]{1}
+  %2 = input(2) : bf16[32,1,256]{256,256,1}
+  %3 = aten.index.Tensor(%0, [%1]) : bf16[256,4]{4,1}
+  %4 = aten.permute.default(%3, [1, 0]) : bf16[4,256]{1,4}
+  %5 = aten.add.Tensor(%4, %2, 1) : bf16[32,4,256]{1024,256,1}
+  return (%5)
+}
+)";
+}
+
+TEST(cuda_gather_of_a_small_table_is_not_staged) {
+  ember_test::CudaPipeline small(table_gather(49));
+  CHECK_EQ(small.schedule.kernels.size(), size_t{1});
+  ember::Placement m = ember::place_buffers(small.program, small.schedule, ember::VectorResults::InMemory);
+  CHECK(!ember::plan_transpose(small.program, small.schedule.kernels[0], m.in_memory).has_value());
+  ember_test::CudaPipeline large(table_gather(8192));
+  CHECK_EQ(large.schedule.kernels.size(), size_t{1});
+  ember::Placement ml = ember::place_buffers(large.program, large.schedule, ember::VectorResults::InMemory);
+  auto t = ember::plan_transpose(large.program, large.schedule.kernels[0], ml.in_memory);
+  CHECK(t.has_value());
+  if (!t) return;
+  CHECK_EQ(t->load.extent.hint(), int64_t{4});  // h, the table's rows
+  CHECK_EQ(t->staged.size(), size_t{1});
+  ember::CudaCode code = cuda_of(table_gather(8192));
+  CHECK(code.kernels[0].shape == CudaKernelInfo::Shape::Transpose);
   check_compiles(code);
 }
 
