@@ -129,9 +129,7 @@ void plan_values(const Kernel& k, RowTile& t, int v, const std::function<bool(in
 RowTile plan_row_tile(const Program& p, const Schedule& s, const Placement& m, int ki, CudaLaunch& launch,
                       CudaKernelInfo& info) {
   const Kernel& k = s.kernels[ki];
-  // A transpose's tiles are its own (codegen/cuda/transpose.h): no row tile, and no
-  // packed rows changing its grid.
-  if (launch.shape == CudaKernelInfo::Shape::Elementwise || launch.shape == CudaKernelInfo::Shape::Transpose) return {};
+  if (launch.shape == CudaKernelInfo::Shape::Elementwise) return {};
   const Stage* looping = nullptr;
   // A stage over symbolic dims keeps its per-element loop on the row's threads: the tile
   // must not take threads from it (see below).

@@ -13,9 +13,6 @@ namespace {
 
 constexpr int64_t kLineBytes = 128;  // a warp's coalesced access: one 128-byte line
 constexpr int64_t kInt32Limit = int64_t{1} << 31;
-// A gathered buffer of fewer elements than the loop space over this is read from cache
-// whichever way a warp walks (each element read this many times or more): not staged.
-constexpr int64_t kGatherReuse = 8;
 
 using Sizes = std::map<int, Dim>;  // loop var id -> its extent
 
@@ -134,128 +131,6 @@ int phase_lanes(const std::vector<Expr>& indices, DType dtype, const TransposePl
   return lanes;
 }
 
-// A load's index seen as an affine form in which each maximal part that is not affine
-// (a gather's index read from a tensor and clamped, an upsampling's computed source row)
-// stands as a var of its own, kTermVarBase + k: `terms[k]`, with the loop vars it reads.
-constexpr int kTermVarBase = 3 << 28;
-
-struct IndexTerms {
-  SymbolicAffine affine;            // the loop vars' part (no term vars)
-  std::map<int, Dim> term_coef;     // term k -> its coefficient
-  std::vector<Expr> terms;
-  std::vector<std::set<int>> reads;  // term k -> the loop vars it reads (its loads' indices too)
-};
-
-void collect_vars(const Expr& e, std::set<int>& out) {
-  if (e->op == ExprOp::Var) out.insert(static_cast<int>(e->ival));
-  for (const auto& a : e->args) collect_vars(a, out);
-}
-
-// The maximal sub-expressions of an i64 index that are not affine, below the sums,
-// differences, products and i64 casts that affine forms see through.
-void opaque_parts(const Expr& e, std::vector<Expr>& out) {
-  if (index_form(e)) return;
-  const bool through = e->op == ExprOp::Add || e->op == ExprOp::Sub || e->op == ExprOp::Mul ||
-                       (e->op == ExprOp::Cast && e->dtype == DType::I64 && !is_float(e->args[0]->dtype));
-  if (!through || is_float(e->dtype)) {
-    for (const Expr& o : out)
-      if (o.get() == e.get()) return;
-    out.push_back(e);
-    return;
-  }
-  for (const auto& a : e->args) opaque_parts(a, out);
-}
-
-std::optional<IndexTerms> index_terms(const Expr& index) {
-  std::vector<Expr> parts;
-  opaque_parts(index, parts);
-  Expr abstracted = index;
-  for (size_t k = 0; k < parts.size(); ++k) abstracted = replace(abstracted, parts[k].get(), var(kTermVarBase + static_cast<int>(k)));
-  auto f = index_form(abstracted);
-  if (!f) return std::nullopt;  // a term times a loop var, or under a product of terms
-  IndexTerms t;
-  t.terms = parts;
-  for (const auto& [v, c] : f->coef) {
-    if (v >= kTermVarBase) {
-      t.term_coef.emplace(v - kTermVarBase, c);
-    } else {
-      t.affine.coef.emplace(v, c);
-    }
-  }
-  t.affine.constant = f->constant;
-  for (const Expr& part : parts) {
-    t.reads.emplace_back();
-    collect_vars(part, t.reads.back());
-  }
-  return t;
-}
-
-// The loop var that consecutive threads should walk to read a load through `index` in the
-// fewest 128-byte lines, or -1: for an affine index, its one unit-stride dim. With terms
-// (a gather): the affine part's unit-stride dim when no term reads it (an upsampling of a
-// channels-last image walks its channels); else, when one term has coefficient 1 (the
-// gathered dim is contiguous in memory), the dim along which that term's own index loads
-// are unit-stride (or, with no loads, the one dim it reads), provided the affine part
-// and the other terms do not move along it: neighbouring entries of an index tensor
-// (relative positions, source rows) name neighbouring elements, and the index tensor
-// itself is read in lines that way. Random indices gain from no walk; this one still
-// reads the index tensor coalesced.
-int walk_var(const IndexTerms& t, const Sizes& size) {
-  const int u = unit_var(t.affine, size);
-  auto reads = [&](int v, int except) {
-    for (size_t k = 0; k < t.terms.size(); ++k)
-      if (static_cast<int>(k) != except && t.reads[k].count(v)) return true;
-    return false;
-  };
-  if (u >= 0 && !reads(u, -1)) return u;
-  int term = -1;
-  for (const auto& [k, c] : t.term_coef)
-    if (c == Dim(1)) {
-      if (term >= 0) return -1;
-      term = k;
-    }
-  if (term < 0) return -1;
-  std::set<int> along;
-  bool loads = false;
-  bool opaque_load = false;
-  walk_loads(t.terms[term], [&](const Expr& e) {
-    loads = true;
-    auto f = index_form(e->args[0]);
-    const int v = f ? unit_var(*f, size) : -1;
-    if (v < 0) opaque_load = true;
-    else along.insert(v);
-  });
-  if (opaque_load) return -1;
-  if (!loads)
-    for (int v : t.reads[term])
-      if (size.count(v) && size.at(v) != Dim(1)) along.insert(v);
-  if (along.size() != 1) return -1;
-  const int w = *along.begin();
-  if (coef_of(t.affine, w) != Dim(0) || reads(w, term)) return -1;
-  return w;
-}
-
-// Buffers read under a Where's arm somewhere in `e` (padding, cat): such a read may be
-// out of bounds where the arm is not taken, so only an index proved in bounds is staged.
-void guarded_reads(const Expr& e, bool guarded, std::set<int>& out) {
-  if (e->op == ExprOp::Load && guarded) out.insert(static_cast<int>(e->ival));
-  for (size_t i = 0; i < e->args.size(); ++i)
-    guarded_reads(e->args[i], guarded || (e->op == ExprOp::Where && i > 0), out);
-}
-
-// Loads that appear only inside other loads' indices (a gather's index tensor), with the
-// buffers whose indices read them; and the buffers read outside any index.
-void nested_reads(const Expr& e, int parent, std::map<int, std::set<int>>& parents, std::set<int>& top) {
-  if (e->op == ExprOp::Load) {
-    const int b = static_cast<int>(e->ival);
-    if (parent < 0) top.insert(b);
-    else parents[b].insert(parent);
-    for (const auto& a : e->args) nested_reads(a, b, parents, top);
-    return;
-  }
-  for (const auto& a : e->args) nested_reads(a, parent, parents, top);
-}
-
 }  // namespace
 
 TileLayout::TileLayout(const TransposePlan& t)
@@ -341,7 +216,7 @@ std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, c
   if (s_var < 0) return std::nullopt;
 
   // Loads that a tile can stage: one index per buffer, affine, in bounds, unit-stride
-  // along a dim other than S and varying along S; or a gather, below.
+  // along a dim other than S and varying along S.
   std::map<int, Expr> index;
   std::set<int> mixed;
   for (const auto& item : stage.items)
@@ -349,44 +224,20 @@ std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, c
       auto [it, fresh] = index.emplace(static_cast<int>(e->ival), e->args[0]);
       if (!fresh && !same_index(it->second, e->args[0])) mixed.insert(static_cast<int>(e->ival));
     });
-  // A gather (an index with terms that are not affine, index_terms) is staged too when
-  // its walk (walk_var) is along another dim than S: read where it is stored, a warp
-  // walking S reads 32 lines for 32 values (DeBERTa's position-to-content scores,
-  // gathered along the key dim and read transposed). It is read unconditionally (under
-  // no Where arm), so in bounds wherever the elementwise shape reads it.
-  std::set<int> guarded;
-  std::map<int, std::set<int>> parents;
-  std::set<int> top;
-  for (const auto& item : stage.items) {
-    guarded_reads(item.value, false, guarded);
-    nested_reads(item.value, -1, parents, top);
-  }
   struct Candidate {
     int buffer, unit;
     int64_t extent;  // at the hints: it orders the candidates
-    SymbolicAffine form;  // a gather's: its affine part
-    bool gather;
+    SymbolicAffine form;
   };
   std::vector<Candidate> candidates;
   for (const auto& [b, idx] : index) {
     if (mixed.count(b) || own.count(b)) continue;
+    auto f = index_form(idx);
+    if (!f) continue;
     const Dim extent = p.buffers[b].extent();
-    if (auto f = index_form(idx)) {
-      const int unit = unit_var(*f, size);
-      if (unit < 0 || unit == s_var || coef_of(*f, s_var) == Dim(0) || !in_bounds(*f, size, extent)) continue;
-      candidates.push_back({b, unit, extent.hint(), *f, false});
-      continue;
-    }
-    // A small table (Swin's relative-position bias, an upsampling's source beside its
-    // output) is read from cache whichever way the threads walk: not worth a tile.
-    if (extent.hint() * kGatherReuse < total.hint()) continue;
-    auto t = index_terms(idx);
-    if (!t || guarded.count(b)) continue;
-    bool varies = coef_of(t->affine, s_var) != Dim(0);
-    for (const auto& r : t->reads) varies |= r.count(s_var) > 0;
-    const int unit = walk_var(*t, size);
-    if (unit < 0 || unit == s_var || !varies) continue;
-    candidates.push_back({b, unit, extent.hint(), t->affine, true});
+    const int unit = unit_var(*f, size);
+    if (unit < 0 || unit == s_var || coef_of(*f, s_var) == Dim(0) || !in_bounds(*f, size, extent)) continue;
+    candidates.push_back({b, unit, extent.hint(), *f});
   }
   if (candidates.empty()) return std::nullopt;
   std::stable_sort(candidates.begin(), candidates.end(),
@@ -396,7 +247,7 @@ std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, c
   TransposePlan t;
   t.symbolic = symbolic;
   t.load = {{first.unit}, {size.at(first.unit)}, size.at(first.unit), 1};
-  if (!first.gather) grow_side(t.load, first.form, *store, size, {s_var});  // a gather's walk is one dim
+  grow_side(t.load, first.form, *store, size, {s_var});
   t.store = {{s_var}, {size.at(s_var)}, size.at(s_var), 1};
   grow_side(t.store, *store, first.form, size, std::set<int>(t.load.vars.begin(), t.load.vars.end()));
   for (int v : order)
@@ -428,16 +279,9 @@ std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, c
   if (t.load.tile * t.store.tile < kTransposeThreads) return std::nullopt;  // too small to pay for a barrier
 
   const TileLayout layout(t);
-  // An index tensor read only inside the indices of gathers that are staged too is read
-  // there, in the load phase, along L already: it is not staged itself.
-  std::set<int> along_l;
-  for (const Candidate& c : candidates)
-    if (c.unit == first.unit) along_l.insert(c.buffer);
   int64_t shared = 0;
   for (const Candidate& c : candidates) {
     if (c.unit != first.unit) continue;
-    const auto& by = parents[c.buffer];
-    if (!top.count(c.buffer) && std::all_of(by.begin(), by.end(), [&](int b) { return along_l.count(b) > 0; })) continue;
     const int64_t bytes = layout.size * staged_bytes(p.buffers[c.buffer].dtype);
     if (shared + bytes > kTransposeSharedBytes) continue;
     shared += bytes;
@@ -445,40 +289,20 @@ std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, c
   }
   if (t.staged.empty()) return std::nullopt;
 
-  // The staged loads' 16-byte words, if they all have them (a gather has none).
-  auto load_lanes = [&](const std::vector<int>& staged) {
-    std::vector<Expr> indices;
-    std::set<int64_t> sizes;
-    for (int b : staged) {
-      indices.push_back(index.at(b));
-      sizes.insert(dtype_size(p.buffers[b].dtype));
-    }
-    return sizes.size() == 1 ? phase_lanes(indices, p.buffers[staged[0]].dtype, t.load, t.store, size) : 0;
-  };
-  // A gather staged beside affine loads that would have 16-byte words without it is read
-  // where it is used instead: the words carry more (an upsampling's small source table,
-  // beside two full-size transposed operands, is read from cache either way).
-  if (!first.gather) {
-    std::vector<int> affine;
-    for (const Candidate& c : candidates)
-      if (!c.gather && std::count(t.staged.begin(), t.staged.end(), c.buffer)) affine.push_back(c.buffer);
-    if (affine.size() < t.staged.size() && load_lanes(affine) > 0) {
-      std::vector<int> kept;
-      for (int b : t.staged)
-        if (std::count(affine.begin(), affine.end(), b)) kept.push_back(b);
-      t.staged = kept;
-    }
+  std::vector<Expr> staged_indices, store_indices;
+  std::set<int64_t> staged_sizes, store_sizes;
+  for (int b : t.staged) {
+    staged_indices.push_back(index.at(b));
+    staged_sizes.insert(dtype_size(p.buffers[b].dtype));
   }
-
-  std::vector<Expr> store_indices;
-  std::set<int64_t> store_sizes;
   for (const auto& item : stage.items) {
     const int b = p.computed[item.computed].buffer;
     if (!in_memory[b]) continue;
     store_indices.push_back(item.store_index);
     store_sizes.insert(dtype_size(p.buffers[b].dtype));
   }
-  t.load_lanes = load_lanes(t.staged);
+  if (staged_sizes.size() == 1)
+    t.load_lanes = phase_lanes(staged_indices, p.buffers[t.staged[0]].dtype, t.load, t.store, size);
   if (store_sizes.size() == 1) t.store_lanes = phase_lanes(store_indices, store_dtype, t.store, t.load, size);
   // A block's last tile index reaches tiles + grid; a coordinate, extent + tile. Sizes
   // that grow at run time may reach anything.

@@ -72,21 +72,9 @@ struct TransposePlan {
 // one stage and no reductions or scans; every stored buffer (`in_memory`) has the same
 // affine index with one unit-stride loop dim S; some load not written by this kernel is
 // affine, in bounds over the whole loop space, unit-stride along another dim L, and
-// varies along S (a transposed read, not a broadcast), or is a gather that is read
-// in the fewest lines walking L and varies along S (below); and a tile holds at least a
+// varies along S (a transposed read, not a broadcast); and a tile holds at least a
 // block's worth of elements. Loads unit-stride along L are staged (the largest first,
 // within kTransposeSharedBytes); any other load is read where it is used.
-//
-// A gather's index is affine but for terms read from memory or computed (a clamped
-// index tensor's entry, an upsampling's source row); its walk is the affine part's
-// unit-stride dim when no term reads that dim (an upsampling of a channels-last image:
-// its channels), else, for a term of coefficient 1 (the gathered dim contiguous), the
-// dim along which the term's index tensor is contiguous (DeBERTa's relative positions:
-// neighbouring entries name neighbouring elements). A staged gather is one read under no
-// Where arm, from a buffer of at least an eighth of the loop space's elements (a smaller
-// table is read from cache whichever way: Swin's relative-position bias), read in the
-// load phase at the tile's coordinates (scalar: no 16-byte words); its L side is that
-// one dim. An index tensor read only by staged gathers is read with them, not staged.
 std::optional<TransposePlan> plan_transpose(const Program& p, const Kernel& k, const std::vector<bool>& in_memory);
 
 // Element (l, s) of a staged tile in shared memory: rows along the tile's shorter side,
