@@ -16,6 +16,7 @@ Values are checked against eager (bf16: the tolerances of torch.testing for bf16
     python benchmarks/gpu_rows.py --only pool      # channels-last global pools of few images (column split)
     python benchmarks/gpu_rows.py --only column    # column sums [C] <- sum over R of [R, C] (column split)
     python benchmarks/gpu_rows.py --only pointwise # elementwise kernels alone: GELU, SiLU-gate, adds
+    python benchmarks/gpu_rows.py --only gather    # gathers read across the output's layout: DeBERTa, DeepLab
 """
 import argparse
 import datetime
@@ -158,7 +159,8 @@ def workloads():
         Forward("softmax 4096x4096 bf16", _softmax, lambda: (_rand(4096, 4096, dtype=bf16),), 4096, 4096, bf16),
         Forward("softmax 4096x50257 bf16", _softmax, lambda: (_rand(4096, 50257, dtype=bf16),), 4096, 50257, bf16),
         Backward("layer_norm backward 8192x768 bf16", 8192, 768, bf16),
-    ] + short_rows() + long_rows() + operand_rows() + pool_rows() + column_rows() + pointwise_rows()
+    ] + (short_rows() + long_rows() + operand_rows() + pool_rows() + column_rows() + pointwise_rows()
+         + gather_rows())
 
 
 def short_rows():
@@ -371,6 +373,43 @@ def operand_rows():
         Forward("operand swin bias 4096x3x49x49 bf16", _biased_softmax,
                 lambda: (_rand(4096, 3, 49, 49, dtype=bf16), _rand(169, 3, dtype=bf16), _swin_index()),
                 4096 * 3 * 49, 49, bf16),
+    ]
+
+
+def _deberta_scores(qk, c2p, p2c, rel):
+    """DeBERTa-v2's disentangled attention scores: q k^T plus the content-to-position
+    scores gathered along their last dim, plus the position-to-content ones gathered the
+    same way and read transposed (transformers' DisentangledSelfAttention)."""
+    span = c2p.shape[-1] // 2
+    b, s = qk.shape[0], qk.shape[-1]
+    c2p_pos = (rel + span).clamp(0, 2 * span - 1).expand(b, s, s)
+    p2c_pos = (span - rel).clamp(0, 2 * span - 1).expand(b, s, s)
+    return qk + torch.gather(c2p, -1, c2p_pos) + torch.gather(p2c, -1, p2c_pos).transpose(-1, -2)
+
+
+def _upsample_to_nchw(x):
+    return F.interpolate(x, scale_factor=8, mode="bilinear", align_corners=False).contiguous()
+
+
+def gather_rows():
+    """Gathers whose reads run across the output's layout (issue 23): DeBERTa-v3-base's
+    scores at 16x512 (192 heads of [512, 512], relative positions of 256 buckets), whose
+    position-to-content gather is read transposed; DeepLabV3's final bilinear upsampling
+    of its 21 class maps, channels-last [8, 21, 64, 64] to NCHW [8, 21, 512, 512].
+    `--only gather` runs these alone."""
+    bf16 = torch.bfloat16
+
+    def scores():
+        i = torch.arange(512, device="cuda")
+        rel = (i[:, None] - i[None, :]).clamp(-256, 255)
+        return (_rand(192, 512, 512, dtype=bf16), _rand(192, 512, 512, dtype=bf16), _rand(192, 512, 512, dtype=bf16),
+                rel)
+
+    return [
+        Forward("gather deberta c2p+p2c 192x512x512 bf16", _deberta_scores, scores, 192 * 512, 512, bf16),
+        Forward("gather upsample x8 CL->NCHW 8x21x64x64 bf16", _upsample_to_nchw,
+                lambda: (_rand(8, 21, 64, 64, dtype=bf16).contiguous(memory_format=torch.channels_last),),
+                8 * 21 * 512, 512, bf16),
     ]
 
 
