@@ -164,22 +164,14 @@ GeneratedCode generate_c(const Program& p, const Schedule& s) {
     KernelInfo info;
     std::ostringstream text;
     text << KernelPrinter(p, s, m, static_cast<int>(k)).print(info) << "\n";
-    // The launcher splits rows over OpenMP threads. Loaded into a PyTorch process,
-    // libgomp.so.1 resolves to torch's own copy, so kernels run on the same thread
-    // team as oneDNN and BLAS (hot, not competing for cores), as Inductor's do.
+    // The launcher splits rows over OpenMP threads (ember_launch_rows, in the prelude).
+    // Loaded into a PyTorch process, libgomp.so.1 resolves to torch's own copy, so
+    // kernels run on the same thread team as oneDNN and BLAS (hot, not competing for
+    // cores), as Inductor's do.
     bool split = false;
     for (const auto& st : s.kernels[k].stages) split |= st.split > 1;
-    // A kernel with split stages and fewer rows than threads runs its rows here and
-    // its split stages on the threads.
-    std::string serial = split ? "rows <= grain || rows < omp_get_max_threads()" : "rows <= grain";
-    text << "void " << info.name << "_launch(int64_t rows, int64_t grain, char* const* args) {\n"
-         << "  if (" << serial << ") { " << info.name << "(0, rows, args); return; }\n"
-         << "  const int64_t chunks = (rows + grain - 1) / grain;\n"
-         << "  #pragma omp parallel for schedule(static)\n"
-         << "  for (int64_t c = 0; c < chunks; ++c) {\n"
-         << "    const int64_t b = c * grain, e = b + grain < rows ? b + grain : rows;\n"
-         << "    " << info.name << "(b, e, args);\n"
-         << "  }\n}\n\n";
+    text << "void " << info.name << "_launch(int64_t rows, int64_t grain, char* const* args) { ember_launch_rows("
+         << info.name << ", rows, grain, " << (split ? 1 : 0) << ", args); }\n\n";
     // Kernels that differ only in their buffers (a model's repeated layers) share one
     // function: less for the C compiler, the same machine code.
     auto [first, fresh] = printed.emplace(replace_all(text.str(), info.name, "@"), info.name);

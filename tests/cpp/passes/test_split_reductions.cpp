@@ -86,7 +86,10 @@ TEST(split_stages_run_chunks_on_threads_and_combine_in_order) {
   // Partials combine from chunk 0 on, in order; a later arg partial wins only if strictly better.
   CHECK(c.find("for (int64_t ch = 1; ch < 61LL; ++ch) {") != std::string::npos);
   CHECK(c.find("if ((acc1_ch[ch] > comb5) || (acc1_ch[ch] != acc1_ch[ch] && comb5 == comb5)) { comb5 = acc1_ch[ch]; comb6 = arg2_ch[ch]; }") != std::string::npos);
-  CHECK(c.find("rows <= grain || rows < omp_get_max_threads()") != std::string::npos);
+  // Its launcher asks the prelude's ember_launch_rows to keep fewer rows than threads
+  // serial (split_stages = 1), so that the split stages get the threads.
+  CHECK(c.find("{ ember_launch_rows(" + p.c_code.kernels[0].name + ", rows, grain, 1, args); }") != std::string::npos);
+  CHECK(c.find("if (rows <= grain || (split_stages && rows < omp_get_max_threads()))") != std::string::npos);
 }
 
 TEST(generated_code_golden_split_batch_norm_stats) {
